@@ -1,0 +1,124 @@
+/**
+ * The one place that reads the environment and holds every default.
+ *
+ * Values come from process.env first, then from the services file written by
+ * `npm run services -- up` (ONCEFLOW_SERVICES_ENV, default ~/.cache/onceflow/run/services.env).
+ * Credentials are read here and handed to clients; they never enter workflow history,
+ * memos or logs.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError } from './errors';
+
+export interface KafkaSettings {
+  brokers: string[];
+  clientId: string;
+}
+
+export interface MysqlSettings {
+  host: string;
+  port: number;
+  database: string;
+  user: string;
+  password: string;
+}
+
+export interface TemporalSettings {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+}
+
+export interface Settings {
+  kafka: KafkaSettings;
+  mysql: MysqlSettings;
+  temporal: TemporalSettings;
+  /** Port of the worker's Prometheus endpoint; 0 disables it. */
+  metricsPort: number;
+}
+
+export const DEFAULTS = {
+  temporalAddress: '127.0.0.1:7233',
+  namespace: 'default',
+  taskQueue: 'onceflow',
+  kafkaBrokers: '127.0.0.1:9092',
+  mysqlHost: '127.0.0.1',
+  mysqlPort: 3306,
+  mysqlDatabase: 'onceflow',
+  mysqlUser: 'onceflow',
+  metricsPort: 0,
+} as const;
+
+export function onceflowHome(env: NodeJS.ProcessEnv = process.env): string {
+  return env.ONCEFLOW_HOME || join(homedir(), '.cache', 'onceflow');
+}
+
+/** Parses a KEY=VALUE file (comments and blank lines ignored). */
+export function parseEnvFile(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    const t = line.trim();
+    if (!t || t.startsWith('#')) continue;
+    const eq = t.indexOf('=');
+    if (eq <= 0) continue;
+    out[t.slice(0, eq)] = t.slice(eq + 1);
+  }
+  return out;
+}
+
+function servicesEnv(env: NodeJS.ProcessEnv): Record<string, string> {
+  const file = env.ONCEFLOW_SERVICES_ENV || join(onceflowHome(env), 'run', 'services.env');
+  return existsSync(file) ? parseEnvFile(readFileSync(file, 'utf8')) : {};
+}
+
+function intSetting(name: string, raw: string | undefined, fallback: number): number {
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) {
+    throw new ConfigError(name, `must be a non-negative integer, got '${raw}'`);
+  }
+  return n;
+}
+
+export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
+  const file = servicesEnv(env);
+  const get = (k: string): string | undefined => env[k] ?? file[k];
+  const password = get('ONCEFLOW_MYSQL_PASSWORD');
+  if (password === undefined) {
+    throw new ConfigError(
+      'ONCEFLOW_MYSQL_PASSWORD',
+      'is not set. Export it, or run `npm run services -- up`, which writes it to the services file',
+    );
+  }
+  const brokers = (get('ONCEFLOW_KAFKA_BROKERS') ?? DEFAULTS.kafkaBrokers)
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+  if (brokers.length === 0) throw new ConfigError('ONCEFLOW_KAFKA_BROKERS', 'lists no broker (host:port,...)');
+  return {
+    kafka: { brokers, clientId: get('ONCEFLOW_KAFKA_CLIENT_ID') ?? 'onceflow' },
+    mysql: {
+      host: get('ONCEFLOW_MYSQL_HOST') ?? DEFAULTS.mysqlHost,
+      port: intSetting('ONCEFLOW_MYSQL_PORT', get('ONCEFLOW_MYSQL_PORT'), DEFAULTS.mysqlPort),
+      database: get('ONCEFLOW_MYSQL_DATABASE') ?? DEFAULTS.mysqlDatabase,
+      user: get('ONCEFLOW_MYSQL_USER') ?? DEFAULTS.mysqlUser,
+      password,
+    },
+    temporal: {
+      address: get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress,
+      namespace: get('ONCEFLOW_TEMPORAL_NAMESPACE') ?? DEFAULTS.namespace,
+      taskQueue: get('ONCEFLOW_TASK_QUEUE') ?? DEFAULTS.taskQueue,
+    },
+    metricsPort: intSetting('ONCEFLOW_METRICS_PORT', get('ONCEFLOW_METRICS_PORT'), DEFAULTS.metricsPort),
+  };
+}
+
+/** Paths of the tools the services script installed (Kafka jars, Temporal CLI). */
+export function toolPaths(env: NodeJS.ProcessEnv = process.env): { kafkaLibs?: string; temporalBin?: string } {
+  const file = servicesEnv(env);
+  return {
+    kafkaLibs: env.ONCEFLOW_KAFKA_LIBS ?? file.ONCEFLOW_KAFKA_LIBS,
+    temporalBin: env.ONCEFLOW_TEMPORAL_BIN ?? file.ONCEFLOW_TEMPORAL_BIN,
+  };
+}

@@ -1,0 +1,84 @@
+/**
+ * Test support: real services only (started by scripts/test.sh through scripts/services.sh).
+ * Every test uses fresh topics, tables and task queues, so tests never see each other's data.
+ */
+import { randomBytes } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { Kafka, logLevel, type Admin } from 'kafkajs';
+import { createPool, type Pool } from 'mysql2/promise';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
+import type { Client } from '@temporalio/client';
+import { connectClient } from '../../src/client';
+import { loadSettings, type Settings } from '../../src/config';
+import { connectCluster, type KafkaCluster } from '../../src/kafka/internals';
+
+let runtimeInstalled = false;
+export function quietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger('WARN') });
+}
+
+export const uniqueName = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
+
+export interface Deps {
+  settings: Settings;
+  kafka: Kafka;
+  admin: Admin;
+  pool: Pool;
+  cluster: KafkaCluster;
+  client: Client;
+  close(): Promise<void>;
+}
+
+export async function openDeps(): Promise<Deps> {
+  const settings = loadSettings();
+  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-test', logLevel: logLevel.ERROR });
+  const admin = kafka.admin();
+  await admin.connect();
+  const pool = createPool({ ...settings.mysql, connectionLimit: 8 });
+  const cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: 'onceflow-test' });
+  const client = await connectClient(settings);
+  return {
+    settings,
+    kafka,
+    admin,
+    pool,
+    cluster,
+    client,
+    async close() {
+      await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()]);
+    },
+  };
+}
+
+const ROOT = join(__dirname, '..', '..');
+
+/** A worker in its own process (so a test can SIGKILL it), with optional fault injection. */
+export function spawnWorker(taskQueue: string, env: Record<string, string> = {}): ChildProcess & { exited: Promise<number | null> } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'worker.ts')], {
+    cwd: ROOT,
+    env: { ...process.env, ONCEFLOW_TASK_QUEUE: taskQueue, ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => {
+    stderr += d.toString();
+    if (stderr.length > 20000) stderr = stderr.slice(-10000);
+  });
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? -1 : null))));
+  return Object.assign(child, { exited, get stderr() { return stderr; } });
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function waitUntil<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs: number, everyMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(everyMs);
+  }
+}

@@ -1,2 +1,3 @@
 // Entry point of the workflow bundle: only workflow functions are exported here.
-export {};
+export { partitionWorkflow } from './partition';
+export { pipelineWorkflow } from './pipeline';

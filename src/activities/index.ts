@@ -1,0 +1,354 @@
+/**
+ * The epoch protocol's activities (DESIGN §2–§4), built from injected clients:
+ *   createActivities({ cluster, admin, pool, transforms })
+ * Clients are created once per worker and stay warm; nothing here is per epoch but the
+ * transaction itself.
+ */
+import { randomBytes } from 'node:crypto';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Admin } from 'kafkajs';
+import type { Pool } from 'mysql2/promise';
+import { ConfigError, OnceflowError, ReconcileMismatch, TransientError, errorMessage } from '../errors';
+import { Faults, type FaultPoint } from '../faults';
+import { PreparedTransaction, earliestOffset, endTxn, latestOffset, ISOLATION, type KafkaCluster } from '../kafka/internals';
+import { committedMarkers, encodeMarker, findCommittedMarker, lastCommittedMarker, type Marker } from '../kafka/progress';
+import { createTableSql, detectDialect, writeRows, type Dialect } from '../mysql/sink';
+import {
+  ER_DUP_ENTRY,
+  commitBranch,
+  ensureLedger,
+  epochGtrid,
+  insertLedger,
+  lastLedgerRow,
+  parseGtrid,
+  partitionGtridPrefix,
+  prepareBranch,
+  recoverXids,
+  rollbackXid,
+  sqlErrno,
+  xidFromString,
+  xidToString,
+} from '../mysql/xa';
+import type {
+  CommitArgs,
+  EpochArgs,
+  KafkaCommitOutcome,
+  MysqlCommitOutcome,
+  PrepareResult,
+  ReconcileArgs,
+  ReconcileResult,
+} from '../protocol';
+import { consumerGroupId, transactionalId, type PipelineSpec } from '../spec';
+import type { TransformRegistry } from '../transforms/registry';
+import { applyTransform, tableMap, type KafkaMessage } from './apply';
+import { readEpoch, readRange } from './source';
+
+export interface ActivityDeps {
+  cluster: KafkaCluster;
+  admin: Admin;
+  pool: Pool;
+  transforms: TransformRegistry;
+  faults?: Faults;
+  /** Observer for metrics (records, phases, redos); optional. */
+  observe?: (event: ObservedEvent) => void;
+}
+
+export type ObservedEvent =
+  | { kind: 'prepared'; pipeline: string; partition: number; records: number; deadLetters: number; ms: number; end: number }
+  | { kind: 'committed'; pipeline: string; partition: number; side: 'kafka' | 'mysql'; ms: number }
+  | { kind: 'redo'; pipeline: string; partition: number; side: 'kafka' | 'mysql' }
+  | { kind: 'retry'; pipeline: string; partition: number; activity: string }
+  | { kind: 'rolled-back'; pipeline: string; partition: number; epoch: number; xid: string };
+
+const CHUNK = 1000;
+const DECIDE_TIMEOUT_MS = 120_000;
+
+/** Maps onceflow's errors to Temporal failures at the activity edge; keeps the worker heartbeating. */
+async function edge<T>(fn: () => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  const timer = setInterval(() => ctx.heartbeat(), 1000);
+  ctx.heartbeat();
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof OnceflowError && !e.retryable) {
+      throw ApplicationFailure.create({ message: e.message, type: e.name, nonRetryable: true, details: [e.details] });
+    }
+    if (e instanceof OnceflowError) throw ApplicationFailure.create({ message: e.message, type: e.name, details: [e.details] });
+    throw e;
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+function attempt(): number {
+  return Context.current().info.attempt;
+}
+
+export function createActivities(deps: ActivityDeps) {
+  const { cluster, admin, pool, transforms } = deps;
+  const faults = deps.faults ?? new Faults();
+  const observe = deps.observe ?? (() => undefined);
+  let dialect: Dialect | undefined;
+  const getDialect = async () => (dialect ??= await detectDialect(pool));
+  const hit = (point: FaultPoint, a: { partition: number; epoch: number }) => faults.hit(point, { ...a, attempt: attempt() });
+  const heartbeat = () => Context.current().heartbeat();
+
+  async function sendAll(txn: PreparedTransaction, spec: PipelineSpec, outputs: KafkaMessage[], deadLetters: KafkaMessage[]) {
+    await txn.send([
+      { topic: spec.kafkaSink.topic, messages: outputs },
+      { topic: spec.deadLetterTopic, messages: deadLetters },
+    ]);
+  }
+
+  async function writeMarker(txn: PreparedTransaction, spec: PipelineSpec, partition: number, m: Marker): Promise<number> {
+    const [meta] = await txn.send([{ topic: spec.progressTopic, messages: [{ key: String(partition), value: encodeMarker(m), partition }] }]);
+    if (!meta) throw new Error('progress marker was not acknowledged');
+    await txn.sendOffsets(consumerGroupId(spec.name), spec.source.topic, partition, m.end);
+    return meta.baseOffset;
+  }
+
+  function transformCtx(spec: PipelineSpec, partition: number, epoch: number) {
+    return { pipeline: spec.name, partition, epoch, attempt: attempt(), options: spec.transformOptions ?? {} };
+  }
+
+  return {
+    /** Checks the source, creates missing sink/progress/dead-letter topics and tables; returns the partition count. */
+    async describeSource(spec: PipelineSpec): Promise<{ partitions: number }> {
+      return edge(async () => {
+        const existing = new Set(await admin.listTopics());
+        if (!existing.has(spec.source.topic)) {
+          throw new ConfigError('source.topic', `'${spec.source.topic}' does not exist on the brokers; create it or fix the pipeline definition`);
+        }
+        const meta = await admin.fetchTopicMetadata({ topics: [spec.source.topic] });
+        const partitions = meta.topics[0]?.partitions.length ?? 0;
+        const wanted: [string, string][] = [
+          ['kafkaSink.topic', spec.kafkaSink.topic],
+          ['deadLetterTopic', spec.deadLetterTopic],
+          ['progressTopic', spec.progressTopic],
+        ];
+        const missing = wanted.filter(([, t]) => !existing.has(t)).map(([, t]) => t);
+        if (missing.length) {
+          await admin.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: -1 })) });
+        }
+        const sinkMeta = await admin.fetchTopicMetadata({ topics: wanted.map(([, t]) => t) });
+        for (const [field, t] of wanted) {
+          const n = sinkMeta.topics.find((x) => x.name === t)?.partitions.length ?? 0;
+          if (n < partitions) {
+            throw new ConfigError(field, `topic '${t}' has ${n} partitions but the source has ${partitions}; onceflow writes each source partition's output to the same partition number. Add partitions to '${t}' or use another topic`);
+          }
+        }
+        for (const t of spec.mysqlSink.tables) {
+          const ddl = createTableSql(t);
+          if (ddl) await pool.query(ddl);
+        }
+        await ensureLedger(pool);
+        return { partitions };
+      });
+    },
+
+    /** DESIGN §3.5: workflow state, ledger and progress marker must agree; leftovers of undecided epochs are rolled back. */
+    async reconcile(args: ReconcileArgs): Promise<ReconcileResult> {
+      return edge(async () => {
+        const { spec, partition, expected } = args;
+        const ledger = await lastLedgerRow(pool, spec.name, partition);
+        const logStart = await earliestOffset(cluster, spec.progressTopic, partition);
+        const marker = await lastCommittedMarker(cluster, spec.progressTopic, partition, logStart);
+        const prepared = await recoverXids(pool, partitionGtridPrefix(spec.name, partition));
+        const evidence = {
+          ledger,
+          marker: marker && { epoch: marker.epoch, start: marker.start, end: marker.end, offset: marker.offset },
+          workflow: expected ?? null,
+          preparedXaBranches: prepared.map(xidToString),
+        };
+        let next: { epoch: number; offset: number };
+        if (!ledger && !marker) {
+          const offset =
+            spec.source.startFrom === 'earliest'
+              ? await earliestOffset(cluster, spec.source.topic, partition)
+              : await latestOffset(cluster, spec.source.topic, partition, ISOLATION.READ_COMMITTED);
+          next = { epoch: 0, offset };
+        } else if (ledger && marker && ledger.epoch === marker.epoch && ledger.end === marker.end) {
+          next = { epoch: ledger.epoch + 1, offset: ledger.end };
+        } else {
+          throw new ReconcileMismatch(
+            `pipeline ${spec.name} partition ${partition}: the MySQL ledger says ${ledger ? `epoch ${ledger.epoch} ended at offset ${ledger.end}` : 'no epoch committed'}, ` +
+              `the Kafka progress marker says ${marker ? `epoch ${marker.epoch} ended at offset ${marker.end}` : 'no epoch committed'}. ` +
+              'One side of an epoch committed without the other (for example a workflow was terminated between the two commits). ' +
+              'Inspect with `onceflow transactions`, then resolve before starting again.',
+            evidence,
+          );
+        }
+        if (expected && (expected.epoch !== next.epoch || expected.offset !== next.offset)) {
+          throw new ReconcileMismatch(
+            `pipeline ${spec.name} partition ${partition}: workflow state says epoch ${expected.epoch} at offset ${expected.offset}, ledger and progress marker say epoch ${next.epoch} at offset ${next.offset}`,
+            evidence,
+          );
+        }
+        // Branches of epochs at or after the next one were never decided by a running workflow: roll back.
+        const rolledBack: string[] = [];
+        for (const x of prepared) {
+          const g = parseGtrid(x.gtrid);
+          if (g && g.epoch >= next.epoch) {
+            await rollbackXid(pool, x);
+            rolledBack.push(xidToString(x));
+          }
+        }
+        return { ...next, rolledBack };
+      });
+    },
+
+    /** Phase 1: read [offset, end), pre-commit the Kafka transaction and the XA branch. */
+    async prepareEpoch(args: EpochArgs): Promise<PrepareResult> {
+      return edge(async () => {
+        const { spec, partition, epoch, offset } = args;
+        const started = Date.now();
+        const at = { partition, epoch };
+        await hit('prepare.start', at);
+        if (attempt() > 1) {
+          // A retried prepare: roll back this epoch's branches left by earlier attempts. (An epoch
+          // whose prepare result is in history is never prepared again, so none of these is decided.)
+          for (const x of await recoverXids(pool, epochGtrid(spec.name, partition, epoch))) {
+            if (x.gtrid !== epochGtrid(spec.name, partition, epoch)) continue;
+            if ((await rollbackXid(pool, x)) === 'rolled-back') observe({ kind: 'rolled-back', pipeline: spec.name, partition, epoch, xid: xidToString(x) });
+          }
+          observe({ kind: 'retry', pipeline: spec.name, partition, activity: 'prepareEpoch' });
+        }
+        const waitMs = args.noWait ? 0 : spec.epoch.maxWaitMs;
+        const { records, end } = await readEpoch(cluster, spec.source.topic, partition, offset, spec.epoch, waitMs, heartbeat);
+        if (end === offset) return { kind: 'empty', offset };
+
+        const transform = transforms.get(spec.transform);
+        const tables = tableMap(spec);
+        const d = await getDialect();
+        const ctx = transformCtx(spec, partition, epoch);
+        // InitProducerId on this epoch's transactional id: fences zombies and aborts their open transaction.
+        const txn = new PreparedTransaction(cluster, transactionalId(spec.name, partition, epoch % spec.kafkaSink.transactionalIdPool), spec.kafkaSink.transactionTimeoutMs);
+        const handle = await txn.begin();
+        const xid = { gtrid: epochGtrid(spec.name, partition, epoch), bqual: `a${attempt()}.${randomBytes(4).toString('hex')}` };
+        let deadLetters = 0;
+        let processed = 0;
+        let markerOffset = -1;
+        await prepareBranch(
+          pool,
+          xid,
+          async (conn) => {
+            for (let i = 0; i < records.length; i += CHUNK) {
+              const chunk = records.slice(i, i + CHUNK);
+              const applied = applyTransform(spec, transform, chunk, ctx, tables);
+              await sendAll(txn, spec, applied.outputs, applied.deadLetters);
+              await writeRows(conn, applied.rows, tables, d);
+              deadLetters += applied.deadLetters.length;
+              processed += chunk.length;
+              transform.sink?.(applied.processed, { ...ctx, writtenInAttempt: processed });
+              heartbeat();
+            }
+            markerOffset = await writeMarker(txn, spec, partition, { pipeline: spec.name, partition, epoch, start: offset, end, records: records.length, redo: false });
+            await hit('prepare.kafka-sent', at);
+            await insertLedger(conn, spec.name, partition, { epoch, start: offset, end, records: records.length, redo: false });
+          },
+          { afterPrepare: () => hit('prepare.xa-prepared', at) },
+        );
+        observe({ kind: 'prepared', pipeline: spec.name, partition, records: records.length, deadLetters, ms: Date.now() - started, end });
+        return {
+          kind: 'prepared',
+          epoch,
+          start: offset,
+          end,
+          records: records.length,
+          deadLetters,
+          kafka: { ...handle, markerOffset },
+          xid: xidToString(xid),
+        };
+      });
+    },
+
+    /** Phase 3, Kafka side: EndTxn(commit) from any worker; ambiguous answers resolved by the progress marker. */
+    async commitKafka(args: CommitArgs): Promise<KafkaCommitOutcome> {
+      return edge(async () => {
+        const { spec, partition, prepared } = args;
+        const started = Date.now();
+        const at = { partition, epoch: prepared.epoch };
+        await hit('commit.before', at);
+        const outcome = await endTxn(cluster, prepared.kafka, true);
+        if (outcome === 'ok') {
+          observe({ kind: 'committed', pipeline: spec.name, partition, side: 'kafka', ms: Date.now() - started });
+          await hit('commit.between', at);
+          return 'committed';
+        }
+        // Fenced or invalid state: committed earlier (and the id moved on) or aborted (timeout). Read the marker.
+        const marker = await findCommittedMarker(cluster, spec.progressTopic, partition, prepared.epoch, prepared.kafka.markerOffset, {
+          timeoutMs: DECIDE_TIMEOUT_MS,
+          onWait: heartbeat,
+        });
+        return marker ? 'committed' : 'aborted';
+      });
+    },
+
+    /** Phase 3, MySQL side: XA COMMIT from any connection; a vanished branch without ledger row is redone. */
+    async commitMysql(args: CommitArgs): Promise<MysqlCommitOutcome> {
+      return edge(async () => {
+        const { spec, partition, prepared } = args;
+        const started = Date.now();
+        const r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
+        if (r === 'attached') throw new TransientError(`XA branch ${prepared.xid} is still attached to its preparing session; retrying`);
+        if (r === 'committed' || r === 'already') {
+          observe({ kind: 'committed', pipeline: spec.name, partition, side: 'mysql', ms: Date.now() - started });
+          return 'committed';
+        }
+        // 'gone': rolled back behind our back. The ledger row decides; redo the MySQL side in a local transaction.
+        const records = await readRange(cluster, spec.source.topic, partition, prepared.start, prepared.end, heartbeat);
+        const applied = applyTransform(spec, transforms.get(spec.transform), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
+        const conn = await pool.getConnection();
+        try {
+          await conn.beginTransaction();
+          try {
+            await insertLedger(conn, spec.name, partition, { epoch: prepared.epoch, start: prepared.start, end: prepared.end, records: records.length, redo: true });
+          } catch (e) {
+            await conn.rollback();
+            if (sqlErrno(e) === ER_DUP_ENTRY) return 'committed';
+            throw e;
+          }
+          await writeRows(conn, applied.rows, tableMap(spec), await getDialect());
+          await conn.commit();
+        } catch (e) {
+          await conn.rollback().catch(() => undefined);
+          throw e;
+        } finally {
+          conn.release();
+        }
+        observe({ kind: 'redo', pipeline: spec.name, partition, side: 'mysql' });
+        return 'redone';
+      });
+    },
+
+    /**
+     * The broker aborted the prepared transaction (timeout): produce the epoch again in a fresh
+     * transaction and commit it. First fence the id and check definitively that no transaction
+     * of this epoch committed (an earlier redo attempt may have).
+     */
+    async redoKafka(args: CommitArgs): Promise<{ redone: boolean }> {
+      return edge(async () => {
+        const { spec, partition, prepared } = args;
+        await hit('redo.start', { partition, epoch: prepared.epoch });
+        const txn = new PreparedTransaction(cluster, prepared.kafka.transactionalId, spec.kafkaSink.transactionTimeoutMs);
+        // InitProducerId completes every earlier transaction of this id (aborting an open one) before it returns.
+        const handle = await txn.begin();
+        const done = (await committedMarkers(cluster, spec.progressTopic, partition, prepared.kafka.markerOffset)).some((m) => m.epoch === prepared.epoch);
+        if (done) return { redone: false };
+        const records = await readRange(cluster, spec.source.topic, partition, prepared.start, prepared.end, heartbeat);
+        const applied = applyTransform(spec, transforms.get(spec.transform), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
+        await sendAll(txn, spec, applied.outputs, applied.deadLetters);
+        await writeMarker(txn, spec, partition, { pipeline: spec.name, partition, epoch: prepared.epoch, start: prepared.start, end: prepared.end, records: records.length, redo: true });
+        const outcome = await endTxn(cluster, handle, true);
+        if (outcome !== 'ok') throw new TransientError(`redo transaction of epoch ${prepared.epoch} was not committed (${outcome}); retrying the redo`);
+        observe({ kind: 'redo', pipeline: spec.name, partition, side: 'kafka' });
+        return { redone: true };
+      });
+    },
+  };
+}
+
+export type Activities = ReturnType<typeof createActivities>;
+export { errorMessage };

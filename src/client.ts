@@ -1,0 +1,41 @@
+/**
+ * Starting and controlling pipelines with the Temporal client.
+ */
+import { Client, Connection, WorkflowIdConflictPolicy, type WorkflowHandle } from '@temporalio/client';
+import { loadSettings, type Settings } from './config';
+import type { ControlAction, PartitionStatus } from './protocol';
+import { SEARCH_ATTRIBUTES } from './search-attributes';
+import { partitionWorkflowId, pipelineWorkflowId, type PipelineSpec } from './spec';
+import type { pipelineWorkflow } from './workflows/pipeline';
+
+export async function connectClient(settings: Settings = loadSettings()): Promise<Client> {
+  const connection = await Connection.connect({ address: settings.temporal.address });
+  return new Client({ connection, namespace: settings.temporal.namespace });
+}
+
+/** Starts the pipeline's workflow; starting a running pipeline again returns the running one. */
+export async function startPipeline(client: Client, spec: PipelineSpec, taskQueue: string): Promise<WorkflowHandle<typeof pipelineWorkflow>> {
+  return client.workflow.start('pipelineWorkflow', {
+    taskQueue,
+    workflowId: pipelineWorkflowId(spec.name),
+    args: [spec],
+    workflowIdConflictPolicy: WorkflowIdConflictPolicy.USE_EXISTING,
+    typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }],
+    memo: {
+      pipeline: spec.name,
+      source: spec.source.topic,
+      transform: spec.transform,
+      kafkaSink: spec.kafkaSink.topic,
+      tables: spec.mysqlSink.tables.map((t) => t.name).join(','),
+      epoch: spec.epoch,
+    },
+  });
+}
+
+export async function controlPipeline(client: Client, pipeline: string, action: ControlAction): Promise<void> {
+  await client.workflow.getHandle(pipelineWorkflowId(pipeline)).signal('control', action);
+}
+
+export async function partitionStatus(client: Client, pipeline: string, partition: number): Promise<PartitionStatus> {
+  return client.workflow.getHandle(partitionWorkflowId(pipeline, partition)).query<PartitionStatus>('status');
+}

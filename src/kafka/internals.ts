@@ -1,0 +1,289 @@
+/**
+ * Every use of kafkajs internals lives here, behind a small typed surface with its own tests
+ * (test/kafka-internals.test.ts). kafkajs 2.2.4 has no public API for:
+ *  - reading an exact offset range of one partition without joining a consumer group,
+ *  - the producer id and epoch of a transaction (needed to commit it from another process),
+ *  - EndTxn for a transaction this process did not open,
+ *  - ListOffsets with an explicit isolation level.
+ * Flink reaches the same Kafka internals through reflection for the same reasons.
+ */
+/* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
+import { logLevel as LogLevel } from 'kafkajs';
+
+const Cluster = require('kafkajs/src/cluster');
+const { createLogger } = require('kafkajs/src/loggers');
+const LoggerConsole = require('kafkajs/src/loggers/console');
+const createEosManager = require('kafkajs/src/producer/eosManager');
+const createMessageProducer = require('kafkajs/src/producer/messageProducer');
+const { DefaultPartitioner } = require('kafkajs/src/producer/partitioners');
+const createRetry = require('kafkajs/src/retry');
+const Batch = require('kafkajs/src/consumer/batch');
+const { CONNECTION_STATUS } = require('kafkajs/src/network/connectionStatus');
+const COORDINATOR_TYPES = require('kafkajs/src/protocol/coordinatorTypes');
+const defaultSocketFactory = require('kafkajs/src/network/socketFactory');
+
+export const ISOLATION = { READ_UNCOMMITTED: 0, READ_COMMITTED: 1 } as const;
+
+export interface RawRecord {
+  offset: number;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: Record<string, Buffer | string | (Buffer | string)[] | undefined>;
+  timestamp: string;
+}
+
+export interface FetchResult {
+  /** Records visible at the requested isolation level (aborted and control records removed). */
+  records: RawRecord[];
+  /** Offset to fetch next: past every record returned by the broker, visible or not. */
+  nextOffset: number;
+  highWatermark: number;
+  lastStableOffset: number;
+  logStartOffset: number;
+}
+
+export interface TxnHandle {
+  transactionalId: string;
+  producerId: number;
+  producerEpoch: number;
+}
+
+export type EndTxnOutcome = 'ok' | 'fenced' | 'invalid-state';
+
+export interface KafkaCluster {
+  raw: any;
+  logger: any;
+  disconnect(): Promise<void>;
+}
+
+export interface ClusterOptions {
+  brokers: string[];
+  clientId: string;
+  logLevel?: LogLevel;
+  requestTimeout?: number;
+}
+
+/**
+ * kafkajs logs every error response at ERROR before its retrier handles it (for example
+ * CONCURRENT_TRANSACTIONS while a fenced transaction is being aborted). Those surface as
+ * exceptions when they matter, so the per-response lines are dropped here.
+ */
+const quietLogCreator = (level: number) => {
+  const log = LoggerConsole(level);
+  return (entry: { log: { message?: string } }) => {
+    if (/^(\[Connection\] )?Response /.test(entry.log.message ?? '')) return;
+    log(entry);
+  };
+};
+
+export async function connectCluster(opts: ClusterOptions): Promise<KafkaCluster> {
+  const logger = createLogger({ level: opts.logLevel ?? LogLevel.WARN, logCreator: quietLogCreator });
+  const raw = new Cluster({
+    logger,
+    brokers: opts.brokers,
+    clientId: opts.clientId,
+    socketFactory: defaultSocketFactory(),
+    connectionTimeout: 3000,
+    requestTimeout: opts.requestTimeout ?? 30000,
+    enforceRequestTimeout: true,
+    retry: { retries: 5, initialRetryTime: 200, maxRetryTime: 3000 },
+    offsets: new Map(),
+    allowAutoTopicCreation: false,
+    isolationLevel: ISOLATION.READ_COMMITTED,
+    metadataMaxAge: 60000,
+  });
+  await raw.connect();
+  return { raw, logger, disconnect: () => raw.disconnect() };
+}
+
+async function leaderOf(cluster: KafkaCluster, topic: string, partition: number): Promise<any> {
+  await cluster.raw.addTargetTopic(topic);
+  await cluster.raw.refreshMetadataIfNecessary();
+  const byLeader = cluster.raw.findLeaderForPartitions(topic, [partition]);
+  const nodeId = Object.keys(byLeader)[0];
+  if (nodeId === undefined) {
+    await cluster.raw.refreshMetadata();
+    throw new Error(`no leader known for ${topic}[${partition}]`);
+  }
+  return cluster.raw.findBroker({ nodeId });
+}
+
+/** Reads from `fromOffset` on one partition. Never joins a group. */
+export async function fetchPartition(
+  cluster: KafkaCluster,
+  args: { topic: string; partition: number; fromOffset: number; maxBytes: number; maxWaitMs: number; isolation: 0 | 1 },
+): Promise<FetchResult> {
+  const broker = await leaderOf(cluster, args.topic, args.partition);
+  let response: any;
+  try {
+    response = await broker.fetch({
+      replicaId: -1,
+      isolationLevel: args.isolation,
+      maxWaitTime: args.maxWaitMs,
+      minBytes: 1,
+      maxBytes: args.maxBytes,
+      topics: [
+        { topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(args.fromOffset), maxBytes: args.maxBytes }] },
+      ],
+    });
+  } catch (e: any) {
+    if (e?.type === 'NOT_LEADER_FOR_PARTITION' || e?.type === 'UNKNOWN_TOPIC_OR_PARTITION' || e?.type === 'LEADER_NOT_AVAILABLE') {
+      await cluster.raw.refreshMetadata().catch(() => undefined);
+    }
+    throw e;
+  }
+  const pd = response.responses?.[0]?.partitions?.[0];
+  if (!pd) throw new Error(`empty fetch response for ${args.topic}[${args.partition}]`);
+  if (pd.errorCode && pd.errorCode !== 0) {
+    throw Object.assign(new Error(`fetch ${args.topic}[${args.partition}] failed with error code ${pd.errorCode}`), { errorCode: pd.errorCode });
+  }
+  const batch = new Batch(args.topic, String(args.fromOffset), pd);
+  const within: any[] = batch.messagesWithinOffset;
+  const last = within.length ? Number(within[within.length - 1].offset) : args.fromOffset - 1;
+  return {
+    records: batch.messages.map((m: any) => ({
+      offset: Number(m.offset),
+      key: m.key ?? null,
+      value: m.value ?? null,
+      headers: m.headers ?? {},
+      timestamp: String(m.timestamp),
+    })),
+    nextOffset: last + 1,
+    highWatermark: Number(pd.highWatermark),
+    lastStableOffset: Number(pd.lastStableOffset),
+    logStartOffset: Number(pd.logStartOffset ?? -1),
+  };
+}
+
+/** Latest offset of a partition: the LSO for read_committed, the high watermark for read_uncommitted. */
+export async function latestOffset(cluster: KafkaCluster, topic: string, partition: number, isolation: 0 | 1): Promise<number> {
+  const broker = await leaderOf(cluster, topic, partition);
+  const res = await broker.listOffsets({
+    replicaId: -1,
+    isolationLevel: isolation,
+    topics: [{ topic, partitions: [{ partition, timestamp: '-1' }] }],
+  });
+  const p = res.responses?.[0]?.partitions?.[0];
+  if (!p || (p.errorCode && p.errorCode !== 0)) throw new Error(`listOffsets ${topic}[${partition}] failed (${p?.errorCode})`);
+  return Number(p.offset);
+}
+
+/** Earliest retained offset of a partition. */
+export async function earliestOffset(cluster: KafkaCluster, topic: string, partition: number): Promise<number> {
+  const broker = await leaderOf(cluster, topic, partition);
+  const res = await broker.listOffsets({
+    replicaId: -1,
+    isolationLevel: ISOLATION.READ_UNCOMMITTED,
+    topics: [{ topic, partitions: [{ partition, timestamp: '-2' }] }],
+  });
+  const p = res.responses?.[0]?.partitions?.[0];
+  if (!p || (p.errorCode && p.errorCode !== 0)) throw new Error(`listOffsets ${topic}[${partition}] failed (${p?.errorCode})`);
+  return Number(p.offset);
+}
+
+export interface ProducedOffsets {
+  topic: string;
+  partition: number;
+  baseOffset: number;
+}
+
+/**
+ * One Kafka transaction that is prepared here and may be committed anywhere.
+ * begin() bumps the producer epoch (InitProducerId), which fences and aborts any earlier
+ * open transaction of the same transactional id — the zombie-fencing step of DESIGN §4.
+ * The transaction is never committed through this object: see endTxn().
+ */
+export class PreparedTransaction {
+  private readonly eos: any;
+  private readonly producer: any;
+  private began = false;
+
+  constructor(
+    private readonly cluster: KafkaCluster,
+    readonly transactionalId: string,
+    transactionTimeoutMs: number,
+  ) {
+    const ns = cluster.logger.namespace('onceflow.txn');
+    this.eos = createEosManager({ logger: ns, cluster: cluster.raw, transactionTimeout: transactionTimeoutMs, transactional: true, transactionalId });
+    this.producer = createMessageProducer({
+      logger: ns,
+      cluster: cluster.raw,
+      partitioner: DefaultPartitioner(),
+      eosManager: this.eos,
+      idempotent: true,
+      retrier: createRetry({ retries: 5, initialRetryTime: 100, maxRetryTime: 2000 }),
+      getConnectionStatus: () => CONNECTION_STATUS.CONNECTED,
+    });
+  }
+
+  async begin(): Promise<TxnHandle> {
+    await this.eos.initProducerId();
+    this.eos.beginTransaction();
+    this.began = true;
+    return this.handle();
+  }
+
+  handle(): TxnHandle {
+    return {
+      transactionalId: this.transactionalId,
+      producerId: Number(this.eos.getProducerId()),
+      producerEpoch: Number(this.eos.getProducerEpoch()),
+    };
+  }
+
+  /** Sends inside the transaction; resolves once the broker acknowledged (acks=all). */
+  async send(
+    topicMessages: { topic: string; messages: { key?: Buffer | string | null; value: Buffer | string | null; partition?: number; headers?: Record<string, string | Buffer> }[] }[],
+  ): Promise<ProducedOffsets[]> {
+    if (!this.began) throw new Error('transaction not begun');
+    const nonEmpty = topicMessages.filter((t) => t.messages.length > 0);
+    if (nonEmpty.length === 0) return [];
+    const res: any[] = await this.producer.sendBatch({ topicMessages: nonEmpty, acks: -1 });
+    return res.map((r) => ({ topic: r.topicName, partition: r.partition, baseOffset: Number(r.baseOffset) }));
+  }
+
+  async sendOffsets(groupId: string, topic: string, partition: number, offset: number): Promise<void> {
+    await this.eos.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions: [{ partition, offset: String(offset) }] }] });
+  }
+}
+
+/**
+ * EndTxn for (transactionalId, producerId, epoch), from any process.
+ * Kafka 3.x (transactions v1): a retried commit of a completed commit answers OK; commit after
+ * an abort answers INVALID_TXN_STATE; commit after the epoch moved on (timeout abort, or a
+ * newer transaction on the id) answers a fencing error. Anything but 'ok' is ambiguous and must
+ * be resolved by reading the progress marker (see progress.ts).
+ */
+export async function endTxn(cluster: KafkaCluster, h: TxnHandle, commit: boolean): Promise<EndTxnOutcome> {
+  const retrier = createRetry({ retries: 8, initialRetryTime: 100, maxRetryTime: 2000 });
+  return retrier(async (bail: (e: Error) => void) => {
+    let coordinator: any;
+    try {
+      coordinator = await cluster.raw.findGroupCoordinator({ groupId: h.transactionalId, coordinatorType: COORDINATOR_TYPES.TRANSACTION });
+      await coordinator.endTxn({
+        transactionalId: h.transactionalId,
+        producerId: h.producerId,
+        producerEpoch: h.producerEpoch,
+        transactionResult: commit,
+      });
+      return 'ok' as EndTxnOutcome;
+    } catch (e: any) {
+      switch (e?.type) {
+        case 'INVALID_PRODUCER_EPOCH':
+        case 'PRODUCER_FENCED':
+        case 'INVALID_PRODUCER_ID_MAPPING':
+          return 'fenced' as EndTxnOutcome;
+        case 'INVALID_TXN_STATE':
+          return 'invalid-state' as EndTxnOutcome;
+        case 'CONCURRENT_TRANSACTIONS':
+        case 'COORDINATOR_LOAD_IN_PROGRESS':
+        case 'NOT_COORDINATOR':
+        case 'COORDINATOR_NOT_AVAILABLE':
+          throw e; // retried here
+        default:
+          if (e?.retriable === false && e?.type) bail(e);
+          throw e;
+      }
+    }
+  });
+}

@@ -1,0 +1,98 @@
+/**
+ * Progress markers: one small record per epoch and source partition, written to the
+ * pipeline's progress topic (partition = source partition) inside the epoch's Kafka
+ * transaction. A committed marker is the definitive proof that the Kafka side of the epoch
+ * committed; its absence once the LSO has passed the transaction proves it aborted.
+ */
+import { fetchPartition, ISOLATION, latestOffset, type KafkaCluster } from './internals';
+
+export interface Marker {
+  pipeline: string;
+  partition: number;
+  epoch: number;
+  start: number;
+  end: number;
+  records: number;
+  redo: boolean;
+}
+
+export const encodeMarker = (m: Marker) => JSON.stringify(m);
+
+export function decodeMarker(value: Buffer | null): Marker | null {
+  if (!value) return null;
+  try {
+    const m = JSON.parse(value.toString('utf8')) as Marker;
+    return typeof m.epoch === 'number' && typeof m.end === 'number' ? m : null;
+  } catch {
+    return null;
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Waits until the progress partition's last stable offset has passed `offset`, i.e. the
+ * transaction that wrote the record at `offset` has been decided (committed or aborted).
+ */
+export async function waitDecided(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  offset: number,
+  opts: { timeoutMs: number; onWait?: () => void },
+): Promise<void> {
+  const deadline = Date.now() + opts.timeoutMs;
+  for (;;) {
+    const lso = await latestOffset(cluster, topic, partition, ISOLATION.READ_COMMITTED);
+    if (lso > offset) return;
+    if (Date.now() > deadline) {
+      throw new Error(`transaction at ${topic}[${partition}]@${offset} still undecided after ${opts.timeoutMs} ms (LSO ${lso})`);
+    }
+    opts.onWait?.();
+    await sleep(250);
+  }
+}
+
+/** Committed markers of `pipeline` on `partition` in [fromOffset, LSO). */
+export async function committedMarkers(cluster: KafkaCluster, topic: string, partition: number, fromOffset: number): Promise<(Marker & { offset: number })[]> {
+  const out: (Marker & { offset: number })[] = [];
+  let offset = fromOffset;
+  for (;;) {
+    const r = await fetchPartition(cluster, { topic, partition, fromOffset: offset, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
+    for (const rec of r.records) {
+      const m = decodeMarker(rec.value);
+      if (m) out.push({ ...m, offset: rec.offset });
+    }
+    if (r.nextOffset <= offset || r.nextOffset >= r.lastStableOffset) return out;
+    offset = r.nextOffset;
+  }
+}
+
+/** The committed marker of `epoch`, searching from `fromOffset`; waits until that offset is decided. */
+export async function findCommittedMarker(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  epoch: number,
+  fromOffset: number,
+  opts: { timeoutMs: number; onWait?: () => void },
+): Promise<(Marker & { offset: number }) | null> {
+  await waitDecided(cluster, topic, partition, fromOffset, opts);
+  return (await committedMarkers(cluster, topic, partition, fromOffset)).find((m) => m.epoch === epoch) ?? null;
+}
+
+/** The last committed marker of the partition, or null when none was ever committed. */
+export async function lastCommittedMarker(cluster: KafkaCluster, topic: string, partition: number, logStart: number): Promise<(Marker & { offset: number }) | null> {
+  const lso = await latestOffset(cluster, topic, partition, ISOLATION.READ_COMMITTED);
+  let window = 64;
+  let to = lso;
+  while (to > logStart) {
+    const from = Math.max(logStart, to - window);
+    const found = (await committedMarkers(cluster, topic, partition, from)).filter((m) => m.offset < to);
+    const last = found[found.length - 1];
+    if (last) return last;
+    to = from;
+    window *= 4;
+  }
+  return null;
+}

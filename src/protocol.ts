@@ -1,0 +1,140 @@
+/**
+ * The epoch protocol's data (what travels through workflow history: offsets, ids and
+ * transaction handles — never records) and its life cycle as an explicit transition table.
+ *
+ * Pure module: imported by workflows and activities alike.
+ */
+import type { PipelineSpec } from './spec';
+
+/** A prepared Kafka transaction: enough for any process to commit it with EndTxn. */
+export interface KafkaHandle {
+  transactionalId: string;
+  producerId: number;
+  producerEpoch: number;
+  /** Offset of this epoch's progress marker in the progress topic (partition = source partition). */
+  markerOffset: number;
+}
+
+export interface PreparedEpoch {
+  kind: 'prepared';
+  epoch: number;
+  start: number;
+  end: number;
+  records: number;
+  deadLetters: number;
+  kafka: KafkaHandle;
+  /** 'gtrid#bqual' of the prepared XA branch. */
+  xid: string;
+}
+
+export type PrepareResult = PreparedEpoch | { kind: 'empty'; offset: number };
+
+export interface EpochArgs {
+  spec: PipelineSpec;
+  partition: number;
+  epoch: number;
+  offset: number;
+  /** Return at once when no data is available (drain). */
+  noWait?: boolean;
+}
+
+export interface CommitArgs {
+  spec: PipelineSpec;
+  partition: number;
+  prepared: PreparedEpoch;
+}
+
+export type KafkaCommitOutcome = 'committed' | 'aborted';
+export type MysqlCommitOutcome = 'committed' | 'redone';
+
+export interface ReconcileArgs {
+  spec: PipelineSpec;
+  partition: number;
+  /** The workflow's own view (after continue-as-new); absent on a fresh start. */
+  expected?: { epoch: number; offset: number };
+}
+
+export interface ReconcileResult {
+  epoch: number;
+  offset: number;
+  rolledBack: string[];
+}
+
+/** Phases of one partition workflow; `phase` is also a search attribute. */
+export type Phase = 'reconciling' | 'preparing' | 'committing' | 'redoing' | 'paused' | 'done' | 'stopped';
+
+export const TRANSITIONS: Record<Phase, readonly Phase[]> = {
+  reconciling: ['preparing', 'paused'],
+  preparing: ['committing', 'preparing', 'paused', 'done', 'stopped'],
+  committing: ['redoing', 'preparing', 'paused', 'done', 'stopped'],
+  redoing: ['preparing', 'paused', 'done', 'stopped'],
+  paused: ['preparing', 'stopped', 'done'],
+  done: [],
+  stopped: [],
+};
+
+export function assertTransition(from: Phase, to: Phase): void {
+  if (!TRANSITIONS[from].includes(to)) throw new Error(`invalid phase transition ${from} → ${to}`);
+}
+
+export interface PartitionState {
+  epoch: number;
+  offset: number;
+  committedEpochs: number;
+  records: number;
+  deadLetters: number;
+  redos: number;
+  mysqlRedos: number;
+}
+
+export type ControlAction = 'pause' | 'resume' | 'drain' | 'stop';
+
+export interface Control {
+  paused: boolean;
+  /** Finish once caught up with the source. */
+  drain: boolean;
+  /** Finish at the next epoch boundary. */
+  stop: boolean;
+}
+
+export interface PartitionInput {
+  spec: PipelineSpec;
+  partition: number;
+  /** Carried across continue-as-new. */
+  state?: PartitionState;
+  control?: Control;
+}
+
+export interface PartitionStatus {
+  pipeline: string;
+  partition: number;
+  phase: Phase;
+  state: PartitionState;
+  control: Control;
+  lastError?: string;
+  runEpochs: number;
+}
+
+export function applyControl(c: Control, action: ControlAction): Control {
+  switch (action) {
+    case 'pause':
+      return { ...c, paused: true };
+    case 'resume':
+      return { ...c, paused: false };
+    case 'drain':
+      return { ...c, drain: true, paused: false };
+    case 'stop':
+      return { ...c, stop: true };
+  }
+}
+
+export function validateControl(action: unknown, c: Control): void {
+  if (action !== 'pause' && action !== 'resume' && action !== 'drain' && action !== 'stop') {
+    throw new Error(`unknown control action ${JSON.stringify(action)}; expected pause, resume, drain or stop`);
+  }
+  if (c.stop || c.drain) {
+    if (action === 'pause' || action === 'resume') throw new Error(`pipeline is already ${c.stop ? 'stopping' : 'draining'}; '${action}' no longer applies`);
+  }
+  if (action === 'resume' && !c.paused) throw new Error('pipeline is not paused');
+  if (action === 'pause' && c.paused) throw new Error('pipeline is already paused');
+}

@@ -1,0 +1,132 @@
+/**
+ * The original report's scenario as reusable pieces, shared by `npm run demo`, the tests,
+ * the fault campaign and the benchmark: clean topics and tables, a known input set, and the
+ * pipeline definition with the failing "compare" sink.
+ */
+import { Kafka, logLevel, type Admin } from 'kafkajs';
+import type { Pool } from 'mysql2/promise';
+import { LEDGER_TABLE, partitionGtridPrefix, recoverXids, rollbackXid } from './mysql/xa';
+import { quoteIdent } from './mysql/sink';
+import { consumerGroupId, definePipeline, type PipelineInput, type PipelineSpec } from './spec';
+import { COMPARE_TABLE, type CompareEvent, type CompareOptions } from './transforms/compare';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A small deterministic PRNG (mulberry32) so input sets are reproducible from a seed. */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+export function compareSpec(over: Partial<PipelineInput> & { name: string; source: { topic: string }; kafkaSink: { topic: string }; transformOptions?: CompareOptions & { table?: string } }): PipelineSpec {
+  const table = over.transformOptions?.table ?? COMPARE_TABLE.name;
+  return definePipeline({
+    transform: 'flink-compare',
+    mysqlSink: { tables: [{ ...COMPARE_TABLE, name: table }] },
+    ...over,
+  });
+}
+
+/** Deletes what an earlier run of the same pipeline left: topics, tables, ledger rows, group, prepared branches. */
+export async function resetPipeline(admin: Admin, pool: Pool, spec: PipelineSpec, partitions: number): Promise<void> {
+  const topics = [spec.source.topic, spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic];
+  const existing = new Set(await admin.listTopics());
+  const present = topics.filter((t) => existing.has(t));
+  if (present.length) await admin.deleteTopics({ topics: present, timeout: 30000 });
+  for (let p = 0; p < Math.max(partitions, 16); p++) {
+    for (const x of await recoverXids(pool, partitionGtridPrefix(spec.name, p))) await rollbackXid(pool, x);
+  }
+  await admin.deleteGroups([consumerGroupId(spec.name)]).catch(() => undefined);
+  await pool.query(`DELETE FROM ${quoteIdent(LEDGER_TABLE)} WHERE pipeline = ?`, [spec.name]).catch(() => undefined);
+  for (const t of spec.mysqlSink.tables) await pool.query(`DROP TABLE IF EXISTS ${quoteIdent(t.name)}`);
+  await createTopic(admin, spec.source.topic, partitions);
+}
+
+/** Creates a new topic, waiting out a deletion of the same name still in progress. */
+export async function createTopic(admin: Admin, topic: string, partitions: number): Promise<void> {
+  let last: unknown;
+  for (let i = 0; i < 240; i++) {
+    try {
+      if (await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions, replicationFactor: -1 }] })) return;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(250);
+  }
+  throw new Error(`topic '${topic}' could not be created within 60 s (still being deleted?): ${String(last ?? 'it exists')}`);
+}
+
+export interface InputSet {
+  events: CompareEvent[];
+  poison: number;
+  /** Sum of `indicate` per (slot_time,key1,key2,key3). */
+  sums: Map<string, number>;
+}
+
+export function makeEvents(n: number, seed: number, poisonEvery = 0): { values: (CompareEvent | string)[]; input: InputSet } {
+  const rnd = prng(seed);
+  const pick = <T>(xs: T[]) => xs[Math.floor(rnd() * xs.length)]!;
+  const values: (CompareEvent | string)[] = [];
+  const events: CompareEvent[] = [];
+  const sums = new Map<string, number>();
+  let poison = 0;
+  for (let i = 0; i < n; i++) {
+    if (poisonEvery > 0 && i % poisonEvery === poisonEvery - 1) {
+      values.push(`{"id":"p-${i}","broken json`);
+      poison++;
+      continue;
+    }
+    const e: CompareEvent = {
+      id: `e-${seed}-${i}`,
+      slot_time: `2019-11-0${1 + Math.floor(rnd() * 3)} 10:0${Math.floor(rnd() * 6)}`,
+      key1: pick(['cn', 'us', 'de']),
+      key2: pick(['web', 'app']),
+      key3: pick(['a', 'b', 'c', 'd']),
+      indicate: 1 + Math.floor(rnd() * 9),
+    };
+    values.push(e);
+    events.push(e);
+    const k = [e.slot_time, e.key1, e.key2, e.key3].join('|');
+    sums.set(k, (sums.get(k) ?? 0) + e.indicate);
+  }
+  return { values, input: { events, poison, sums } };
+}
+
+/** Produces the values round-robin over the partitions (plain idempotent producer, committed at once). */
+export async function produceValues(brokers: string[], topic: string, partitions: number, values: (CompareEvent | string)[]): Promise<void> {
+  const kafka = new Kafka({ brokers, clientId: 'onceflow-input', logLevel: logLevel.ERROR });
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+  await producer.connect();
+  try {
+    const BATCH = 2000;
+    for (let i = 0; i < values.length; i += BATCH) {
+      const slice = values.slice(i, i + BATCH);
+      await producer.send({
+        topic,
+        messages: slice.map((v, k) => ({
+          key: typeof v === 'string' ? `poison-${i + k}` : v.id,
+          value: typeof v === 'string' ? v : JSON.stringify(v),
+          partition: (i + k) % partitions,
+        })),
+      });
+    }
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/** MySQL sums per key of the compare table. */
+export async function tableSums(pool: Pool, table: string): Promise<Map<string, number>> {
+  const [rows] = await pool.query(`SELECT slot_time, key1, key2, key3, indicate FROM ${quoteIdent(table)}`);
+  const out = new Map<string, number>();
+  for (const r of rows as { slot_time: string; key1: string; key2: string; key3: string; indicate: number }[]) {
+    out.set([r.slot_time, r.key1, r.key2, r.key3].join('|'), Number(r.indicate));
+  }
+  return out;
+}

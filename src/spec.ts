@@ -1,0 +1,190 @@
+/**
+ * The pipeline definition: plain data that travels through workflow history (it holds no
+ * records and no credentials), validated with errors that name the field and the fix.
+ *
+ * The transform itself is code registered on the workers under `transform` (see
+ * src/transforms/registry.ts), like a Kafka Streams topology or a Flink job jar.
+ *
+ * Pure module: workflows import it.
+ */
+import { ValidationError } from './errors';
+
+export type Accumulate = { kind: 'accumulate'; columns: string[] };
+export type Replace = { kind: 'replace'; columns: string[] };
+export type Ignore = { kind: 'ignore' };
+
+export interface TableSpec {
+  /** Table name; created if missing when `create` is given. */
+  name: string;
+  /** Columns written by the transform's row operations, in statement order. */
+  columns: string[];
+  /** What happens when a row's key already exists. */
+  onDuplicate: Accumulate | Replace | Ignore;
+  /** Optional DDL column definitions for `CREATE TABLE IF NOT EXISTS`, e.g. {"indicate": "BIGINT NOT NULL"}. */
+  create?: { columns: Record<string, string>; primaryKey: string[] };
+}
+
+export interface EpochBounds {
+  /** Most source records per epoch. */
+  maxRecords: number;
+  /** Most source bytes per epoch (keys + values). */
+  maxBytes: number;
+  /** Longest wait for data before an epoch closes (or, empty, before the workflow polls again). */
+  maxWaitMs: number;
+}
+
+export interface PipelineSpec {
+  /** [a-z0-9][a-z0-9._-]{0,39}; names workflows, transactional ids, xids and the consumer group. */
+  name: string;
+  source: { topic: string; startFrom: 'earliest' | 'latest' };
+  /** Name of a transform registered on the workers. */
+  transform: string;
+  /** Free-form, JSON-serialisable options handed to the transform (no secrets). */
+  transformOptions?: Record<string, unknown>;
+  kafkaSink: {
+    topic: string;
+    /** Kafka transaction timeout; must exceed the longest prepare→commit gap. The redo path makes a short one safe. */
+    transactionTimeoutMs: number;
+    /** Transactional ids per partition used in rotation (≥ 2), so a stale commit can never hit a newer transaction. */
+    transactionalIdPool: number;
+  };
+  mysqlSink: { tables: TableSpec[] };
+  /** Topic that receives records the transform rejected, with reason and source coordinates. */
+  deadLetterTopic: string;
+  /** Topic holding one progress marker per committed epoch and source partition. */
+  progressTopic: string;
+  epoch: EpochBounds;
+  /** Continue-as-new after this many epochs (also when Temporal suggests it). */
+  epochsPerRun: number;
+}
+
+export type PipelineInput = Omit<
+  PipelineSpec,
+  'source' | 'kafkaSink' | 'deadLetterTopic' | 'progressTopic' | 'epoch' | 'epochsPerRun'
+> & {
+  source: { topic: string; startFrom?: 'earliest' | 'latest' };
+  kafkaSink: { topic: string; transactionTimeoutMs?: number; transactionalIdPool?: number };
+  deadLetterTopic?: string;
+  progressTopic?: string;
+  epoch?: Partial<EpochBounds>;
+  epochsPerRun?: number;
+};
+
+export const SPEC_DEFAULTS = {
+  startFrom: 'earliest' as const,
+  transactionTimeoutMs: 300_000,
+  transactionalIdPool: 2,
+  epoch: { maxRecords: 5_000, maxBytes: 4 * 1024 * 1024, maxWaitMs: 1_000 },
+  epochsPerRun: 500,
+};
+
+const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,39}$/;
+const TOPIC_RE = /^[a-zA-Z0-9._-]{1,249}$/;
+/** MySQL identifiers onceflow accepts: plain names only, so quoting can never be escaped. */
+export const IDENTIFIER_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const SQL_TYPE_RE = /^[A-Za-z][A-Za-z0-9_ (),]*$/;
+
+function positiveInt(v: unknown): v is number {
+  return typeof v === 'number' && Number.isInteger(v) && v > 0;
+}
+
+/** Fills defaults and validates; throws ValidationError naming every wrong field. */
+export function definePipeline(input: PipelineInput): PipelineSpec {
+  const problems: { field: string; problem: string }[] = [];
+  const bad = (field: string, problem: string) => problems.push({ field, problem });
+  const i = (input ?? {}) as Partial<PipelineInput>;
+
+  if (typeof i.name !== 'string' || !NAME_RE.test(i.name)) {
+    bad('name', `must match ${NAME_RE} (lower-case letters, digits, '.', '_', '-'; at most 40), got ${JSON.stringify(i.name)}`);
+  }
+  const topic = (field: string, v: unknown) => {
+    if (typeof v !== 'string' || !TOPIC_RE.test(v)) bad(field, `must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${JSON.stringify(v)}`);
+  };
+  topic('source.topic', i.source?.topic);
+  const startFrom = i.source?.startFrom ?? SPEC_DEFAULTS.startFrom;
+  if (startFrom !== 'earliest' && startFrom !== 'latest') bad('source.startFrom', `must be 'earliest' or 'latest', got ${JSON.stringify(startFrom)}`);
+  if (typeof i.transform !== 'string' || i.transform.length === 0) bad('transform', 'must name a transform registered on the workers');
+  if (i.transformOptions !== undefined && (typeof i.transformOptions !== 'object' || i.transformOptions === null)) {
+    bad('transformOptions', 'must be an object');
+  }
+  topic('kafkaSink.topic', i.kafkaSink?.topic);
+  if (i.kafkaSink?.topic !== undefined && i.kafkaSink.topic === i.source?.topic) {
+    bad('kafkaSink.topic', 'must differ from source.topic (a pipeline reading its own output never ends)');
+  }
+  const txTimeout = i.kafkaSink?.transactionTimeoutMs ?? SPEC_DEFAULTS.transactionTimeoutMs;
+  if (!positiveInt(txTimeout) || txTimeout < 1000) bad('kafkaSink.transactionTimeoutMs', `must be an integer ≥ 1000 ms, got ${JSON.stringify(txTimeout)}`);
+  const pool = i.kafkaSink?.transactionalIdPool ?? SPEC_DEFAULTS.transactionalIdPool;
+  if (!positiveInt(pool) || pool < 2 || pool > 16) bad('kafkaSink.transactionalIdPool', `must be an integer from 2 to 16, got ${JSON.stringify(pool)}`);
+
+  const tables = i.mysqlSink?.tables;
+  if (!Array.isArray(tables)) bad('mysqlSink.tables', 'must be an array of table definitions (may be empty)');
+  else {
+    const seen = new Set<string>();
+    tables.forEach((t, n) => {
+      const f = `mysqlSink.tables[${n}]`;
+      if (!t || typeof t.name !== 'string' || !IDENTIFIER_RE.test(t.name)) {
+        bad(`${f}.name`, `must match ${IDENTIFIER_RE}, got ${JSON.stringify(t?.name)}`);
+      } else if (seen.has(t.name)) bad(`${f}.name`, `'${t.name}' is defined twice`);
+      else seen.add(t.name);
+      if (!Array.isArray(t?.columns) || t.columns.length === 0) bad(`${f}.columns`, 'must list at least one column');
+      else t.columns.forEach((c, k) => {
+        if (typeof c !== 'string' || !IDENTIFIER_RE.test(c)) bad(`${f}.columns[${k}]`, `must match ${IDENTIFIER_RE}, got ${JSON.stringify(c)}`);
+      });
+      const od = t?.onDuplicate;
+      if (!od || !['accumulate', 'replace', 'ignore'].includes(od.kind)) {
+        bad(`${f}.onDuplicate.kind`, "must be 'accumulate', 'replace' or 'ignore'");
+      } else if (od.kind !== 'ignore') {
+        if (!Array.isArray(od.columns) || od.columns.length === 0) bad(`${f}.onDuplicate.columns`, `must list the columns to ${od.kind}`);
+        else od.columns.forEach((c, k) => {
+          if (!t.columns?.includes(c)) bad(`${f}.onDuplicate.columns[${k}]`, `'${c}' is not one of the table's columns`);
+        });
+      }
+      if (t?.create) {
+        const cols = t.create.columns ?? {};
+        for (const [c, ty] of Object.entries(cols)) {
+          if (!IDENTIFIER_RE.test(c)) bad(`${f}.create.columns.${c}`, `column name must match ${IDENTIFIER_RE}`);
+          if (typeof ty !== 'string' || !SQL_TYPE_RE.test(ty)) bad(`${f}.create.columns.${c}`, `must be a plain SQL type such as 'BIGINT NOT NULL', got ${JSON.stringify(ty)}`);
+        }
+        if (!Array.isArray(t.create.primaryKey) || t.create.primaryKey.length === 0) bad(`${f}.create.primaryKey`, 'must list the key columns');
+        else t.create.primaryKey.forEach((c, k) => {
+          if (!(c in cols)) bad(`${f}.create.primaryKey[${k}]`, `'${c}' is not in create.columns`);
+        });
+      }
+    });
+  }
+
+  const epoch = { ...SPEC_DEFAULTS.epoch, ...(i.epoch ?? {}) };
+  for (const k of ['maxRecords', 'maxBytes', 'maxWaitMs'] as const) {
+    if (!positiveInt(epoch[k])) bad(`epoch.${k}`, `must be a positive integer, got ${JSON.stringify(epoch[k])}`);
+  }
+  if (positiveInt(epoch.maxWaitMs) && positiveInt(txTimeout) && epoch.maxWaitMs * 2 >= txTimeout) {
+    bad('epoch.maxWaitMs', `must be well below kafkaSink.transactionTimeoutMs (${txTimeout}); lower it or raise the timeout`);
+  }
+  const epochsPerRun = i.epochsPerRun ?? SPEC_DEFAULTS.epochsPerRun;
+  if (!positiveInt(epochsPerRun)) bad('epochsPerRun', `must be a positive integer, got ${JSON.stringify(epochsPerRun)}`);
+  const name = String(i.name);
+  const deadLetterTopic = i.deadLetterTopic ?? `${name}.dlq`;
+  const progressTopic = i.progressTopic ?? `onceflow.progress.${name}`;
+  topic('deadLetterTopic', deadLetterTopic);
+  topic('progressTopic', progressTopic);
+
+  if (problems.length) throw new ValidationError(`pipeline ${JSON.stringify(i.name ?? '?')}`, problems);
+  return {
+    name,
+    source: { topic: i.source!.topic, startFrom },
+    transform: i.transform!,
+    ...(i.transformOptions ? { transformOptions: i.transformOptions } : {}),
+    kafkaSink: { topic: i.kafkaSink!.topic, transactionTimeoutMs: txTimeout, transactionalIdPool: pool },
+    mysqlSink: { tables: tables as TableSpec[] },
+    deadLetterTopic,
+    progressTopic,
+    epoch,
+    epochsPerRun,
+  };
+}
+
+/** Workflow id of a pipeline's parent workflow and of one partition's workflow. */
+export const pipelineWorkflowId = (pipeline: string) => `onceflow/${pipeline}`;
+export const partitionWorkflowId = (pipeline: string, partition: number) => `onceflow/${pipeline}/${partition}`;
+export const consumerGroupId = (pipeline: string) => `onceflow.${pipeline}`;
+export const transactionalId = (pipeline: string, partition: number, slot: number) => `onceflow.${pipeline}.${partition}.${slot}`;

@@ -1,0 +1,73 @@
+/**
+ * User code of a pipeline: `record → { kafka: output records, mysql: row operations }`.
+ * Registered on every worker under a name that the pipeline definition refers to.
+ *
+ * The transform must be deterministic in what it emits for a record, so that a redo after a
+ * broker-aborted transaction writes the same output. A transform that throws for a record
+ * sends that record to the dead-letter topic (exactly once, in the epoch's transaction).
+ */
+import type { RowOp } from '../mysql/sink';
+
+export interface SourceRecord {
+  topic: string;
+  partition: number;
+  offset: number;
+  key: Buffer | null;
+  value: Buffer | null;
+  headers: Record<string, string>;
+  timestamp: string;
+}
+
+export interface OutputRecord {
+  key?: string | Buffer | null;
+  value: string | Buffer | null;
+  /** Output partition; default: the source partition (keeps source order per partition). */
+  partition?: number;
+  headers?: Record<string, string>;
+}
+
+export interface TransformResult {
+  kafka?: OutputRecord[];
+  mysql?: RowOp[];
+}
+
+export interface TransformContext {
+  pipeline: string;
+  partition: number;
+  epoch: number;
+  /** Activity attempt (1 = first try of this epoch's prepare). */
+  attempt: number;
+  options: Record<string, unknown>;
+}
+
+export interface Transform {
+  map(record: SourceRecord, ctx: TransformContext): TransformResult;
+  /**
+   * Optional extra sink that sees every processed chunk inside prepare, after it was written
+   * to Kafka and MySQL. Throwing fails the epoch attempt (like a failing Flink sink): the
+   * attempt's writes are rolled back and the epoch is prepared again.
+   */
+  sink?(chunk: { record: SourceRecord; result: TransformResult }[], ctx: TransformContext & { writtenInAttempt: number }): void;
+}
+
+export class TransformRegistry {
+  private readonly transforms = new Map<string, Transform>();
+
+  register(name: string, t: Transform): this {
+    if (this.transforms.has(name)) throw new Error(`transform '${name}' is registered twice`);
+    this.transforms.set(name, t);
+    return this;
+  }
+
+  get(name: string): Transform {
+    const t = this.transforms.get(name);
+    if (!t) {
+      throw new Error(`transform '${name}' is not registered on this worker (registered: ${[...this.transforms.keys()].join(', ') || 'none'}); register it in the worker or fix the pipeline's 'transform' field`);
+    }
+    return t;
+  }
+
+  names(): string[] {
+    return [...this.transforms.keys()];
+  }
+}

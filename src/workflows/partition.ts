@@ -1,0 +1,166 @@
+/**
+ * One source partition of a pipeline: every checkpoint epoch is a step of this workflow.
+ *   1 prepare(epoch, offset)  → { end, Kafka handle, xid }   (the result in history is the decision)
+ *   2 commit Kafka ∥ commit MySQL                              (idempotent, from any worker)
+ *   3 redo the Kafka side if the broker aborted it (timeout)
+ *   4 offset = end, epoch += 1; continue-as-new when history grows
+ * Only offsets, ids and transaction handles enter history.
+ */
+import {
+  CancellationScope,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  defineUpdate,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+  allHandlersFinished,
+  type ActivityOptions,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { NON_RETRYABLE_TYPES } from '../errors';
+import {
+  applyControl,
+  assertTransition,
+  validateControl,
+  type Control,
+  type ControlAction,
+  type PartitionInput,
+  type PartitionState,
+  type PartitionStatus,
+  type Phase,
+  type PreparedEpoch,
+} from '../protocol';
+import { SEARCH_ATTRIBUTES } from '../search-attributes';
+
+export const statusQuery = defineQuery<PartitionStatus>('status');
+export const controlUpdate = defineUpdate<Control, [ControlAction]>('control');
+export const controlSignal = defineSignal<[ControlAction]>('control');
+
+const retry = {
+  initialInterval: '500ms',
+  backoffCoefficient: 2,
+  maximumInterval: '5s',
+  nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES],
+};
+
+function activityOptions(spec: PartitionInput['spec']): { prepare: ActivityOptions; commit: ActivityOptions; admin: ActivityOptions } {
+  return {
+    // A dead worker is noticed by the heartbeat timeout; a hung one by start-to-close.
+    prepare: { startToCloseTimeout: spec.epoch.maxWaitMs + 120_000, heartbeatTimeout: '10s', retry },
+    commit: { startToCloseTimeout: '180s', heartbeatTimeout: '10s', retry },
+    admin: { startToCloseTimeout: '120s', heartbeatTimeout: '10s', retry },
+  };
+}
+
+export interface PartitionResult {
+  pipeline: string;
+  partition: number;
+  state: PartitionState;
+  reason: 'drained' | 'stopped';
+}
+
+export async function partitionWorkflow(input: PartitionInput): Promise<PartitionResult> {
+  const { spec, partition } = input;
+  const opts = activityOptions(spec);
+  const acts = proxyActivities<Activities>(opts.commit);
+
+  let control: Control = input.control ?? { paused: false, drain: false, stop: false };
+  let phase: Phase = 'reconciling';
+  let lastError: string | undefined;
+  let runEpochs = 0;
+  let state: PartitionState = input.state ?? { epoch: 0, offset: 0, committedEpochs: 0, records: 0, deadLetters: 0, redos: 0, mysqlRedos: 0 };
+
+  const setPhase = (to: Phase) => {
+    if (to === phase) return;
+    assertTransition(phase, to);
+    phase = to;
+    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.phase, value: to }]);
+  };
+
+  setHandler(statusQuery, () => ({ pipeline: spec.name, partition, phase, state, control, lastError, runEpochs }));
+  setHandler(
+    controlUpdate,
+    (action) => {
+      control = applyControl(control, action);
+      return control;
+    },
+    { validator: (action) => validateControl(action, control) },
+  );
+  setHandler(controlSignal, (action) => {
+    try {
+      validateControl(action, control);
+      control = applyControl(control, action);
+    } catch {
+      // Signals cannot answer; a control that does not apply any more is ignored.
+    }
+  });
+
+  const reconciled = await acts.reconcile.executeWithOptions({ ...opts.admin, summary: `reconcile partition ${partition}` }, [
+    { spec, partition, ...(input.state ? { expected: { epoch: state.epoch, offset: state.offset } } : {}) },
+  ]);
+  state = { ...state, epoch: reconciled.epoch, offset: reconciled.offset };
+  upsertSearchAttributes([
+    { key: SEARCH_ATTRIBUTES.pipeline, value: spec.name },
+    { key: SEARCH_ATTRIBUTES.partition, value: partition },
+    { key: SEARCH_ATTRIBUTES.epoch, value: state.epoch },
+  ]);
+
+  for (;;) {
+    if (control.paused && !control.stop) {
+      setPhase('paused');
+      await condition(() => !control.paused || control.stop);
+    }
+    if (control.stop) {
+      setPhase('stopped');
+      return { pipeline: spec.name, partition, state, reason: 'stopped' };
+    }
+    setPhase('preparing');
+    const r = await acts.prepareEpoch.executeWithOptions({ ...opts.prepare, summary: `epoch ${state.epoch}: prepare from offset ${state.offset}` }, [
+      { spec, partition, epoch: state.epoch, offset: state.offset, noWait: control.drain },
+    ]);
+    if (r.kind === 'empty') {
+      if (control.drain) {
+        setPhase('done');
+        return { pipeline: spec.name, partition, state, reason: 'drained' };
+      }
+    } else {
+      await commitEpoch(r);
+      state = {
+        ...state,
+        epoch: state.epoch + 1,
+        offset: r.end,
+        committedEpochs: state.committedEpochs + 1,
+        records: state.records + r.records,
+        deadLetters: state.deadLetters + r.deadLetters,
+      };
+      upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.epoch, value: state.epoch }]);
+    }
+    runEpochs++;
+    if (runEpochs >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      return continueAsNew<typeof partitionWorkflow>({ spec, partition, state, control });
+    }
+  }
+
+  async function commitEpoch(p: PreparedEpoch): Promise<void> {
+    setPhase('committing');
+    // The decision is in history; the commits must finish even if the workflow is cancelled.
+    await CancellationScope.nonCancellable(async () => {
+      const [kafka, mysql] = await Promise.all([
+        acts.commitKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: commit Kafka transaction` }, [{ spec, partition, prepared: p }]),
+        acts.commitMysql.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: XA COMMIT` }, [{ spec, partition, prepared: p }]),
+      ]);
+      if (mysql === 'redone') state = { ...state, mysqlRedos: state.mysqlRedos + 1 };
+      if (kafka === 'aborted') {
+        setPhase('redoing');
+        lastError = `epoch ${p.epoch}: Kafka aborted the prepared transaction (transaction timeout); redone`;
+        await acts.redoKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: redo Kafka side` }, [{ spec, partition, prepared: p }]);
+        state = { ...state, redos: state.redos + 1 };
+      }
+    });
+  }
+}

@@ -1,0 +1,53 @@
+/** Test helpers around one pipeline run on the real services. */
+import type { WorkflowHandle } from '@temporalio/client';
+import { startPipeline, controlPipeline } from '../../src/client';
+import { compareSpec, makeEvents, produceValues, resetPipeline, type InputSet } from '../../src/scenario';
+import type { PipelineInput, PipelineSpec } from '../../src/spec';
+import type { CompareOptions } from '../../src/transforms/compare';
+import { verifyPipeline, type VerifyReport } from '../../src/verify';
+import { defaultTransforms } from '../../src/worker';
+import type { pipelineWorkflow } from '../../src/workflows/pipeline';
+import { uniqueName, type Deps } from './env';
+
+export interface Scenario {
+  spec: PipelineSpec;
+  taskQueue: string;
+  input: InputSet;
+  partitions: number;
+}
+
+/** Fresh topics and table, `records` input events produced, nothing started yet. */
+export async function prepareScenario(
+  deps: Deps,
+  opts: { prefix: string; records: number; partitions: number; poisonEvery?: number; seed?: number; transactionTimeoutMs?: number; epoch?: PipelineInput['epoch']; transformOptions?: CompareOptions },
+): Promise<Scenario> {
+  const name = uniqueName(opts.prefix);
+  const spec = compareSpec({
+    name,
+    source: { topic: `${name}.in` },
+    kafkaSink: { topic: `${name}.out`, ...(opts.transactionTimeoutMs ? { transactionTimeoutMs: opts.transactionTimeoutMs } : {}) },
+    epoch: { maxRecords: 100, maxWaitMs: 500, ...opts.epoch },
+    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, ...opts.transformOptions },
+  });
+  await resetPipeline(deps.admin, deps.pool, spec, opts.partitions);
+  const { values, input } = makeEvents(opts.records, opts.seed ?? 7, opts.poisonEvery ?? 0);
+  await produceValues(deps.settings.kafka.brokers, spec.source.topic, opts.partitions, values);
+  return { spec, taskQueue: uniqueName('tq'), input, partitions: opts.partitions };
+}
+
+export async function start(deps: Deps, s: Scenario): Promise<WorkflowHandle<typeof pipelineWorkflow>> {
+  return startPipeline(deps.client, s.spec, s.taskQueue);
+}
+
+export async function drainAndWait(deps: Deps, s: Scenario, handle: WorkflowHandle<typeof pipelineWorkflow>) {
+  await controlPipeline(deps.client, s.spec.name, 'drain');
+  return handle.result();
+}
+
+export async function verify(deps: Deps, s: Scenario): Promise<VerifyReport> {
+  return verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: defaultTransforms() }, s.spec);
+}
+
+export function failedChecks(r: VerifyReport): string {
+  return r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`).join('\n');
+}

@@ -13,25 +13,31 @@
 #
 # Builds and downloads are cached in $ONCEFLOW_HOME (default ~/.cache/onceflow), outside the
 # checkout, so a fresh clone on a warm machine starts in seconds. Data and logs live in
-# $ONCEFLOW_HOME/run and survive restarts. A port held by a process that is not ours is
-# reported and left alone.
+# $ONCEFLOW_RUN_DIR (default $ONCEFLOW_HOME/run) and survive restarts. A port held by a
+# process that is not ours is reported and left alone.
+#
+# A second, isolated stack (the fault campaign and the benchmark use one, so they never
+# disturb the development services) takes its own run directory and ports:
+#   ONCEFLOW_RUN_DIR=/tmp/stack2 ONCEFLOW_PORT_BASE=17000 scripts/services.sh up
+# puts Temporal on 17233 (UI 17234), Kafka on 17092 (controller 17093), MariaDB on 17306.
 set -euo pipefail
 
 ONCEFLOW_HOME=${ONCEFLOW_HOME:-$HOME/.cache/onceflow}
-RUN=$ONCEFLOW_HOME/run
+RUN=${ONCEFLOW_RUN_DIR:-$ONCEFLOW_HOME/run}
+BASE=${ONCEFLOW_PORT_BASE:-}
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 TEMPORAL_VERSION=${ONCEFLOW_TEMPORAL_CLI_VERSION:-v1.5.1}
 TEMPORAL_BIN=$ONCEFLOW_HOME/temporal-$TEMPORAL_VERSION/temporal
-TEMPORAL_PORT=7233
-TEMPORAL_UI_PORT=8233
+TEMPORAL_PORT=${BASE:+$((BASE + 233))}; TEMPORAL_PORT=${TEMPORAL_PORT:-7233}
+TEMPORAL_UI_PORT=${BASE:+$((BASE + 234))}; TEMPORAL_UI_PORT=${TEMPORAL_UI_PORT:-8233}
 
 KAFKA_VERSION=${ONCEFLOW_KAFKA_VERSION:-3.9.1}
 KAFKA_LIBS=$ONCEFLOW_HOME/kafka-$KAFKA_VERSION/libs
-KAFKA_PORT=9092
-KAFKA_CONTROLLER_PORT=9093
+KAFKA_PORT=${BASE:+$((BASE + 92))}; KAFKA_PORT=${KAFKA_PORT:-9092}
+KAFKA_CONTROLLER_PORT=${BASE:+$((BASE + 93))}; KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
 
-MYSQL_PORT=3306
+MYSQL_PORT=${BASE:+$((BASE + 306))}; MYSQL_PORT=${MYSQL_PORT:-3306}
 MYSQL_DB=onceflow
 MYSQL_USER=onceflow
 
@@ -305,5 +311,6 @@ case $cmd in
     exit $rc
     ;;
   env) echo "$ENV_FILE" ;;
-  *) die "unknown command '$cmd' (expected up, down, kill, restart, status or env)" ;;
+  pid) alive "${1:?pid needs a service}" && pid_of "$1" ;;
+  *) die "unknown command '$cmd' (expected up, down, kill, restart, status, env or pid)" ;;
 esac

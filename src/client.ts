@@ -2,6 +2,7 @@
  * Starting and controlling pipelines with the Temporal client.
  */
 import { Client, Connection, WorkflowIdConflictPolicy, type WorkflowHandle } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { loadSettings, type Settings } from './config';
 import type { ControlAction, PartitionStatus } from './protocol';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
@@ -38,4 +39,17 @@ export async function controlPipeline(client: Client, pipeline: string, action: 
 
 export async function partitionStatus(client: Client, pipeline: string, partition: number): Promise<PartitionStatus> {
   return client.workflow.getHandle(partitionWorkflowId(pipeline, partition)).query<PartitionStatus>('status');
+}
+
+/** The definition a pipeline was started with, read from its workflow history (no config file needed). */
+export async function pipelineSpecOf(client: Client, pipeline: string): Promise<PipelineSpec> {
+  let history;
+  try {
+    history = await client.workflow.getHandle(pipelineWorkflowId(pipeline)).fetchHistory();
+  } catch (e) {
+    throw new Error(`no pipeline '${pipeline}' on this Temporal server (workflow ${pipelineWorkflowId(pipeline)}): ${e instanceof Error ? e.message : String(e)}`);
+  }
+  const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+  if (!payload) throw new Error(`workflow ${pipelineWorkflowId(pipeline)} has no start input`);
+  return defaultPayloadConverter.fromPayload<PipelineSpec>(payload);
 }

@@ -2,7 +2,8 @@
  * The one place that reads the environment and holds every default.
  *
  * Values come from process.env first, then from the services file written by
- * `npm run services -- up` (ONCEFLOW_SERVICES_ENV, default ~/.cache/onceflow/run/services.env).
+ * `npm run services -- up` (ONCEFLOW_SERVICES_ENV, default $ONCEFLOW_RUN_DIR/services.env,
+ * i.e. ~/.cache/onceflow/run/services.env).
  * Credentials are read here and handed to clients; they never enter workflow history,
  * memos or logs.
  */
@@ -68,7 +69,7 @@ export function parseEnvFile(text: string): Record<string, string> {
 }
 
 function servicesEnv(env: NodeJS.ProcessEnv): Record<string, string> {
-  const file = env.ONCEFLOW_SERVICES_ENV || join(onceflowHome(env), 'run', 'services.env');
+  const file = env.ONCEFLOW_SERVICES_ENV || join(env.ONCEFLOW_RUN_DIR || join(onceflowHome(env), 'run'), 'services.env');
   return existsSync(file) ? parseEnvFile(readFileSync(file, 'utf8')) : {};
 }
 

@@ -7,11 +7,15 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { Faults, parseFaults } from '../src/faults';
+import { ISOLATION } from '../src/kafka/internals';
+import { epochGtrid, rollbackXid, xidSql } from '../src/mysql/xa';
 import { partitionWorkflowId } from '../src/spec';
+import { readAll } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';
-import { openDeps, quietRuntime, spawnWorker, type Deps } from './support/env';
+import { openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
 
 let deps: Deps;
@@ -20,6 +24,26 @@ before(async () => {
   deps = await openDeps();
 });
 after(async () => deps.close());
+
+/**
+ * Replays every run of partition 0's workflow with the current code; with
+ * ONCEFLOW_RECORD_HISTORIES=1 also stores them under test/histories/ for the replay tests.
+ */
+async function replayAll(pipeline: string, label: string): Promise<number> {
+  const id = partitionWorkflowId(pipeline, 0);
+  let n = 0;
+  for await (const run of deps.client.workflow.list({ query: `WorkflowId = '${id}'` })) {
+    const history = await deps.client.workflow.getHandle(id, run.runId).fetchHistory();
+    await Worker.runReplayHistory({ workflowBundle: bundle() }, history, `${id}/${run.runId}`);
+    if (process.env.ONCEFLOW_RECORD_HISTORIES) {
+      const dir = join(__dirname, 'histories');
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, `partition-${label}-${n}.json`), historyToJSON(history));
+    }
+    n++;
+  }
+  return n;
+}
 
 const bundle = () => {
   const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
@@ -44,13 +68,7 @@ test('the original scenario: failing compare sink, every input exactly once in K
     assert.ok(report.totals.abortedCopies > 0, 'the compare sink failed some attempts, leaving aborted copies');
 
     // Replay the recorded history of a partition workflow with the current code.
-    const history = await deps.client.workflow.getHandle(partitionWorkflowId(s.spec.name, 0)).fetchHistory();
-    await Worker.runReplayHistory({ workflowBundle: bundle() }, history, partitionWorkflowId(s.spec.name, 0));
-    if (process.env.ONCEFLOW_RECORD_HISTORIES) {
-      const dir = join(__dirname, 'histories');
-      mkdirSync(dir, { recursive: true });
-      writeFileSync(join(dir, 'partition-compare-sink-retries.json'), JSON.stringify(history, null, 1));
-    }
+    await replayAll(s.spec.name, 'compare-sink-retries');
   } finally {
     w.shutdown();
     await running;
@@ -79,7 +97,7 @@ test('a worker killed with SIGKILL after prepare and before commit: a new worker
 });
 
 test('a Kafka transaction aborted by the broker (timeout) before commit is redone; MySQL not doubled', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'timeout', records: 300, partitions: 1, transactionTimeoutMs: 3000 });
+  const s = await prepareScenario(deps, { prefix: 'timeout', records: 300, partitions: 1, transactionTimeoutMs: 3000, epochsPerRun: 2 });
   const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   const handle = await start(deps, s);
   assert.equal(await doomed.exited, -1);
@@ -94,6 +112,8 @@ test('a Kafka transaction aborted by the broker (timeout) before commit is redon
     assert.ok(report.ok, failedChecks(report));
     assert.equal(report.totals.outputs, 300);
     assert.ok(report.totals.abortedCopies >= 100, 'the aborted copy of epoch 1 is visible to read_uncommitted');
+    // Three epochs of 100 plus the final empty poll at two epochs per run: continue-as-new twice, each run replayable.
+    assert.ok((await replayAll(s.spec.name, 'redo-continue-as-new')) >= 2, 'the workflow continued as new');
   } finally {
     second.kill('SIGTERM');
     await second.exited;
@@ -126,3 +146,78 @@ test('an epoch retried after a failure past XA PREPARE leaves no prepared XA bra
     await running;
   }
 });
+
+test('verification fails when an output is duplicated, a row is off, a branch stays prepared or a transaction hangs', { timeout: 240_000 }, async () => {
+  const s = await prepareScenario(deps, { prefix: 'tamper', records: 200, partitions: 1 });
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, worker: { workflowBundle: bundle() } });
+  const running = w.run();
+  try {
+    await drainAndWait(deps, s, await start(deps, s));
+  } finally {
+    w.shutdown();
+    await running;
+  }
+  assert.ok((await verify(deps, s)).ok);
+  const table = s.spec.mysqlSink.tables[0]!.name;
+
+  // 1. a duplicate committed to the output topic
+  const [first] = await readAll(deps.cluster, s.spec.kafkaSink.topic, 0, ISOLATION.READ_COMMITTED);
+  const producer = deps.kafka.producer({ idempotent: true });
+  await producer.connect();
+  await producer.send({ topic: s.spec.kafkaSink.topic, messages: [{ key: first!.key, value: first!.value, partition: 0 }] });
+  // 2. an open transaction on the output partition (holds back the LSO)
+  const hanging = deps.kafka.producer({ transactionalId: `${s.spec.name}-hang`, idempotent: true, maxInFlightRequests: 1 });
+  await hanging.connect();
+  const txn = await hanging.transaction();
+  await txn.send({ topic: s.spec.kafkaSink.topic, messages: [{ value: 'uncommitted', partition: 0 }] });
+  // 3. a MySQL row changed behind the pipeline's back, 4. a prepared branch of ours
+  await deps.pool.query(`UPDATE \`${table}\` SET indicate = indicate + 1 LIMIT 1`);
+  const conn = await deps.pool.getConnection();
+  const xid = xidSql({ gtrid: epochGtrid(s.spec.name, 0, 999), bqual: 'tamper' });
+  await conn.query(`XA START ${xid}`);
+  await conn.query(`XA END ${xid}`);
+  await conn.query(`XA PREPARE ${xid}`);
+  conn.destroy();
+  try {
+    const r = await verify(deps, s);
+    const failed = new Set(r.checks.filter((c) => !c.ok).map((c) => c.name));
+    assert.equal(r.ok, false);
+    assert.equal(r.totals.duplicates, 1);
+    for (const name of ['no duplicates (read_committed)', 'MySQL tables equal the rows applied once', 'no prepared XA branch left', 'no transaction holds back the LSO']) {
+      assert.ok(failed.has(name), `the check '${name}' failed as it should; failed: ${[...failed].join(', ')}`);
+    }
+  } finally {
+    await txn.abort();
+    await Promise.all([producer.disconnect(), hanging.disconnect()]);
+    await waitUntil('the tamper branch to detach', async () => (await rollbackXid(deps.pool, { gtrid: epochGtrid(s.spec.name, 0, 999), bqual: 'tamper' })) === 'rolled-back', 10_000).catch(() => undefined);
+  }
+});
+
+test('starting a pipeline whose ledger and progress markers disagree fails with the evidence, guessing nothing', { timeout: 240_000 }, async () => {
+  const s = await prepareScenario(deps, { prefix: 'mismatch', records: 200, partitions: 1 });
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, worker: { workflowBundle: bundle() } });
+  const running = w.run();
+  try {
+    await drainAndWait(deps, s, await start(deps, s));
+    // The MySQL side "loses" its last epoch: the ledger now ends one epoch before the Kafka marker.
+    await deps.pool.query('DELETE FROM onceflow_ledger WHERE pipeline = ? ORDER BY epoch DESC LIMIT 1', [s.spec.name]);
+    const again = await start(deps, s);
+    await assert.rejects(again.result(), (e: unknown) => {
+      const text = causes(e);
+      assert.match(text, /the MySQL ledger says epoch 0 ended at offset 100, the Kafka progress marker says epoch 1 ended at offset 200/);
+      assert.match(text, /ReconcileMismatch/);
+      return true;
+    });
+  } finally {
+    w.shutdown();
+    await running;
+  }
+});
+
+function causes(e: unknown): string {
+  const parts: string[] = [];
+  for (let c = e as { message?: string; type?: string; cause?: unknown } | undefined; c; c = c.cause as typeof c) {
+    parts.push(`${c.type ?? ''} ${c.message ?? ''}`);
+  }
+  return parts.join(' <- ');
+}

@@ -19,7 +19,7 @@ export interface Scenario {
 /** Fresh topics and table, `records` input events produced, nothing started yet. */
 export async function prepareScenario(
   deps: Deps,
-  opts: { prefix: string; records: number; partitions: number; poisonEvery?: number; seed?: number; transactionTimeoutMs?: number; epoch?: PipelineInput['epoch']; transformOptions?: CompareOptions },
+  opts: { prefix: string; records: number; partitions: number; poisonEvery?: number; seed?: number; transactionTimeoutMs?: number; epochsPerRun?: number; epoch?: PipelineInput['epoch']; transformOptions?: CompareOptions },
 ): Promise<Scenario> {
   const name = uniqueName(opts.prefix);
   const spec = compareSpec({
@@ -27,6 +27,7 @@ export async function prepareScenario(
     source: { topic: `${name}.in` },
     kafkaSink: { topic: `${name}.out`, ...(opts.transactionTimeoutMs ? { transactionTimeoutMs: opts.transactionTimeoutMs } : {}) },
     epoch: { maxRecords: 100, maxWaitMs: 500, ...opts.epoch },
+    ...(opts.epochsPerRun ? { epochsPerRun: opts.epochsPerRun } : {}),
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, ...opts.transformOptions },
   });
   await resetPipeline(deps.admin, deps.pool, spec, opts.partitions);

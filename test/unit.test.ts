@@ -1,0 +1,116 @@
+/** Pure unit tests: no services. */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { applyTransform, tableMap } from '../src/activities/apply';
+import { parseEnvFile } from '../src/config';
+import { ValidationError } from '../src/errors';
+import { parseFaults } from '../src/faults';
+import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
+import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xa';
+import { applyControl, assertTransition, validateControl } from '../src/protocol';
+import { compareSpec } from '../src/scenario';
+import { definePipeline } from '../src/spec';
+import { COMPARE_TABLE, compareTransform, parseEvent } from '../src/transforms/compare';
+
+const base = { name: 'p1', source: { topic: 'in' }, transform: 'flink-compare', kafkaSink: { topic: 'out' }, mysqlSink: { tables: [COMPARE_TABLE] } };
+
+test('definePipeline fills defaults', () => {
+  const s = definePipeline(base);
+  assert.equal(s.source.startFrom, 'earliest');
+  assert.equal(s.kafkaSink.transactionalIdPool, 2);
+  assert.equal(s.progressTopic, 'onceflow.progress.p1');
+  assert.equal(s.deadLetterTopic, 'p1.dlq');
+});
+
+test('definePipeline names every wrong field and the fix', () => {
+  let err: unknown;
+  try {
+    definePipeline({
+      ...base,
+      name: 'Bad Name',
+      kafkaSink: { topic: 'in', transactionalIdPool: 1 },
+      mysqlSink: { tables: [{ ...COMPARE_TABLE, name: 'x; DROP TABLE y', onDuplicate: { kind: 'accumulate', columns: ['nope'] } }] },
+      epoch: { maxRecords: 0 },
+    });
+  } catch (e) {
+    err = e;
+  }
+  assert.ok(err instanceof ValidationError);
+  const fields = err.problems.map((p) => p.field);
+  for (const f of ['name', 'kafkaSink.topic', 'kafkaSink.transactionalIdPool', 'mysqlSink.tables[0].name', 'mysqlSink.tables[0].onDuplicate.columns[0]', 'epoch.maxRecords']) {
+    assert.ok(fields.includes(f), `expected a problem for ${f}, got ${fields.join(', ')}`);
+  }
+  assert.match(err.message, /kafkaSink\.topic: must differ from source\.topic/);
+});
+
+test('identifiers are validated before quoting; values never enter SQL text', () => {
+  assert.equal(quoteIdent('test_two_step_compare'), '`test_two_step_compare`');
+  assert.throws(() => quoteIdent('a`b'), /not a plain SQL identifier/);
+  const maria = upsertSql(COMPARE_TABLE, 2, 'mariadb');
+  assert.equal(
+    maria,
+    'INSERT INTO `test_two_step_compare` (`slot_time`, `key1`, `key2`, `key3`, `indicate`) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE `indicate` = `indicate` + VALUES(`indicate`)',
+  );
+  const mysql8 = upsertSql(COMPARE_TABLE, 1, 'mysql');
+  assert.match(mysql8, /VALUES \(\?, \?, \?, \?, \?\) AS new ON DUPLICATE KEY UPDATE `indicate` = `indicate` \+ new\.`indicate`$/);
+  assert.match(createTableSql(COMPARE_TABLE)!, /PRIMARY KEY \(`slot_time`, `key1`, `key2`, `key3`\)/);
+});
+
+test('xids: epoch in the gtrid, hex literals in SQL, round trip through history strings', () => {
+  const x = { gtrid: epochGtrid('demo', 3, 17), bqual: 'a2.beef' };
+  assert.deepEqual(parseGtrid(x.gtrid), { pipeline: 'demo', partition: 3, epoch: 17 });
+  assert.deepEqual(xidFromString(xidToString(x)), x);
+  assert.equal(xidSql(x), `X'${Buffer.from(x.gtrid).toString('hex')}', X'${Buffer.from('a2.beef').toString('hex')}', ${0x4f46}`);
+  assert.equal(parseGtrid("of:x'; DROP:1:2"), null);
+});
+
+test('fault rules parse and reject unknown conditions', () => {
+  assert.deepEqual(parseFaults('commit.before@epoch=1@partition=0:crash, prepare.start:stall=50'), [
+    { point: 'commit.before', epoch: 1, partition: 0, action: 'crash', ms: 0 },
+    { point: 'prepare.start', action: 'stall', ms: 50 },
+  ]);
+  assert.throws(() => parseFaults('x@color=red'), /unknown condition/);
+  assert.throws(() => parseFaults('x:explode'), /unknown action/);
+});
+
+test('control requests: validators reject what does not apply', () => {
+  const c = { paused: false, drain: false, stop: false };
+  assert.throws(() => validateControl('resume', c), /not paused/);
+  assert.throws(() => validateControl('jump', c), /unknown control action/);
+  const paused = applyControl(c, 'pause');
+  assert.throws(() => validateControl('pause', paused), /already paused/);
+  const draining = applyControl(paused, 'drain');
+  assert.deepEqual(draining, { paused: false, drain: true, stop: false });
+  assert.throws(() => validateControl('pause', draining), /already draining/);
+});
+
+test('phase transitions follow the table', () => {
+  assertTransition('preparing', 'committing');
+  assertTransition('committing', 'redoing');
+  assert.throws(() => assertTransition('done', 'preparing'), /invalid phase transition/);
+  assert.throws(() => assertTransition('reconciling', 'committing'), /invalid phase transition/);
+});
+
+test('env files parse KEY=VALUE, keep = inside values, skip comments', () => {
+  assert.deepEqual(parseEnvFile('# c\nA=1\n\nB=x=y\n'), { A: '1', B: 'x=y' });
+});
+
+test('poison records and rows that do not fit the table go to the dead-letter list with their coordinates', () => {
+  const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' } });
+  const rec = (offset: number, value: string | null) => ({ topic: 'in', partition: 2, offset, key: null, value: value === null ? null : Buffer.from(value), headers: {}, timestamp: '0' });
+  const good = JSON.stringify({ id: 'a', slot_time: 't', key1: 'k', key2: 'k', key3: 'k', indicate: 3 });
+  const ctx = { pipeline: 'u', partition: 2, epoch: 5, attempt: 1, options: {} };
+  const out = applyTransform(spec, compareTransform, [rec(10, good), rec(11, '{oops'), rec(12, null)], ctx, tableMap(spec));
+  assert.equal(out.outputs.length, 1);
+  assert.equal(out.outputs[0]!.partition, 2);
+  assert.equal(out.rows.length, 1);
+  assert.deepEqual(out.deadLetters.map((d) => d.headers?.['onceflow.source']), ['in/2/11', 'in/2/12']);
+  assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /not JSON/);
+  const badRows = applyTransform(spec, { map: () => ({ mysql: [{ table: 'nope', values: {} }] }) }, [rec(13, good)], ctx, tableMap(spec));
+  assert.match(String(badRows.deadLetters[0]!.headers?.['onceflow.error']), /unknown table 'nope'/);
+});
+
+test('compare events are validated field by field', () => {
+  assert.throws(() => parseEvent(Buffer.from('{"id":"x"}')), /field 'slot_time'/);
+  assert.throws(() => parseEvent(Buffer.from('{"id":"x","slot_time":"t","key1":"a","key2":"b","key3":"c","indicate":1.5}')), /'indicate' must be an integer/);
+});

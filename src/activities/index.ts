@@ -55,7 +55,7 @@ export interface ActivityDeps {
 }
 
 export type ObservedEvent =
-  | { kind: 'prepared'; pipeline: string; partition: number; records: number; deadLetters: number; ms: number; end: number }
+  | { kind: 'prepared'; pipeline: string; partition: number; records: number; deadLetters: number; ms: number; end: number; /** source records not yet in an epoch (LSO − end) */ lag: number }
   | { kind: 'committed'; pipeline: string; partition: number; side: 'kafka' | 'mysql'; ms: number }
   | { kind: 'redo'; pipeline: string; partition: number; side: 'kafka' | 'mysql' }
   | { kind: 'retry'; pipeline: string; partition: number; activity: string }
@@ -216,7 +216,7 @@ export function createActivities(deps: ActivityDeps) {
           observe({ kind: 'retry', pipeline: spec.name, partition, activity: 'prepareEpoch' });
         }
         const waitMs = args.noWait ? 0 : spec.epoch.maxWaitMs;
-        const { records, end } = await readEpoch(cluster, spec.source.topic, partition, offset, spec.epoch, waitMs, heartbeat);
+        const { records, end, sourceEnd } = await readEpoch(cluster, spec.source.topic, partition, offset, spec.epoch, waitMs, heartbeat);
         if (end === offset) return { kind: 'empty', offset };
 
         const transform = transforms.get(spec.transform);
@@ -250,7 +250,7 @@ export function createActivities(deps: ActivityDeps) {
           },
           { afterPrepare: () => hit('prepare.xa-prepared', at) },
         );
-        observe({ kind: 'prepared', pipeline: spec.name, partition, records: records.length, deadLetters, ms: Date.now() - started, end });
+        observe({ kind: 'prepared', pipeline: spec.name, partition, records: records.length, deadLetters, ms: Date.now() - started, end, lag: Math.max(0, sourceEnd - end) });
         return {
           kind: 'prepared',
           epoch,

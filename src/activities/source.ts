@@ -46,19 +46,21 @@ export async function readEpoch(
   bounds: EpochBounds,
   waitMs: number,
   onProgress: () => void,
-): Promise<{ records: SourceRecord[]; end: number }> {
+): Promise<{ records: SourceRecord[]; end: number; sourceEnd: number }> {
   const deadline = Date.now() + waitMs;
   const records: SourceRecord[] = [];
   let bytes = 0;
   let next = from;
+  let sourceEnd = from;
   for (;;) {
     const wait = records.length > 0 ? 0 : Math.max(0, Math.min(POLL_SLICE_MS, deadline - Date.now()));
     const r = await fetchPartition(cluster, { topic, partition, fromOffset: next, maxBytes: FETCH_BYTES, maxWaitMs: wait, isolation: ISOLATION.READ_COMMITTED });
     onProgress();
     checkRetained(topic, partition, next, r.logStartOffset);
+    sourceEnd = Math.max(sourceEnd, r.lastStableOffset);
     for (const raw of r.records) {
       if (records.length >= bounds.maxRecords || (records.length > 0 && bytes + size(raw) > bounds.maxBytes)) {
-        return { records, end: raw.offset };
+        return { records, end: raw.offset, sourceEnd };
       }
       records.push(toSource(topic, partition, raw));
       bytes += size(raw);
@@ -66,8 +68,8 @@ export async function readEpoch(
     const advanced = r.nextOffset > next;
     next = Math.max(next, r.nextOffset);
     const caughtUp = next >= r.lastStableOffset;
-    if (records.length > 0 && (caughtUp || records.length >= bounds.maxRecords)) return { records, end: next };
-    if (!advanced && Date.now() >= deadline) return { records, end: next };
+    if (records.length > 0 && (caughtUp || records.length >= bounds.maxRecords)) return { records, end: next, sourceEnd };
+    if (!advanced && Date.now() >= deadline) return { records, end: next, sourceEnd };
   }
 }
 

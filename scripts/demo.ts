@@ -12,7 +12,7 @@ import { connectCluster } from '../src/kafka/internals';
 import { compareSpec, makeEvents, produceValues, resetPipeline, tableSums } from '../src/scenario';
 import { verifyPipeline } from '../src/verify';
 import { createOnceflowWorker, defaultTransforms } from '../src/worker';
-import { printReport } from './report';
+import { printReport } from '../src/cli/report';
 
 const RECORDS = Number(process.env.DEMO_RECORDS ?? 2000);
 const PARTITIONS = 4;

@@ -1,7 +1,7 @@
 /**
  * Starting and controlling pipelines with the Temporal client.
  */
-import { Client, Connection, WorkflowIdConflictPolicy, type WorkflowHandle } from '@temporalio/client';
+import { Client, Connection, WorkflowIdConflictPolicy, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { loadSettings, type Settings } from './config';
 import type { ControlAction, PartitionStatus } from './protocol';
@@ -10,12 +10,12 @@ import { partitionWorkflowId, pipelineWorkflowId, type PipelineSpec } from './sp
 import type { pipelineWorkflow } from './workflows/pipeline';
 
 export async function connectClient(settings: Settings = loadSettings()): Promise<Client> {
-  const connection = await Connection.connect({ address: settings.temporal.address });
+  const connection = await Connection.connect({ address: settings.temporal.address, connectTimeout: '5s' });
   return new Client({ connection, namespace: settings.temporal.namespace });
 }
 
 /** Starts the pipeline's workflow; starting a running pipeline again returns the running one. */
-export async function startPipeline(client: Client, spec: PipelineSpec, taskQueue: string): Promise<WorkflowHandle<typeof pipelineWorkflow>> {
+export async function startPipeline(client: Client, spec: PipelineSpec, taskQueue: string): Promise<WorkflowHandleWithFirstExecutionRunId<typeof pipelineWorkflow>> {
   return client.workflow.start('pipelineWorkflow', {
     taskQueue,
     workflowId: pipelineWorkflowId(spec.name),

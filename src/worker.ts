@@ -13,6 +13,7 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import { createActivities, type ObservedEvent } from './activities';
 import { loadSettings, type Settings } from './config';
 import { Faults } from './faults';
+import { serveMetrics, WorkerMetrics } from './metrics';
 import { connectCluster } from './kafka/internals';
 import { TransformRegistry } from './transforms/registry';
 import { compareTransform } from './transforms/compare';
@@ -23,6 +24,9 @@ export function defaultTransforms(): TransformRegistry {
 
 export interface WorkerHandle {
   worker: Worker;
+  metrics: WorkerMetrics;
+  /** Port of the Prometheus endpoint (http://127.0.0.1:<port>/metrics), if enabled. */
+  metricsPort?: number;
   /** Runs until shutdown() or a fatal error; closes every client afterwards. */
   run(): Promise<void>;
   shutdown(): void;
@@ -34,9 +38,14 @@ export async function createOnceflowWorker(opts: {
   transforms?: TransformRegistry;
   faults?: Faults;
   observe?: (e: ObservedEvent) => void;
+  /** Serve Prometheus metrics on this port (0 = a free port); default ONCEFLOW_METRICS_PORT, off when unset. */
+  metricsPort?: number;
   worker?: Partial<WorkerOptions>;
 } = {}): Promise<WorkerHandle> {
   const settings = opts.settings ?? loadSettings();
+  const metrics = new WorkerMetrics();
+  const metricsPort = opts.metricsPort ?? (settings.metricsPort > 0 ? settings.metricsPort : undefined);
+  const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(metrics, metricsPort);
   const cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: `${settings.kafka.clientId}-worker`, logLevel: logLevel.ERROR });
   const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: `${settings.kafka.clientId}-admin`, logLevel: logLevel.ERROR });
   const admin = kafka.admin();
@@ -55,16 +64,23 @@ export async function createOnceflowWorker(opts: {
       pool,
       transforms: opts.transforms ?? defaultTransforms(),
       faults: opts.faults ?? new Faults(),
-      ...(opts.observe ? { observe: opts.observe } : {}),
+      observe: (e) => {
+        metrics.observe(e);
+        opts.observe?.(e);
+      },
     }),
     maxConcurrentActivityTaskExecutions: 64,
     ...opts.worker,
   });
   const close = async () => {
     await Promise.allSettled([cluster.disconnect(), admin.disconnect(), pool.end(), connection.close()]);
+    metricsServer?.close();
   };
+  const address = metricsServer?.address();
   return {
     worker,
+    metrics,
+    ...(address && typeof address === 'object' ? { metricsPort: address.port } : {}),
     async run() {
       try {
         await worker.run();

@@ -42,6 +42,8 @@ export function xidFromString(s: string): Xid {
 }
 
 export const ER_XAER_NOTA = 1397;
+/** MariaDB answers XA ROLLBACK of a prepared branch that wrote nothing with XA_RBROLLBACK; the branch is gone. */
+export const ER_XA_RBROLLBACK = 1402;
 export const ER_XAER_RMFAIL = 1399;
 export const ER_LOCK_WAIT_TIMEOUT = 1205;
 export const ER_LOCK_DEADLOCK = 1213;
@@ -73,6 +75,7 @@ export async function rollbackXid(db: Pool, x: Xid): Promise<'rolled-back' | 'go
     return 'rolled-back';
   } catch (e) {
     if (sqlErrno(e) === ER_XAER_NOTA) return 'gone';
+    if (sqlErrno(e) === ER_XA_RBROLLBACK) return 'rolled-back';
     throw e;
   }
 }

@@ -1,7 +1,8 @@
 /** Human-readable verification report (used by the demo and the verify command). */
-import type { VerifyReport } from '../src/verify';
+import type { VerifyReport } from '../verify';
 
-export function printReport(r: VerifyReport): void {
+export function printReport(r: VerifyReport, write: (s: string) => void = (s) => process.stdout.write(s)): void {
+  const console = { log: (line: string) => write(`${line}\n`) };
   const t = r.totals;
   console.log(`\nverification of pipeline '${r.pipeline}'`);
   console.log('partition  source-end  committed  epochs  expected  read_committed  read_uncommitted  dup  missing  dead-letters');

@@ -1,0 +1,272 @@
+/**
+ * The onceflow command (package bin). Human output by default, --json for scripts.
+ * Exit codes: 0 ok, 1 failed (or a check failed), 2 wrong usage or invalid config.
+ */
+import { parseArgs } from 'node:util';
+import { writeFileSync } from 'node:fs';
+import { Kafka, logLevel, type Admin } from 'kafkajs';
+import { createPool, type Pool } from 'mysql2/promise';
+import type { Client } from '@temporalio/client';
+import { connectClient, pipelineSpecOf, startPipeline, controlPipeline } from '../client';
+import { loadSettings, type Settings } from '../config';
+import { ValidationError, errorMessage } from '../errors';
+import { connectCluster, type KafkaCluster } from '../kafka/internals';
+import type { PartitionResult } from '../workflows/partition';
+import { verifyPipeline } from '../verify';
+import { createOnceflowWorker, defaultTransforms } from '../worker';
+import { printReport } from './report';
+import { loadPipelineConfig } from './config-file';
+import { controlPartitions, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
+
+const USAGE = `usage: onceflow <command> [options]
+
+commands:
+  start <config.yaml|json>          start a pipeline (idempotent: a running one is returned)
+  status [pipeline]                 pipelines, or per partition: epoch, committed offset, lag, phase, last error
+  pause <pipeline>                  pause at the next epoch boundary
+  resume <pipeline>                 resume a paused pipeline
+  stop <pipeline> [--drain] [--wait]  stop at the next epoch boundary; --drain: first catch up with the source
+  verify <pipeline>                 exactly-once verification (output, MySQL, XA, LSO, ledger vs markers)
+  replay <history.json | workflow id>  replay histories with the current workflow code
+  export-history <workflow id> [--out file] [--run-id id]
+  transactions <pipeline> [--resolve]  list (and resolve) in-doubt XA branches and Kafka transactions
+  worker [--task-queue q] [--metrics-port n]  run a worker
+
+options: --json (machine-readable output), --help`;
+
+export class UsageError extends Error {}
+
+interface Ctx {
+  settings: Settings;
+  json: boolean;
+  out: (human: string, data: unknown) => void;
+}
+
+async function withServices<T>(settings: Settings, fn: (s: { client: Client; admin: Admin; pool: Pool; cluster: KafkaCluster }) => Promise<T>): Promise<T> {
+  let client: Client;
+  try {
+    client = await connectClient(settings);
+  } catch (e) {
+    throw new Error(`cannot reach Temporal at ${settings.temporal.address} (${errorMessage(e)}); is it running? (npm run services -- up)`);
+  }
+  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-cli', logLevel: logLevel.NOTHING, retry: { retries: 2 } });
+  const admin = kafka.admin();
+  const pool = createPool({ ...settings.mysql, connectionLimit: 4 });
+  let cluster: KafkaCluster | undefined;
+  try {
+    try {
+      await admin.connect();
+      cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: 'onceflow-cli', logLevel: logLevel.NOTHING });
+    } catch (e) {
+      throw new Error(`cannot reach Kafka at ${settings.kafka.brokers.join(',')} (${errorMessage(e)}); is it running?`);
+    }
+    try {
+      await pool.query('SELECT 1');
+    } catch (e) {
+      throw new Error(`cannot reach MySQL at ${settings.mysql.host}:${settings.mysql.port} as ${settings.mysql.user} (${errorMessage(e)})`);
+    }
+    return await fn({ client, admin, pool, cluster });
+  } finally {
+    await Promise.allSettled([admin.disconnect(), pool.end(), cluster?.disconnect(), client.connection.close()]);
+  }
+}
+
+async function partitionsOf(admin: Admin, topic: string): Promise<number> {
+  const meta = await admin.fetchTopicMetadata({ topics: [topic] });
+  return meta.topics[0]?.partitions.length ?? 0;
+}
+
+function table(rows: PartitionRow[]): string {
+  const head = ['partition', 'phase', 'epoch', 'committed', 'source-end', 'lag', 'last error'];
+  const body = rows.map((r) => [r.partition, r.phase, r.epoch ?? '-', r.committedOffset ?? '-', r.sourceEnd, r.lag ?? '-', r.lastError ?? ''].map(String));
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
+  return [head, ...body].map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+}
+
+function need(arg: string | undefined, what: string): string {
+  if (!arg) throw new UsageError(`missing ${what}\n\n${USAGE}`);
+  return arg;
+}
+
+export async function main(argv: string[], io: { stdout: (s: string) => void; stderr: (s: string) => void } = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) }): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      strict: true,
+      options: {
+        json: { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+        drain: { type: 'boolean', default: false },
+        wait: { type: 'boolean', default: false },
+        resolve: { type: 'boolean', default: false },
+        out: { type: 'string' },
+        'run-id': { type: 'string' },
+        'task-queue': { type: 'string' },
+        'metrics-port': { type: 'string' },
+      },
+    });
+  } catch (e) {
+    io.stderr(`onceflow: ${errorMessage(e)}\n\n${USAGE}\n`);
+    return 2;
+  }
+  const { values: o, positionals } = parsed;
+  const [cmd, arg] = positionals;
+  if (o.help || !cmd) {
+    io.stdout(`${USAGE}\n`);
+    return cmd || o.help ? 0 : 2;
+  }
+  const json = Boolean(o.json);
+  const out = (human: string, data: unknown) => io.stdout(json ? `${JSON.stringify(data, null, 2)}\n` : `${human}\n`);
+  try {
+    const settings = cmd === 'start' ? loadPipelineConfig(need(arg, 'config file')).settings : loadSettings();
+    const ctx: Ctx = { settings, json, out };
+    return await run(cmd, arg, o, ctx, io);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      io.stderr(`onceflow: ${e.message}\n`);
+      return 2;
+    }
+    if (e instanceof ValidationError) {
+      io.stderr(`onceflow: ${e.message}\n`);
+      return 2;
+    }
+    io.stderr(`onceflow ${cmd}: ${errorMessage(e)}\n`);
+    return 1;
+  }
+}
+
+async function run(
+  cmd: string,
+  arg: string | undefined,
+  o: Record<string, string | boolean | undefined>,
+  { settings, out }: Ctx,
+  io: { stdout: (s: string) => void; stderr: (s: string) => void },
+): Promise<number> {
+  switch (cmd) {
+    case 'start': {
+      const cfg = loadPipelineConfig(need(arg, 'config file'));
+      return withServices(cfg.settings, async ({ client }) => {
+        const h = await startPipeline(client, cfg.spec, cfg.taskQueue);
+        const ui = `http://127.0.0.1:8233/namespaces/${cfg.settings.temporal.namespace}/workflows/${encodeURIComponent(h.workflowId)}`;
+        out(`started pipeline ${cfg.spec.name}: workflow ${h.workflowId} on task queue ${cfg.taskQueue}\nWeb UI: ${ui}\nworkers: onceflow worker --task-queue ${cfg.taskQueue}`, {
+          pipeline: cfg.spec.name,
+          workflowId: h.workflowId,
+          runId: h.firstExecutionRunId,
+          taskQueue: cfg.taskQueue,
+          ui,
+        });
+        return 0;
+      });
+    }
+    case 'status':
+      return withServices(settings, async (s) => {
+        if (!arg) {
+          const list = await listPipelines(s.client);
+          out(list.length ? list.map((p) => `${p.pipeline.padEnd(32)} ${p.status.padEnd(12)} started ${p.started}`).join('\n') : 'no pipelines', list);
+          return 0;
+        }
+        const spec = await pipelineSpecOf(s.client, arg);
+        const rows = await pipelineStatus(s, spec, await partitionsOf(s.admin, spec.source.topic));
+        out(`pipeline ${spec.name} (source ${spec.source.topic} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${table(rows)}`, { pipeline: spec.name, partitions: rows });
+        return 0;
+      });
+    case 'pause':
+    case 'resume':
+      return withServices(settings, async (s) => {
+        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+        const res = await controlPartitions(s.client, spec.name, await partitionsOf(s.admin, spec.source.topic), cmd);
+        out(res.map((r) => `partition ${r.partition}: ${r.ok ? 'ok' : 'rejected'} — ${r.message}`).join('\n'), res);
+        return res.every((r) => r.ok) ? 0 : 1;
+      });
+    case 'stop':
+      return withServices(settings, async (s) => {
+        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+        const partitions = await partitionsOf(s.admin, spec.source.topic);
+        const action = o.drain ? 'drain' : 'stop';
+        const res = await controlPartitions(s.client, spec.name, partitions, action);
+        if (res.some((r) => !r.ok)) await controlPipeline(s.client, spec.name, action); // children not started yet: via the parent
+        if (!o.wait) {
+          out(res.map((r) => `partition ${r.partition}: ${r.ok ? `${action} accepted` : r.message}`).join('\n'), res);
+          return 0;
+        }
+        const handle = s.client.workflow.getHandle(`onceflow/${spec.name}`);
+        const done = handle.result() as Promise<PartitionResult[]>;
+        let finished = false;
+        void done.finally(() => (finished = true)).catch(() => undefined);
+        while (!finished) {
+          await Promise.race([done.catch(() => undefined), new Promise((r) => setTimeout(r, 1000))]);
+          if (finished || o.json) continue;
+          const rows = await pipelineStatus(s, spec, partitions);
+          io.stderr(`  ${action}: ${rows.map((r) => `p${r.partition} lag ${r.lag ?? '?'}`).join(', ')}\n`);
+        }
+        const results = await done;
+        out(results.map((r) => `partition ${r.partition}: ${r.reason} after ${r.state.committedEpochs} epochs in the last run, offset ${r.state.offset}`).join('\n'), results);
+        return 0;
+      });
+    case 'verify':
+      return withServices(settings, async (s) => {
+        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+        const report = await verifyPipeline({ ...s, transforms: defaultTransforms() }, spec);
+        if (o.json) out('', report);
+        else printReport(report, io.stdout);
+        return report.ok ? 0 : 1;
+      });
+    case 'replay': {
+      const target = need(arg, 'history file or workflow id');
+      const isFile = target.endsWith('.json');
+      const results = isFile ? await replay(null, target) : await withServices(settings, (s) => replay(s.client, target));
+      out(results.map((r) => `${r.ok ? 'ok    ' : 'FAILED'} ${r.run}${r.error ? `\n       ${r.error}` : ''}`).join('\n'), results);
+      return results.every((r) => r.ok) ? 0 : 1;
+    }
+    case 'export-history':
+      return withServices(settings, async (s) => {
+        const text = await exportHistory(s.client, need(arg, 'workflow id'), o['run-id'] as string | undefined);
+        if (o.out) {
+          writeFileSync(String(o.out), text);
+          io.stdout(`history of ${arg} written to ${o.out}\n`);
+        } else io.stdout(`${text}\n`);
+        return 0;
+      });
+    case 'transactions':
+      return withServices(settings, async (s) => {
+        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+        const partitions = await partitionsOf(s.admin, spec.source.topic);
+        if (o.resolve) {
+          const done = await resolveInDoubt(s, spec, partitions);
+          out(done.length ? done.join('\n') : 'nothing in doubt', done);
+          return 0;
+        }
+        const found = await inDoubt(s, spec, partitions);
+        const lines = [
+          ...found.xa.map((b) => `XA ${b.xid}  partition ${b.partition} epoch ${b.epoch}  Kafka side ${b.kafkaCommitted ? 'committed' : 'not committed'} → would ${b.action}`),
+          ...found.kafka.map((k) => `Kafka ${k.topic}[${k.partition}] held back by an open transaction: LSO ${k.lso} < high watermark ${k.highWatermark}`),
+        ];
+        out(lines.length ? `${lines.join('\n')}\n(resolve with: onceflow transactions ${spec.name} --resolve, once the pipeline is stopped)` : 'nothing in doubt', found);
+        return 0;
+      });
+    case 'worker': {
+      const metricsPort = o['metrics-port'] === undefined ? undefined : Number(o['metrics-port']);
+      if (metricsPort !== undefined && (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535)) throw new UsageError(`--metrics-port must be a port number, got '${o['metrics-port']}'`);
+      const taskQueue = (o['task-queue'] as string | undefined) ?? settings.temporal.taskQueue;
+      const w = await createOnceflowWorker({ settings, taskQueue, ...(metricsPort !== undefined ? { metricsPort } : {}) });
+      for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => w.shutdown());
+      io.stderr(`onceflow worker on task queue '${taskQueue}'${w.metricsPort ? `, metrics at http://127.0.0.1:${w.metricsPort}/metrics` : ''}\n`);
+      await w.run();
+      return 0;
+    }
+    default:
+      throw new UsageError(`unknown command '${cmd}'\n\n${USAGE}`);
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (e) => {
+      process.stderr.write(`onceflow: ${errorMessage(e)}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,138 @@
+/**
+ * The worker's Prometheus endpoint (text exposition format 0.0.4), fed by the activities'
+ * observed events: records and epochs committed, epoch phase durations, lag, retries, redos,
+ * dead letters, rolled-back leftovers. No client library needed for this little.
+ */
+import { createServer, type Server } from 'node:http';
+import type { ObservedEvent } from './activities';
+
+type Labels = Record<string, string | number>;
+const key = (l: Labels) => JSON.stringify(Object.entries(l).sort());
+const fmt = (l: Labels) => {
+  const e = Object.entries(l);
+  return e.length ? `{${e.map(([k, v]) => `${k}="${String(v).replace(/["\\\n]/g, '_')}"`).join(',')}}` : '';
+};
+
+abstract class Metric {
+  constructor(readonly name: string, readonly help: string, readonly type: string) {}
+  abstract lines(): string[];
+  header(): string[] {
+    return [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} ${this.type}`];
+  }
+}
+
+export class Counter extends Metric {
+  private readonly values = new Map<string, { labels: Labels; v: number }>();
+  constructor(name: string, help: string) {
+    super(name, help, 'counter');
+  }
+  inc(labels: Labels, by = 1): void {
+    const k = key(labels);
+    const cur = this.values.get(k) ?? { labels, v: 0 };
+    cur.v += by;
+    this.values.set(k, cur);
+  }
+  get(labels: Labels): number {
+    return this.values.get(key(labels))?.v ?? 0;
+  }
+  lines(): string[] {
+    return [...this.values.values()].map(({ labels, v }) => `${this.name}${fmt(labels)} ${v}`);
+  }
+}
+
+export class Gauge extends Metric {
+  private readonly values = new Map<string, { labels: Labels; v: number }>();
+  constructor(name: string, help: string) {
+    super(name, help, 'gauge');
+  }
+  set(labels: Labels, v: number): void {
+    this.values.set(key(labels), { labels, v });
+  }
+  lines(): string[] {
+    return [...this.values.values()].map(({ labels, v }) => `${this.name}${fmt(labels)} ${v}`);
+  }
+}
+
+export class Histogram extends Metric {
+  private readonly values = new Map<string, { labels: Labels; buckets: number[]; sum: number; count: number }>();
+  constructor(name: string, help: string, readonly bounds: number[]) {
+    super(name, help, 'histogram');
+  }
+  observe(labels: Labels, v: number): void {
+    const k = key(labels);
+    const cur = this.values.get(k) ?? { labels, buckets: this.bounds.map(() => 0), sum: 0, count: 0 };
+    this.bounds.forEach((b, i) => {
+      if (v <= b) cur.buckets[i]!++;
+    });
+    cur.sum += v;
+    cur.count++;
+    this.values.set(k, cur);
+  }
+  lines(): string[] {
+    const out: string[] = [];
+    for (const { labels, buckets, sum, count } of this.values.values()) {
+      this.bounds.forEach((b, i) => out.push(`${this.name}_bucket${fmt({ ...labels, le: b })} ${buckets[i]}`));
+      out.push(`${this.name}_bucket${fmt({ ...labels, le: '+Inf' })} ${count}`);
+      out.push(`${this.name}_sum${fmt(labels)} ${sum}`);
+      out.push(`${this.name}_count${fmt(labels)} ${count}`);
+    }
+    return out;
+  }
+}
+
+export class WorkerMetrics {
+  readonly records = new Counter('onceflow_records_total', 'Source records prepared in epochs (rate() gives records/s)');
+  readonly epochs = new Counter('onceflow_epochs_prepared_total', 'Epochs prepared');
+  readonly commits = new Counter('onceflow_commits_total', 'Commits by side (kafka, mysql)');
+  readonly phase = new Histogram('onceflow_epoch_phase_seconds', 'Duration of epoch phases on this worker', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]);
+  readonly lag = new Gauge('onceflow_lag_records', 'Source records not yet in an epoch, per partition (as of the last prepare)');
+  readonly retries = new Counter('onceflow_retries_total', 'Activity attempts after the first');
+  readonly redos = new Counter('onceflow_redos_total', 'Epochs redone (Kafka side aborted by the broker, or MySQL branch vanished)');
+  readonly deadLetters = new Counter('onceflow_dead_letters_total', 'Records sent to the dead-letter topic');
+  readonly rolledBack = new Counter('onceflow_rolled_back_branches_total', 'Leftover XA branches rolled back by retried prepares');
+  private readonly all: Metric[] = [this.records, this.epochs, this.commits, this.phase, this.lag, this.retries, this.redos, this.deadLetters, this.rolledBack];
+
+  observe = (e: ObservedEvent): void => {
+    const l = { pipeline: e.pipeline, partition: e.partition };
+    switch (e.kind) {
+      case 'prepared':
+        this.records.inc(l, e.records);
+        this.epochs.inc(l);
+        this.deadLetters.inc(l, e.deadLetters);
+        this.lag.set(l, e.lag);
+        this.phase.observe({ pipeline: e.pipeline, phase: 'prepare' }, e.ms / 1000);
+        break;
+      case 'committed':
+        this.commits.inc({ ...l, side: e.side });
+        this.phase.observe({ pipeline: e.pipeline, phase: `commit_${e.side}` }, e.ms / 1000);
+        break;
+      case 'redo':
+        this.redos.inc({ ...l, side: e.side });
+        break;
+      case 'retry':
+        this.retries.inc({ ...l, activity: e.activity });
+        break;
+      case 'rolled-back':
+        this.rolledBack.inc(l);
+        break;
+    }
+  };
+
+  text(): string {
+    return this.all.flatMap((m) => [...m.header(), ...m.lines()]).join('\n') + '\n';
+  }
+}
+
+export function serveMetrics(metrics: WorkerMetrics, port: number, host = '127.0.0.1'): Promise<Server> {
+  const server = createServer((req, res) => {
+    if (req.url !== '/metrics') {
+      res.writeHead(404).end('see /metrics\n');
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(metrics.text());
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve(server));
+  });
+}

@@ -1,0 +1,203 @@
+/**
+ * The onceflow command, driven against a running pipeline on the real services: start from a
+ * config file (idempotent), status, pause/resume with validated updates, metrics, transactions
+ * (list and resolve real in-doubt ones), stop --drain --wait, verify, export-history, replay;
+ * bad config and bad arguments; credentials never in history or memo.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { stringify } from 'yaml';
+import { main } from '../src/cli';
+import { ISOLATION, PreparedTransaction, latestOffset } from '../src/kafka/internals';
+import { epochGtrid, xidSql } from '../src/mysql/xa';
+import { makeEvents, produceValues, resetPipeline, compareSpec } from '../src/scenario';
+import { partitionWorkflowId, pipelineWorkflowId, transactionalId } from '../src/spec';
+import { COMPARE_TABLE } from '../src/transforms/compare';
+import { createOnceflowWorker, type WorkerHandle } from '../src/worker';
+import { openDeps, quietRuntime, uniqueName, waitUntil, type Deps } from './support/env';
+
+let deps: Deps;
+const tmp = join(__dirname, '.tmp');
+const name = uniqueName('cli');
+const taskQueue = uniqueName('cli-tq');
+let worker: WorkerHandle;
+let running: Promise<void>;
+let configFile: string;
+
+async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const code = await main(args, { stdout: (s) => void (out += s), stderr: (s) => void (err += s) });
+  return { code, out, err };
+}
+
+const config = (over: Record<string, unknown> = {}) => ({
+  pipeline: {
+    name,
+    source: { topic: `${name}.in` },
+    transform: 'flink-compare',
+    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` },
+    kafkaSink: { topic: `${name}.out` },
+    mysqlSink: { tables: [{ ...COMPARE_TABLE, name: `t_${name.replace(/[^a-z0-9]/g, '_')}` }] },
+    epoch: { maxRecords: 50, maxWaitMs: 300 },
+  },
+  taskQueue,
+  connections: { mysql: { password: deps.settings.mysql.password } },
+  ...over,
+});
+
+before(async () => {
+  quietRuntime();
+  deps = await openDeps();
+  mkdirSync(tmp, { recursive: true });
+  configFile = join(tmp, `${name}.yaml`);
+  writeFileSync(configFile, stringify(config()));
+  const spec = compareSpec({ name, source: { topic: `${name}.in` }, kafkaSink: { topic: `${name}.out` }, transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` } });
+  await resetPipeline(deps.admin, deps.pool, spec, 2);
+  const { values } = makeEvents(600, 11);
+  await produceValues(deps.settings.kafka.brokers, spec.source.topic, 2, values);
+  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
+  worker = await createOnceflowWorker({ settings: deps.settings, taskQueue, metricsPort: 0, ...(codePath ? { worker: { workflowBundle: { codePath } } } : {}) });
+  running = worker.run();
+});
+
+after(async () => {
+  worker.shutdown();
+  await running;
+  await deps.close();
+});
+
+test('bad config is rejected naming the field and the fix; bad arguments name what is wrong', async () => {
+  const bad = join(tmp, `${name}-bad.yaml`);
+  writeFileSync(bad, stringify({ ...config(), pipeline: { ...config().pipeline, epochs: { maxRecords: 5 }, name: 'Not Valid' } }));
+  let r = await cli('start', bad);
+  assert.equal(r.code, 2);
+  assert.match(r.err, /pipeline\.epochs: is not a known field — did you mean 'epoch'\?/);
+  writeFileSync(bad, stringify({ ...config(), pipeline: { ...config().pipeline, name: 'Not Valid', kafkaSink: { topic: `${name}.out`, transactionTimeoutMs: 'long' } } }));
+  r = await cli('start', bad);
+  assert.equal(r.code, 2);
+  assert.match(r.err, /pipeline\.kafkaSink\.transactionTimeoutMs: must be an integer, got string "long"/);
+  writeFileSync(bad, stringify({ ...config(), pipeline: { ...config().pipeline, name: 'Not Valid' } }));
+  r = await cli('start', bad);
+  assert.equal(r.code, 2);
+  assert.match(r.err, /pipeline\.name: must match/);
+  r = await cli('start', join(tmp, 'missing.yaml'));
+  assert.equal(r.code, 2);
+  assert.match(r.err, /cannot be read/);
+  r = await cli('pause');
+  assert.equal(r.code, 2);
+  assert.match(r.err, /missing pipeline/);
+  r = await cli('worker', '--metrics-port', 'abc');
+  assert.equal(r.code, 2);
+  assert.match(r.err, /--metrics-port must be a port number/);
+  r = await cli('status', '--colour');
+  assert.equal(r.code, 2);
+  assert.match(r.err, /Unknown option '--colour'/);
+});
+
+test('an unreachable service is reported with its address', () => {
+  const r = spawnSync(process.execPath, [join(__dirname, '..', 'bin', 'onceflow.js'), 'status'], {
+    env: { ...process.env, ONCEFLOW_TEMPORAL_ADDRESS: '127.0.0.1:1' },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /cannot reach Temporal at 127\.0\.0\.1:1/);
+});
+
+test('start, status, pause/resume, metrics, transactions, stop --drain --wait, verify, export-history, replay', { timeout: 300_000 }, async () => {
+  let r = await cli('start', configFile, '--json');
+  assert.equal(r.code, 0, r.err);
+  const started = JSON.parse(r.out) as { workflowId: string; runId: string };
+  assert.equal(started.workflowId, pipelineWorkflowId(name));
+  // Idempotent start: the running pipeline is returned.
+  r = await cli('start', configFile, '--json');
+  assert.equal(JSON.parse(r.out).runId, started.runId);
+
+  await waitUntil('an epoch committed on both partitions', async () => {
+    const s = await cli('status', name, '--json');
+    const rows = JSON.parse(s.out).partitions as { epoch: number | null }[];
+    return rows.length === 2 && rows.every((p) => (p.epoch ?? 0) >= 1);
+  }, 60_000, 250);
+
+  r = await cli('pause', name);
+  assert.equal(r.code, 0, r.out + r.err);
+  await waitUntil('both partitions paused', async () => {
+    const rows = JSON.parse((await cli('status', name, '--json')).out).partitions as { phase: string }[];
+    return rows.every((p) => p.phase === 'paused');
+  }, 30_000, 250);
+  r = await cli('pause', name);
+  assert.equal(r.code, 1);
+  assert.match(r.out, /already paused/);
+  r = await cli('status', name);
+  assert.match(r.out, /partition\s+phase\s+epoch\s+committed\s+source-end\s+lag/);
+
+  // In-doubt leftovers while paused: a prepared XA branch of a future epoch. Listing is allowed; resolving is refused while running.
+  const conn = await deps.pool.getConnection();
+  const xid = xidSql({ gtrid: epochGtrid(name, 1, 900), bqual: 'cli' });
+  await conn.query(`XA START ${xid}`);
+  await conn.query(`XA END ${xid}`);
+  await conn.query(`XA PREPARE ${xid}`);
+  conn.destroy();
+  r = await cli('transactions', name);
+  assert.equal(r.code, 0);
+  assert.match(r.out, new RegExp(`partition 1 epoch 900\\s+Kafka side not committed → would rollback`));
+  r = await cli('transactions', name, '--resolve');
+  assert.equal(r.code, 1);
+  assert.match(r.err, /is running .*stop it first/i);
+
+  r = await cli('resume', name);
+  assert.equal(r.code, 0, r.out);
+
+  const metrics = await (await fetch(`http://127.0.0.1:${worker.metricsPort}/metrics`)).text();
+  const recordsLine = metrics.split('\n').find((l) => l.startsWith(`onceflow_records_total{pipeline="${name}"`));
+  assert.ok(recordsLine && Number(recordsLine.split(' ').pop()) > 0, `records counter in:\n${metrics.slice(0, 800)}`);
+  assert.match(metrics, /onceflow_epoch_phase_seconds_bucket\{pipeline="[^"]+",phase="prepare",le="0.1"\}/);
+  assert.match(metrics, new RegExp(`onceflow_lag_records\\{pipeline="${name}",partition="0"\\} \\d+`));
+
+  r = await cli('stop', name, '--drain', '--wait');
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /partition 0: drained/);
+
+  // Stopped: a hanging Kafka transaction on one of the pipeline's transactional ids, plus the XA leftover.
+  const hang = new PreparedTransaction(deps.cluster, transactionalId(name, 0, 1), 600_000);
+  await hang.begin();
+  await hang.send([{ topic: `${name}.out`, messages: [{ value: 'stray', partition: 0 }] }]);
+  r = await cli('transactions', name, '--json');
+  const found = JSON.parse(r.out) as { xa: unknown[]; kafka: { topic: string }[] };
+  assert.equal(found.xa.length, 1);
+  assert.deepEqual(found.kafka.map((k) => k.topic), [`${name}.out`]);
+  r = await cli('transactions', name, '--resolve');
+  assert.equal(r.code, 0, r.err);
+  assert.match(r.out, /rolled-back/);
+  await waitUntil('the LSO to pass the aborted stray transaction', async () => {
+    return (await latestOffset(deps.cluster, `${name}.out`, 0, ISOLATION.READ_COMMITTED)) === (await latestOffset(deps.cluster, `${name}.out`, 0, ISOLATION.READ_UNCOMMITTED));
+  }, 15_000);
+  r = await cli('transactions', name);
+  assert.match(r.out, /nothing in doubt/);
+
+  r = await cli('verify', name);
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /RESULT: exactly once/);
+
+  const file = join(tmp, `${name}-p0.json`);
+  r = await cli('export-history', partitionWorkflowId(name, 0), '--out', file);
+  assert.equal(r.code, 0, r.err);
+  r = await cli('replay', file);
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /^ok/);
+  r = await cli('replay', partitionWorkflowId(name, 0));
+  assert.equal(r.code, 0, r.out);
+
+  // Credentials came from the config file and never entered history or memo.
+  // Payloads are base64 in history JSON: decode every one before looking.
+  const decoded = (json: string) => [...json.matchAll(/"data":\s*"([A-Za-z0-9+/=]*)"/g)].map((m) => Buffer.from(m[1]!, 'base64').toString('utf8')).join('\n');
+  const histories = [decoded(readFileSync(file, 'utf8')), decoded((await cli('export-history', pipelineWorkflowId(name))).out)];
+  assert.ok(histories[0]!.includes(`"transactionalId":"onceflow.${name}.0.`), 'decoding works: the partition history shows transaction handles');
+  const memo = JSON.stringify((await deps.client.workflow.getHandle(pipelineWorkflowId(name)).describe()).memo);
+  for (const text of [...histories, memo]) assert.ok(!text.includes(deps.settings.mysql.password), 'the MySQL password is not in history or memo');
+  assert.ok(histories[0]!.includes('markerOffset') && !histories[0]!.includes('"e-11-'), 'history holds handles, not records');
+});

@@ -54,9 +54,35 @@ export interface ActivityDeps {
   observe?: (event: ObservedEvent) => void;
 }
 
+/**
+ * Where a prepare spent its time (ms): waiting for and reading the source, InitProducerId,
+ * the transform, Kafka produce (incl. marker and sendOffsets), MySQL writes (incl. the ledger
+ * row), and XA END + XA PREPARE + detaching the session. For the benchmark's per-epoch split.
+ */
+export interface PrepareSplit {
+  readMs: number;
+  initMs: number;
+  transformMs: number;
+  kafkaMs: number;
+  mysqlMs: number;
+  xaPrepareMs: number;
+}
+
 export type ObservedEvent =
-  | { kind: 'prepared'; pipeline: string; partition: number; records: number; deadLetters: number; ms: number; end: number; /** source records not yet in an epoch (LSO − end) */ lag: number }
-  | { kind: 'committed'; pipeline: string; partition: number; side: 'kafka' | 'mysql'; ms: number }
+  | {
+      kind: 'prepared';
+      pipeline: string;
+      partition: number;
+      epoch: number;
+      records: number;
+      deadLetters: number;
+      ms: number;
+      end: number;
+      /** source records not yet in an epoch (LSO − end) */ lag: number;
+      /** Date.now() when the activity started */ startedAt: number;
+      split: PrepareSplit;
+    }
+  | { kind: 'committed'; pipeline: string; partition: number; epoch: number; side: 'kafka' | 'mysql'; ms: number; startedAt: number }
   | { kind: 'redo'; pipeline: string; partition: number; side: 'kafka' | 'mysql' }
   | { kind: 'retry'; pipeline: string; partition: number; activity: string }
   | { kind: 'rolled-back'; pipeline: string; partition: number; epoch: number; xid: string };
@@ -218,6 +244,15 @@ export function createActivities(deps: ActivityDeps) {
         const waitMs = args.noWait ? 0 : spec.epoch.maxWaitMs;
         const { records, end, sourceEnd } = await readEpoch(cluster, spec.source.topic, partition, offset, spec.epoch, waitMs, heartbeat);
         if (end === offset) return { kind: 'empty', offset };
+        const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
+        const timed = async <T>(k: keyof PrepareSplit, fn: () => Promise<T> | T): Promise<T> => {
+          const t0 = Date.now();
+          try {
+            return await fn();
+          } finally {
+            split[k] += Date.now() - t0;
+          }
+        };
 
         const transform = transforms.get(spec.transform);
         const tables = tableMap(spec);
@@ -225,32 +260,35 @@ export function createActivities(deps: ActivityDeps) {
         const ctx = transformCtx(spec, partition, epoch);
         // InitProducerId on this epoch's transactional id: fences zombies and aborts their open transaction.
         const txn = new PreparedTransaction(cluster, transactionalId(spec.name, partition, epoch % spec.kafkaSink.transactionalIdPool), spec.kafkaSink.transactionTimeoutMs);
-        const handle = await txn.begin();
+        const handle = await timed('initMs', () => txn.begin());
         const xid = { gtrid: epochGtrid(spec.name, partition, epoch), bqual: `a${attempt()}.${randomBytes(4).toString('hex')}` };
         let deadLetters = 0;
         let processed = 0;
         let markerOffset = -1;
+        let bodyDone = 0;
         await prepareBranch(
           pool,
           xid,
           async (conn) => {
             for (let i = 0; i < records.length; i += CHUNK) {
               const chunk = records.slice(i, i + CHUNK);
-              const applied = applyTransform(spec, transform, chunk, ctx, tables);
-              await sendAll(txn, spec, applied.outputs, applied.deadLetters);
-              await writeRows(conn, applied.rows, tables, d);
+              const applied = await timed('transformMs', () => applyTransform(spec, transform, chunk, ctx, tables));
+              await timed('kafkaMs', () => sendAll(txn, spec, applied.outputs, applied.deadLetters));
+              await timed('mysqlMs', () => writeRows(conn, applied.rows, tables, d));
               deadLetters += applied.deadLetters.length;
               processed += chunk.length;
               transform.sink?.(applied.processed, { ...ctx, writtenInAttempt: processed });
               heartbeat();
             }
-            markerOffset = await writeMarker(txn, spec, partition, { pipeline: spec.name, partition, epoch, start: offset, end, records: records.length, redo: false });
+            markerOffset = await timed('kafkaMs', () => writeMarker(txn, spec, partition, { pipeline: spec.name, partition, epoch, start: offset, end, records: records.length, redo: false }));
             await hit('prepare.kafka-sent', at);
-            await insertLedger(conn, spec.name, partition, { epoch, start: offset, end, records: records.length, redo: false });
+            await timed('mysqlMs', () => insertLedger(conn, spec.name, partition, { epoch, start: offset, end, records: records.length, redo: false }));
+            bodyDone = Date.now();
           },
           { afterPrepare: () => hit('prepare.xa-prepared', at) },
         );
-        observe({ kind: 'prepared', pipeline: spec.name, partition, records: records.length, deadLetters, ms: Date.now() - started, end, lag: Math.max(0, sourceEnd - end) });
+        split.xaPrepareMs = Date.now() - bodyDone;
+        observe({ kind: 'prepared', pipeline: spec.name, partition, epoch, records: records.length, deadLetters, ms: Date.now() - started, end, lag: Math.max(0, sourceEnd - end), startedAt: started, split });
         return {
           kind: 'prepared',
           epoch,
@@ -273,7 +311,7 @@ export function createActivities(deps: ActivityDeps) {
         await hit('commit.before', at);
         const outcome = await endTxn(cluster, prepared.kafka, true);
         if (outcome === 'ok') {
-          observe({ kind: 'committed', pipeline: spec.name, partition, side: 'kafka', ms: Date.now() - started });
+          observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
           await hit('commit.between', at);
           return 'committed';
         }
@@ -294,7 +332,7 @@ export function createActivities(deps: ActivityDeps) {
         const r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
         if (r === 'attached') throw new TransientError(`XA branch ${prepared.xid} is still attached to its preparing session; retrying`);
         if (r === 'committed' || r === 'already') {
-          observe({ kind: 'committed', pipeline: spec.name, partition, side: 'mysql', ms: Date.now() - started });
+          observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started });
           return 'committed';
         }
         // 'gone': rolled back behind our back. The ledger row decides; redo the MySQL side in a local transaction.

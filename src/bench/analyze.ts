@@ -1,0 +1,135 @@
+/**
+ * Pure arithmetic over what a benchmark run observed: percentiles and the per-epoch time split
+ * of onceflow's epochs (from the activities' observed events).
+ */
+import type { ObservedEvent, PrepareSplit } from '../activities';
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+export interface Percentiles {
+  n: number;
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+export function percentiles(values: number[]): Percentiles {
+  const s = [...values].sort((a, b) => a - b);
+  return { n: s.length, p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
+}
+
+type Prepared = Extract<ObservedEvent, { kind: 'prepared' }>;
+type Committed = Extract<ObservedEvent, { kind: 'committed' }>;
+
+/** Mean milliseconds per epoch spent in each part of the epoch cycle. */
+export interface EpochSplit extends PrepareSplit {
+  epochs: number;
+  recordsPerEpoch: number;
+  /** prepare start of epoch e → prepare start of epoch e+1 on the same partition */
+  cycleMs: number;
+  prepareMs: number;
+  kafkaCommitMs: number;
+  mysqlCommitMs: number;
+  /** time of the cycle in which no activity of the partition ran: Temporal's workflow/activity round trips */
+  temporalMs: number;
+  /** temporalMs + InitProducerId + XA PREPARE + both commits: the part of an epoch that does not move data */
+  coordinationMs: number;
+  retries: number;
+}
+
+/** Length of the union of [start, end) intervals clipped to [from, to). */
+function covered(intervals: [number, number][], from: number, to: number): number {
+  const clipped = intervals
+    .map(([a, b]) => [Math.max(a, from), Math.min(b, to)] as [number, number])
+    .filter(([a, b]) => b > a)
+    .sort((x, y) => x[0] - y[0]);
+  let total = 0;
+  let curA = -Infinity;
+  let curB = -Infinity;
+  for (const [a, b] of clipped) {
+    if (a > curB) {
+      if (curB > curA) total += curB - curA;
+      curA = a;
+      curB = b;
+    } else curB = Math.max(curB, b);
+  }
+  if (curB > curA) total += curB - curA;
+  return total;
+}
+
+export function epochSplit(events: ObservedEvent[]): EpochSplit {
+  const prepared = events.filter((e): e is Prepared => e.kind === 'prepared');
+  const committed = events.filter((e): e is Committed => e.kind === 'committed');
+  const retries = events.filter((e) => e.kind === 'retry').length;
+  const byPartition = new Map<number, Map<number, Prepared>>();
+  for (const e of prepared) {
+    let m = byPartition.get(e.partition);
+    if (!m) byPartition.set(e.partition, (m = new Map()));
+    m.set(e.epoch, e); // a retried prepare replaces the failed attempt
+  }
+  const commitsOf = new Map<string, Committed[]>();
+  for (const c of committed) {
+    const k = `${c.partition}/${c.epoch}`;
+    commitsOf.set(k, [...(commitsOf.get(k) ?? []), c]);
+  }
+  const sums: Record<string, number> = {};
+  const add = (k: string, v: number) => (sums[k] = (sums[k] ?? 0) + v);
+  let n = 0;
+  let cycles = 0;
+  for (const [partition, byEpoch] of byPartition) {
+    const intervals: [number, number][] = [];
+    for (const p of byEpoch.values()) intervals.push([p.startedAt, p.startedAt + p.ms]);
+    for (const c of committed) if (c.partition === partition) intervals.push([c.startedAt, c.startedAt + c.ms]);
+    const epochs = [...byEpoch.keys()].sort((a, b) => a - b);
+    for (const e of epochs) {
+      const p = byEpoch.get(e)!;
+      n++;
+      add('records', p.records);
+      add('prepareMs', p.ms);
+      for (const [k, v] of Object.entries(p.split)) add(k, v);
+      for (const c of commitsOf.get(`${partition}/${e}`) ?? []) add(c.side === 'kafka' ? 'kafkaCommitMs' : 'mysqlCommitMs', c.ms);
+      const next = byEpoch.get(e + 1);
+      if (next) {
+        cycles++;
+        add('cycleMs', next.startedAt - p.startedAt);
+        add('temporalMs', next.startedAt - p.startedAt - covered(intervals, p.startedAt, next.startedAt));
+      }
+    }
+  }
+  const mean = (k: string, d = n) => (d > 0 ? (sums[k] ?? 0) / d : 0);
+  const split: EpochSplit = {
+    epochs: n,
+    recordsPerEpoch: mean('records'),
+    cycleMs: mean('cycleMs', cycles),
+    prepareMs: mean('prepareMs'),
+    readMs: mean('readMs'),
+    initMs: mean('initMs'),
+    transformMs: mean('transformMs'),
+    kafkaMs: mean('kafkaMs'),
+    mysqlMs: mean('mysqlMs'),
+    xaPrepareMs: mean('xaPrepareMs'),
+    kafkaCommitMs: mean('kafkaCommitMs'),
+    mysqlCommitMs: mean('mysqlCommitMs'),
+    temporalMs: mean('temporalMs', cycles),
+    coordinationMs: 0,
+    retries,
+  };
+  split.coordinationMs = split.temporalMs + split.initMs + split.xaPrepareMs + split.kafkaCommitMs + split.mysqlCommitMs;
+  return split;
+}
+
+/** First activity start and last commit end among the events: the span in which C moved data. */
+export function activeSpan(events: ObservedEvent[]): { firstAt: number; lastAt: number } {
+  let firstAt = Infinity;
+  let lastAt = -Infinity;
+  for (const e of events) {
+    if (e.kind === 'prepared') firstAt = Math.min(firstAt, e.startedAt);
+    if (e.kind === 'committed') lastAt = Math.max(lastAt, e.startedAt + e.ms);
+  }
+  return { firstAt, lastAt };
+}

@@ -1,0 +1,115 @@
+/**
+ * Benchmark child B: the same pipeline at-least-once, the way one would write it without
+ * onceflow — a kafkajs consumer group, the same transform, a plain (non-transactional) producer
+ * and batched MySQL upserts in short local transactions, source offsets committed after both
+ * sinks acknowledged. No Temporal, no Kafka transactions, no XA.
+ */
+import { Kafka, logLevel, type EachBatchPayload } from 'kafkajs';
+import { createPool } from 'mysql2/promise';
+import { applyTransform, tableMap } from '../activities/apply';
+import { loadSettings } from '../config';
+import { createTableSql, detectDialect, writeRows } from '../mysql/sink';
+import type { PipelineSpec } from '../spec';
+import type { SourceRecord } from '../transforms/registry';
+import { defaultTransforms } from '../worker';
+import { send, serveUsage } from './ipc';
+
+export interface BaselineArgs {
+  spec: PipelineSpec;
+  groupId: string;
+  partitions: number;
+}
+
+/** What the baseline reports per processed batch. */
+export interface BaselineBatch {
+  kind: 'batch';
+  partition: number;
+  records: number;
+  /** when the batch arrived from the consumer */ readAt: number;
+  /** when both sinks acknowledged it */ doneAt: number;
+}
+
+async function main() {
+  const settings = loadSettings();
+  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-bench-baseline', logLevel: logLevel.ERROR });
+  const pool = createPool({ ...settings.mysql, connectionLimit: 8 });
+  const producer = kafka.producer({ allowAutoTopicCreation: false });
+  await producer.connect();
+  const dialect = await detectDialect(pool);
+  let consumer: ReturnType<Kafka['consumer']> | undefined;
+
+  serveUsage(
+    async () => {
+      await consumer?.disconnect();
+      await producer.disconnect();
+      await pool.end();
+    },
+    (raw) => {
+      void run(raw as BaselineArgs).catch((e) => send({ type: 'error', message: e instanceof Error ? e.stack ?? e.message : String(e) }));
+    },
+  );
+  send({ type: 'ready' });
+
+  async function run(args: BaselineArgs) {
+    const { spec } = args;
+    const tables = tableMap(spec);
+    for (const t of spec.mysqlSink.tables) {
+      const ddl = createTableSql(t);
+      if (ddl) await pool.query(ddl);
+    }
+    const transform = defaultTransforms().get(spec.transform);
+    consumer = kafka.consumer({ groupId: args.groupId, readUncommitted: false, maxWaitTimeInMs: 100 });
+    await consumer.connect();
+    await consumer.subscribe({ topic: spec.source.topic, fromBeginning: true });
+    await consumer.run({
+      partitionsConsumedConcurrently: args.partitions,
+      eachBatchAutoResolve: false,
+      eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat }: EachBatchPayload) => {
+        if (batch.messages.length === 0) return;
+        const readAt = Date.now();
+        const records: SourceRecord[] = batch.messages.map((m) => ({
+          topic: batch.topic,
+          partition: batch.partition,
+          offset: Number(m.offset),
+          key: m.key,
+          value: m.value,
+          headers: {},
+          timestamp: m.timestamp,
+        }));
+        const ctx = { pipeline: spec.name, partition: batch.partition, epoch: 0, attempt: 1, options: spec.transformOptions ?? {} };
+        const applied = applyTransform(spec, transform, records, ctx, tables);
+        const mysql = async () => {
+          const conn = await pool.getConnection();
+          try {
+            await conn.beginTransaction();
+            await writeRows(conn, applied.rows, tables, dialect);
+            await conn.commit();
+          } catch (e) {
+            await conn.rollback().catch(() => undefined);
+            throw e;
+          } finally {
+            conn.release();
+          }
+        };
+        const kafkaOut = async () => {
+          const topicMessages = [
+            { topic: spec.kafkaSink.topic, messages: applied.outputs },
+            { topic: spec.deadLetterTopic, messages: applied.deadLetters },
+          ].filter((t) => t.messages.length > 0);
+          if (topicMessages.length) await producer.sendBatch({ topicMessages, acks: -1 });
+        };
+        await Promise.all([mysql(), kafkaOut()]);
+        resolveOffset(batch.lastOffset());
+        await commitOffsetsIfNecessary();
+        await heartbeat();
+        const event: BaselineBatch = { kind: 'batch', partition: batch.partition, records: records.length, readAt, doneAt: Date.now() };
+        send({ type: 'event', event });
+      },
+    });
+  }
+}
+
+main().catch((e) => {
+  send({ type: 'error', message: e instanceof Error ? e.stack ?? e.message : String(e) });
+  process.exit(1);
+});

@@ -1,0 +1,525 @@
+/**
+ * `npm run bench`: one run that measures, on the same generated data,
+ *   A  the broker's limit with Kafka's own ProducerPerformance (plain and transactional),
+ *   B  the same pipeline at-least-once (kafkajs consume → produce, batched MySQL upserts),
+ *   C  onceflow exactly-once at a few epoch sizes (each run verified exactly-once),
+ * then end-to-end latency (source append time → visible to a read_committed reader) of B and C
+ * at a paced input rate. The engines under test run in child processes (CPU, peak memory).
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Kafka, logLevel, type Admin } from 'kafkajs';
+import { createPool, type Pool } from 'mysql2/promise';
+import type { Client } from '@temporalio/client';
+import type { ObservedEvent } from '../activities';
+import { connectClient, controlPipeline, startPipeline } from '../client';
+import { loadSettings, toolPaths, type Settings } from '../config';
+import { connectCluster, fetchPartition, ISOLATION, type KafkaCluster } from '../kafka/internals';
+import { quoteIdent } from '../mysql/sink';
+import { compareSpec, makeEvents } from '../scenario';
+import type { PipelineSpec } from '../spec';
+import { readAll, verifyPipeline } from '../verify';
+import { defaultTransforms } from '../worker';
+import { activeSpan, epochSplit, percentiles, type EpochSplit, type Percentiles } from './analyze';
+import type { BaselineArgs, BaselineBatch } from './baseline';
+import type { FromChild, ToChild, Usage } from './ipc';
+
+const ROOT = join(__dirname, '..', '..');
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface BenchOptions {
+  records: number;
+  partitions: number;
+  recordBytes: number;
+  epochSizes: number[];
+  /** Paced input rate of the latency phase (records/s); 0 = half the slower of B and the best C. */
+  latencyRate: number;
+  latencySeconds: number;
+  /** transaction duration of the transactional ProducerPerformance run */
+  perfTransactionMs: number;
+  label?: string;
+  log?: (line: string) => void;
+}
+
+export interface PerfResult {
+  recordsPerSec: number;
+  mbPerSec: number;
+  avgLatencyMs: number;
+  p99LatencyMs: number;
+  command: string;
+}
+
+export interface EngineRun {
+  records: number;
+  /** records / (first record read → last output committed) */
+  recordsPerSec: number;
+  activeSeconds: number;
+  /** start request → done, including startup */
+  wallSeconds: number;
+  cpuMs: number;
+  /** CPU time of the engine process / its wall time while measured, in cores */
+  cpuCores: number;
+  cpuMsPer1kRecords: number;
+  peakRssMb: number;
+}
+
+export interface CRun extends EngineRun {
+  epochMaxRecords: number;
+  vsB: number;
+  vsAPlain: number;
+  vsATransactional: number;
+  split: EpochSplit;
+  verified: boolean;
+  failedChecks: string[];
+}
+
+export interface LatencyRun {
+  engine: 'B' | 'C';
+  rate: number;
+  seconds: number;
+  records: number;
+  seen: number;
+  latencyMs: Percentiles;
+  /** C only: mean prepare-start → next prepare-start per partition */
+  epochIntervalMs?: number;
+  split?: EpochSplit;
+  verified?: boolean;
+  cpuCores: number;
+  peakRssMb: number;
+}
+
+export interface BenchResult {
+  date: string;
+  label?: string;
+  command: string;
+  machine: { cpus: number; model: string; node: string; loadBefore: number[]; loadAfter: number[] };
+  options: Omit<BenchOptions, 'log'>;
+  A: { plain: PerfResult; transactional: PerfResult };
+  B: EngineRun;
+  C: CRun[];
+  latency: LatencyRun[];
+}
+
+export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptions {
+  const num = (k: string, d: number) => (env[k] ? Number(env[k]) : d);
+  return {
+    records: num('BENCH_RECORDS', 500_000),
+    partitions: num('BENCH_PARTITIONS', 4),
+    recordBytes: 200,
+    epochSizes: (env.BENCH_EPOCHS ?? '1000,5000,20000').split(',').map(Number),
+    latencyRate: num('BENCH_LATENCY_RATE', 0),
+    latencySeconds: num('BENCH_LATENCY_SECONDS', 20),
+    perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),
+    ...(env.BENCH_LABEL ? { label: env.BENCH_LABEL } : {}),
+  };
+}
+
+/** Values of about `bytes` bytes: the demo's compare events plus padding. */
+function benchValues(n: number, seed: number, bytes: number): { key: string; value: string }[] {
+  const { values } = makeEvents(n, seed);
+  return values.map((v) => {
+    if (typeof v === 'string') throw new Error('no poison in benchmark data');
+    const base = JSON.stringify({ ...v, pad: '' });
+    return { key: v.id, value: JSON.stringify({ ...v, pad: 'x'.repeat(Math.max(0, bytes - base.length)) }) };
+  });
+}
+
+interface Deps {
+  settings: Settings;
+  kafka: Kafka;
+  admin: Admin;
+  pool: Pool;
+  cluster: KafkaCluster;
+  client: Client;
+  bundle: string;
+}
+
+async function createTopics(admin: Admin, topics: string[], partitions: number, logAppendTime = false): Promise<void> {
+  await admin.createTopics({
+    waitForLeaders: true,
+    topics: topics.map((topic) => ({
+      topic,
+      numPartitions: partitions,
+      replicationFactor: -1,
+      ...(logAppendTime ? { configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }] } : {}),
+    })),
+  });
+}
+
+async function produce(kafka: Kafka, topic: string, partitions: number, values: { key: string; value: string }[], offset = 0): Promise<void> {
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+  await producer.connect();
+  try {
+    const BATCH = 4000;
+    for (let i = 0; i < values.length; i += BATCH) {
+      const slice = values.slice(i, i + BATCH);
+      await producer.send({ topic, acks: -1, messages: slice.map((v, k) => ({ key: v.key, value: v.value, partition: (offset + i + k) % partitions })) });
+    }
+  } finally {
+    await producer.disconnect();
+  }
+}
+
+/** An engine under test in its own process. */
+class Child {
+  readonly proc: ChildProcess;
+  readonly events: unknown[] = [];
+  private readyP: Promise<void>;
+  private usageP: Promise<Usage>;
+  private failure: Error | undefined;
+
+  constructor(file: string, env: Record<string, string>) {
+    this.proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'bench', file)], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    let ready!: () => void;
+    let usage!: (u: Usage) => void;
+    let fail!: (e: Error) => void;
+    this.readyP = new Promise<void>((res, rej) => {
+      ready = res;
+      fail = rej;
+    });
+    this.usageP = new Promise<Usage>((res) => (usage = res));
+    this.proc.on('message', (m: FromChild) => {
+      if (m.type === 'ready') ready();
+      else if (m.type === 'event') this.events.push(m.event);
+      else if (m.type === 'usage') usage(m.usage);
+      else if (m.type === 'error') {
+        this.failure = new Error(`${file}: ${m.message}`);
+        fail(this.failure);
+      }
+    });
+    this.proc.on('exit', (code) => fail(new Error(`${file} exited with ${code} before it was ready`)));
+  }
+
+  ready(): Promise<void> {
+    return this.readyP;
+  }
+
+  send(m: ToChild): void {
+    this.proc.send(m);
+  }
+
+  check(): void {
+    if (this.failure) throw this.failure;
+  }
+
+  async stop(): Promise<Usage> {
+    this.send({ type: 'stop' });
+    const u = await Promise.race([this.usageP, sleep(60_000).then(() => null)]);
+    if (!u) {
+      this.proc.kill('SIGKILL');
+      throw new Error('engine process did not stop within 60 s');
+    }
+    await new Promise((r) => (this.proc.exitCode !== null ? r(null) : this.proc.once('exit', r)));
+    return u;
+  }
+}
+
+function runPerf(libs: string, brokers: string, topic: string, n: number, bytes: number, txnMs?: number): PerfResult {
+  const args = [
+    '-Xmx512m',
+    '-cp',
+    `${libs}/*`,
+    'org.apache.kafka.tools.ProducerPerformance',
+    '--topic', topic,
+    '--num-records', String(n),
+    '--record-size', String(bytes),
+    '--throughput', '-1',
+    '--producer-props', `bootstrap.servers=${brokers}`, 'acks=all',
+    ...(txnMs ? ['--transactional-id', `${topic}-txn`, '--transaction-duration-ms', String(txnMs)] : []),
+  ];
+  const r = spawnSync('java', args, { encoding: 'utf8', timeout: 600_000, maxBuffer: 64 << 20 });
+  const out = `${r.stdout ?? ''}\n${r.stderr ?? ''}`;
+  const m = /(\d+) records sent, ([\d.]+) records\/sec \(([\d.]+) MB\/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency(?:, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th)?/.exec(out);
+  if (r.status !== 0 || !m) throw new Error(`ProducerPerformance failed (exit ${r.status}):\n${out.slice(-3000)}`);
+  return {
+    recordsPerSec: Number(m[2]),
+    mbPerSec: Number(m[3]),
+    avgLatencyMs: Number(m[4]),
+    p99LatencyMs: Number(m[8] ?? NaN),
+    command: `java -cp "$ONCEFLOW_KAFKA_LIBS/*" ${args.slice(3).join(' ')}`,
+  };
+}
+
+function engineRun(records: number, firstAt: number, lastAt: number, startedAt: number, doneAt: number, u: Usage): EngineRun {
+  const active = (lastAt - firstAt) / 1000;
+  return {
+    records,
+    recordsPerSec: records / active,
+    activeSeconds: active,
+    wallSeconds: (doneAt - startedAt) / 1000,
+    cpuMs: u.cpuMs,
+    cpuCores: u.cpuMs / u.wallMs,
+    cpuMsPer1kRecords: (u.cpuMs / records) * 1000,
+    peakRssMb: u.peakRssMb,
+  };
+}
+
+function specFor(name: string, source: string, epochMaxRecords: number, partitions: number): PipelineSpec {
+  void partitions;
+  return compareSpec({
+    name,
+    source: { topic: source },
+    kafkaSink: { topic: `${name}.out` },
+    epoch: { maxRecords: epochMaxRecords, maxBytes: 64 << 20, maxWaitMs: 1000 },
+    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` },
+  });
+}
+
+/** Watches output partitions with read_committed and stamps when each source record's output became visible. */
+function watchOutputs(cluster: KafkaCluster, topic: string, partitions: number) {
+  const visible = new Map<string, number>();
+  let stop = false;
+  const loops = Array.from({ length: partitions }, async (_, p) => {
+    let next = 0;
+    while (!stop) {
+      const r = await fetchPartition(cluster, { topic, partition: p, fromOffset: next, maxBytes: 4 << 20, maxWaitMs: 100, isolation: ISOLATION.READ_COMMITTED });
+      const now = Date.now();
+      for (const rec of r.records) {
+        const src = (JSON.parse(rec.value?.toString('utf8') ?? '{}') as { src?: string }).src;
+        if (src && !visible.has(src)) visible.set(src, now);
+      }
+      next = Math.max(next, r.nextOffset);
+    }
+  });
+  return {
+    visible,
+    async stop() {
+      stop = true;
+      await Promise.all(loops);
+    },
+  };
+}
+
+async function sourceAppendTimes(cluster: KafkaCluster, topic: string, partitions: number): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (let p = 0; p < partitions; p++) {
+    for (const r of await readAll(cluster, topic, p, ISOLATION.READ_COMMITTED)) out.set(`${p}:${r.offset}`, Number(r.timestamp));
+  }
+  return out;
+}
+
+async function waitFor(what: string, fn: () => boolean, timeoutMs: number, check: () => void = () => undefined): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!fn()) {
+    check();
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(50);
+  }
+}
+
+export async function runBench(opts: BenchOptions): Promise<BenchResult> {
+  const log = opts.log ?? ((l: string) => process.stderr.write(`[bench] ${l}\n`));
+  const settings = loadSettings();
+  const libs = toolPaths().kafkaLibs;
+  if (!libs || !existsSync(libs)) throw new Error('the Kafka jars (ONCEFLOW_KAFKA_LIBS) were not found; run scripts/services.sh up first');
+  let bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
+  if (!bundle || !existsSync(bundle)) {
+    bundle = join(mkdtempSync(join(tmpdir(), 'onceflow-bench-')), 'workflow-bundle.js');
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', 'bundle-workflows.ts'), bundle], { cwd: ROOT, stdio: 'inherit' });
+    if (r.status !== 0) throw new Error('bundling the workflows failed');
+  }
+  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-bench', logLevel: logLevel.ERROR });
+  const admin = kafka.admin();
+  await admin.connect();
+  const pool = createPool({ ...settings.mysql, connectionLimit: 4 });
+  const cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: 'onceflow-bench' });
+  const client = await connectClient(settings);
+  const deps: Deps = { settings, kafka, admin, pool, cluster, client, bundle };
+  const id = `b${Date.now().toString(36)}`;
+  const loadBefore = loadavg();
+  const created: PipelineSpec[] = [];
+  try {
+    const { records: N, partitions: P } = opts;
+    const source = `${id}.in`;
+    await createTopics(admin, [source], P, true);
+    const values = benchValues(N, 2019, opts.recordBytes);
+    log(`producing ${N} records of ~${opts.recordBytes} bytes to ${source} (${P} partitions)`);
+    await produce(kafka, source, P, values);
+
+    log('A: ProducerPerformance, plain and transactional');
+    await createTopics(admin, [`${id}.perf`, `${id}.perftx`], P);
+    const brokers = settings.kafka.brokers.join(',');
+    const plain = runPerf(libs, brokers, `${id}.perf`, N, opts.recordBytes);
+    log(`A plain: ${plain.recordsPerSec.toFixed(0)} records/s`);
+    const transactional = runPerf(libs, brokers, `${id}.perftx`, N, opts.recordBytes, opts.perfTransactionMs);
+    log(`A transactional: ${transactional.recordsPerSec.toFixed(0)} records/s`);
+
+    log('B: at-least-once baseline');
+    const bSpec = specFor(`${id}-b`, source, 0 || 5000, P);
+    created.push(bSpec);
+    const B = await runBaseline(deps, bSpec, N, P);
+    log(`B: ${B.recordsPerSec.toFixed(0)} records/s`);
+
+    const C: CRun[] = [];
+    for (const size of opts.epochSizes) {
+      const spec = specFor(`${id}-c${size}`, source, size, P);
+      created.push(spec);
+      log(`C: onceflow exactly-once, epoch.maxRecords ${size}`);
+      const c = await runOnceflow(deps, spec, N);
+      const run: CRun = {
+        ...c.run,
+        epochMaxRecords: size,
+        vsB: c.run.recordsPerSec / B.recordsPerSec,
+        vsAPlain: c.run.recordsPerSec / plain.recordsPerSec,
+        vsATransactional: c.run.recordsPerSec / transactional.recordsPerSec,
+        split: c.split,
+        verified: c.verified,
+        failedChecks: c.failedChecks,
+      };
+      C.push(run);
+      log(`C ${size}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
+    }
+
+    const bestC = Math.max(...C.map((c) => c.recordsPerSec));
+    const rate = opts.latencyRate > 0 ? opts.latencyRate : Math.max(100, Math.round((0.5 * Math.min(bestC, B.recordsPerSec)) / 100) * 100);
+    const latency: LatencyRun[] = [];
+    for (const engine of ['B', 'C'] as const) {
+      log(`latency: ${engine} at ${rate} records/s for ${opts.latencySeconds} s`);
+      const l = await runLatency(deps, engine, `${id}-l${engine.toLowerCase()}`, rate, opts, created);
+      latency.push(l);
+      log(`latency ${engine}: p50 ${l.latencyMs.p50} ms, p99 ${l.latencyMs.p99} ms (${l.seen}/${l.records} seen)`);
+    }
+    return {
+      date: new Date().toISOString(),
+      ...(opts.label ? { label: opts.label } : {}),
+      command: 'npm run bench',
+      machine: { cpus: cpus().length, model: cpus()[0]?.model ?? '?', node: process.version, loadBefore, loadAfter: loadavg() },
+      options: { records: opts.records, partitions: opts.partitions, recordBytes: opts.recordBytes, epochSizes: opts.epochSizes, latencyRate: rate, latencySeconds: opts.latencySeconds, perfTransactionMs: opts.perfTransactionMs, ...(opts.label ? { label: opts.label } : {}) },
+      A: { plain, transactional },
+      B,
+      C,
+      latency,
+    };
+  } finally {
+    await cleanup(deps, id, created).catch((e) => log(`cleanup: ${String(e)}`));
+    await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()]);
+  }
+}
+
+async function cleanup(deps: Deps, id: string, specs: PipelineSpec[]): Promise<void> {
+  const topics = (await deps.admin.listTopics()).filter((t) => t.startsWith(`${id}.`) || t.startsWith(`${id}-`) || t.startsWith(`onceflow.progress.${id}`));
+  if (topics.length) await deps.admin.deleteTopics({ topics, timeout: 60_000 }).catch(() => undefined);
+  for (const s of specs) {
+    for (const t of s.mysqlSink.tables) await deps.pool.query(`DROP TABLE IF EXISTS ${quoteIdent(t.name)}`);
+    await deps.pool.query('DELETE FROM onceflow_ledger WHERE pipeline = ?', [s.name]).catch(() => undefined);
+  }
+}
+
+async function runBaseline(deps: Deps, spec: PipelineSpec, n: number, partitions: number): Promise<EngineRun> {
+  await createTopics(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic], partitions);
+  const child = new Child('baseline.ts', {});
+  await child.ready();
+  child.send({ type: 'mark' });
+  const startedAt = Date.now();
+  child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions } satisfies BaselineArgs });
+  const batches = () => child.events as BaselineBatch[];
+  const count = () => batches().reduce((a, b) => a + b.records, 0);
+  await waitFor(`baseline to process ${n} records`, () => count() >= n, 900_000, () => child.check());
+  const doneAt = Date.now();
+  const u = await child.stop();
+  const firstAt = Math.min(...batches().map((b) => b.readAt));
+  const lastAt = Math.max(...batches().map((b) => b.doneAt));
+  return engineRun(count(), firstAt, lastAt, startedAt, doneAt, u);
+}
+
+async function startWorker(deps: Deps, taskQueue: string): Promise<Child> {
+  const child = new Child('worker.ts', { ONCEFLOW_TASK_QUEUE: taskQueue, ONCEFLOW_WORKFLOW_BUNDLE: deps.bundle });
+  await child.ready();
+  return child;
+}
+
+async function verify(deps: Deps, spec: PipelineSpec): Promise<{ ok: boolean; failed: string[] }> {
+  const r = await verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: defaultTransforms() }, spec);
+  return { ok: r.ok, failed: r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`) };
+}
+
+async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number): Promise<{ run: EngineRun; split: EpochSplit; verified: boolean; failedChecks: string[] }> {
+  const child = await startWorker(deps, `${spec.name}-tq`);
+  child.send({ type: 'mark' });
+  const startedAt = Date.now();
+  const handle = await startPipeline(deps.client, spec, `${spec.name}-tq`);
+  await controlPipeline(deps.client, spec.name, 'drain');
+  const results = await handle.result();
+  const doneAt = Date.now();
+  const u = await child.stop();
+  const events = child.events as ObservedEvent[];
+  const records = results.reduce((a, r) => a + r.state.records, 0);
+  if (records !== n) throw new Error(`onceflow committed ${records} records, expected ${n}`);
+  const { firstAt, lastAt } = activeSpan(events);
+  const v = await verify(deps, spec);
+  return { run: engineRun(records, firstAt, lastAt, startedAt, doneAt, u), split: epochSplit(events), verified: v.ok, failedChecks: v.failed };
+}
+
+async function runLatency(deps: Deps, engine: 'B' | 'C', name: string, rate: number, opts: BenchOptions, created: PipelineSpec[]): Promise<LatencyRun> {
+  const P = opts.partitions;
+  const source = `${name}.in`;
+  const spec = specFor(name, source, 5000, P);
+  created.push(spec);
+  await createTopics(deps.admin, [source], P, true);
+  await createTopics(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic], P);
+  const total = Math.round(rate * opts.latencySeconds);
+  const values = benchValues(total, 7, opts.recordBytes);
+  let child: Child;
+  let handle: Awaited<ReturnType<typeof startPipeline>> | undefined;
+  if (engine === 'B') {
+    child = new Child('baseline.ts', {});
+    await child.ready();
+    child.send({ type: 'mark' });
+    child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions: P } satisfies BaselineArgs });
+  } else {
+    child = await startWorker(deps, `${spec.name}-tq`);
+    child.send({ type: 'mark' });
+    handle = await startPipeline(deps.client, spec, `${spec.name}-tq`);
+  }
+  const watcher = watchOutputs(deps.cluster, spec.kafkaSink.topic, P);
+  await sleep(3000); // group join / first prepare polling
+  const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+  await producer.connect();
+  const t0 = Date.now();
+  let sent = 0;
+  while (sent < total) {
+    const due = Math.min(total, Math.floor(((Date.now() - t0) / 1000) * rate));
+    if (due > sent) {
+      const slice = values.slice(sent, due);
+      await producer.send({ topic: source, acks: -1, messages: slice.map((v, k) => ({ key: v.key, value: v.value, partition: (sent + k) % P })) });
+      sent = due;
+    }
+    await sleep(5);
+  }
+  await producer.disconnect();
+  await waitFor(`${engine} outputs to become visible`, () => watcher.visible.size >= total, 180_000, () => child.check());
+  await watcher.stop();
+  let verified: boolean | undefined;
+  if (handle) {
+    await controlPipeline(deps.client, spec.name, 'drain');
+    await handle.result();
+  }
+  const u = await child.stop();
+  if (engine === 'C') verified = (await verify(deps, spec)).ok;
+  const appended = await sourceAppendTimes(deps.cluster, source, P);
+  const lat: number[] = [];
+  for (const [src, at] of watcher.visible) {
+    const ts = appended.get(src);
+    if (ts !== undefined) lat.push(at - ts);
+  }
+  const events = child.events as ObservedEvent[];
+  const split = engine === 'C' ? epochSplit(events) : undefined;
+  return {
+    engine,
+    rate,
+    seconds: opts.latencySeconds,
+    records: total,
+    seen: watcher.visible.size,
+    latencyMs: percentiles(lat),
+    ...(split ? { epochIntervalMs: split.cycleMs, split } : {}),
+    ...(verified !== undefined ? { verified } : {}),
+    cpuCores: u.cpuMs / u.wallMs,
+    peakRssMb: u.peakRssMb,
+  };
+}

@@ -4,6 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then npm ci --no-audit --no-fund; fi
 bash scripts/services.sh up
+# The Web UI test drives Debian's Chromium (playwright-core never downloads a browser).
+if ! command -v chromium >/dev/null; then
+  echo "[test] installing Debian's chromium for the Web UI test"
+  apt-cache show chromium >/dev/null 2>&1 || apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+fi
 npx tsc --noEmit -p .
 npx eslint src scripts test --ext .ts
 mkdir -p test/.tmp

@@ -1,0 +1,69 @@
+/**
+ * The Temporal Web UI shows a running pipeline: headless Debian Chromium (driven by
+ * playwright-core) searches by the OnceflowPipeline search attribute, finds the partition
+ * workflows, opens one, and saves screenshots into docs/.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { createOnceflowWorker } from '../src/worker';
+import { openDeps, quietRuntime, type Deps } from './support/env';
+import { drainAndWait, prepareScenario, start } from './support/pipeline';
+
+const CHROMIUM = process.env.ONCEFLOW_CHROMIUM ?? '/usr/bin/chromium';
+const UI = process.env.ONCEFLOW_TEMPORAL_UI ?? 'http://127.0.0.1:8233';
+let deps: Deps;
+let browser: Browser;
+
+before(async () => {
+  quietRuntime();
+  deps = await openDeps();
+  assert.ok(existsSync(CHROMIUM), `Chromium not found at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  await deps.close();
+});
+
+test('the Web UI finds a running pipeline by its search attributes and shows its epochs', { timeout: 180_000 }, async () => {
+  // Slow epochs (a record at a time with waits) keep the pipeline running while the browser looks.
+  const s = await prepareScenario(deps, { prefix: 'webui', records: 400, partitions: 2, epoch: { maxRecords: 20, maxWaitMs: 500 } });
+  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, ...(codePath ? { worker: { workflowBundle: { codePath } } } : {}) });
+  const running = w.run();
+  try {
+    const handle = await start(deps, s);
+    const page = await browser.newPage({ viewport: { width: 1600, height: 900 } });
+    const query = encodeURIComponent(`OnceflowPipeline="${s.spec.name}"`);
+    const partitionLink = page.getByRole('link', { name: `onceflow/${s.spec.name}/0`, exact: true });
+    // The visibility store indexes new workflows within a second or two; load until they show.
+    for (let i = 0; i < 20; i++) {
+      await page.goto(`${UI}/namespaces/default/workflows?query=${query}`, { waitUntil: 'networkidle' });
+      if (await partitionLink.isVisible()) break;
+      await page.waitForTimeout(1000);
+    }
+    await page.screenshot({ path: join(__dirname, '..', 'docs', 'web-ui-pipeline.png') });
+    assert.ok(await partitionLink.isVisible(), 'partition 0 is listed');
+    assert.ok(await page.getByRole('link', { name: `onceflow/${s.spec.name}/1`, exact: true }).isVisible(), 'partition 1 is listed');
+    const row = page.getByRole('row').filter({ has: partitionLink });
+    assert.match(await row.innerText(), /Running/, 'the pipeline is running (it polls until drained)');
+
+    await partitionLink.click();
+    // The event history names each epoch's step through the activity summaries.
+    await page.getByText(/prepareEpoch|epoch \d+: prepare/).first().waitFor({ state: 'visible', timeout: 30_000 });
+    await page.screenshot({ path: join(__dirname, '..', 'docs', 'web-ui-partition.png') });
+    await page.close();
+    await drainAndWait(deps, s, handle);
+  } finally {
+    w.shutdown();
+    await running;
+  }
+});

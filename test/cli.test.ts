@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { stringify } from 'yaml';
 import { main } from '../src/cli';
 import { ISOLATION, PreparedTransaction, latestOffset } from '../src/kafka/internals';
@@ -16,15 +16,15 @@ import { epochGtrid, xidSql } from '../src/mysql/xa';
 import { makeEvents, produceValues, resetPipeline, compareSpec } from '../src/scenario';
 import { partitionWorkflowId, pipelineWorkflowId, transactionalId } from '../src/spec';
 import { COMPARE_TABLE } from '../src/transforms/compare';
-import { createOnceflowWorker, type WorkerHandle } from '../src/worker';
 import { openDeps, quietRuntime, uniqueName, waitUntil, type Deps } from './support/env';
 
 let deps: Deps;
 const tmp = join(__dirname, '.tmp');
 const name = uniqueName('cli');
 const taskQueue = uniqueName('cli-tq');
-let worker: WorkerHandle;
-let running: Promise<void>;
+let worker: ChildProcess;
+let workerExited: Promise<unknown>;
+let metricsPort = 0;
 let configFile: string;
 
 async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
@@ -59,14 +59,26 @@ before(async () => {
   await resetPipeline(deps.admin, deps.pool, spec, 2);
   const { values } = makeEvents(600, 11);
   await produceValues(deps.settings.kafka.brokers, spec.source.topic, 2, values);
-  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
-  worker = await createOnceflowWorker({ settings: deps.settings, taskQueue, metricsPort: 0, ...(codePath ? { worker: { workflowBundle: { codePath } } } : {}) });
-  running = worker.run();
+  // The worker is the CLI's own `onceflow worker` process, with a Prometheus endpoint on a free port.
+  worker = spawn(process.execPath, [join(__dirname, '..', 'bin', 'onceflow.js'), 'worker', '--task-queue', taskQueue, '--metrics-port', '0'], {
+    env: process.env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  workerExited = new Promise((r) => worker.once('exit', r));
+  let stderr = '';
+  metricsPort = await new Promise<number>((resolve, reject) => {
+    worker.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString();
+      const m = /metrics at http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(stderr);
+      if (m) resolve(Number(m[1]));
+    });
+    worker.once('exit', (code) => reject(new Error(`onceflow worker exited (${code}): ${stderr}`)));
+  });
 });
 
 after(async () => {
-  worker.shutdown();
-  await running;
+  worker.kill('SIGTERM');
+  await workerExited;
   await deps.close();
 });
 
@@ -108,7 +120,7 @@ test('an unreachable service is reported with its address', () => {
   assert.match(r.stderr, /cannot reach Temporal at 127\.0\.0\.1:1/);
 });
 
-test('start, status, pause/resume, metrics, transactions, stop --drain --wait, verify, export-history, replay', { timeout: 300_000 }, async () => {
+test('worker, start, status, pause/resume, metrics, transactions, stop --drain --wait, verify, export-history, replay', { timeout: 300_000 }, async () => {
   let r = await cli('start', configFile, '--json');
   assert.equal(r.code, 0, r.err);
   const started = JSON.parse(r.out) as { workflowId: string; runId: string };
@@ -152,7 +164,7 @@ test('start, status, pause/resume, metrics, transactions, stop --drain --wait, v
   r = await cli('resume', name);
   assert.equal(r.code, 0, r.out);
 
-  const metrics = await (await fetch(`http://127.0.0.1:${worker.metricsPort}/metrics`)).text();
+  const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   const recordsLine = metrics.split('\n').find((l) => l.startsWith(`onceflow_records_total{pipeline="${name}"`));
   assert.ok(recordsLine && Number(recordsLine.split(' ').pop()) > 0, `records counter in:\n${metrics.slice(0, 800)}`);
   assert.match(metrics, /onceflow_epoch_phase_seconds_bucket\{pipeline="[^"]+",phase="prepare",le="0.1"\}/);

@@ -20,6 +20,11 @@
 # disturb the development services) takes its own run directory and ports:
 #   ONCEFLOW_RUN_DIR=/tmp/stack2 ONCEFLOW_PORT_BASE=17000 scripts/services.sh up
 # puts Temporal on 17233 (UI 17234), Kafka on 17092 (controller 17093), MariaDB on 17306.
+#
+# ONCEFLOW_KAFKA_PROXY_LISTENERS=<listenPort>:<advertisedPort>[,...] adds broker listeners
+# PROXIED0, PROXIED1, ... on 127.0.0.1:<listenPort> that advertise 127.0.0.1:<advertisedPort>,
+# where a TCP proxy (the fault campaign's) forwards to <listenPort>. A client bootstrapping
+# through the proxy is then told to keep talking to the proxy. Unset: no extra listener.
 set -euo pipefail
 
 ONCEFLOW_HOME=${ONCEFLOW_HOME:-$HOME/.cache/onceflow}
@@ -125,15 +130,29 @@ install_kafka() {
 kafka_config() {
   local dir=$RUN/kafka
   mkdir -p "$dir/data"
+  local listeners="PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT"
+  local advertised="PLAINTEXT://127.0.0.1:$KAFKA_PORT"
+  local protocols="PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+  if [[ -n ${ONCEFLOW_KAFKA_PROXY_LISTENERS:-} ]]; then
+    local i=0 pair
+    IFS=',' read -ra pairs <<<"$ONCEFLOW_KAFKA_PROXY_LISTENERS"
+    for pair in "${pairs[@]}"; do
+      [[ $pair =~ ^([0-9]+):([0-9]+)$ ]] || die "ONCEFLOW_KAFKA_PROXY_LISTENERS: '$pair' is not <listenPort>:<advertisedPort>"
+      listeners+=",PROXIED$i://127.0.0.1:${BASH_REMATCH[1]}"
+      advertised+=",PROXIED$i://127.0.0.1:${BASH_REMATCH[2]}"
+      protocols+=",PROXIED$i:PLAINTEXT"
+      i=$((i + 1))
+    done
+  fi
   cat >"$dir/server.properties" <<EOF
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
+listeners=$listeners
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=$protocols
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=false

@@ -1,11 +1,14 @@
 /**
- * Fault injection for tests and the fault campaign, read from ONCEFLOW_FAULTS:
+ * Fault injection for tests and the fault campaign, read from ONCEFLOW_FAULTS and, if set, from
+ * the file ONCEFLOW_FAULTS_FILE (same syntax; re-read whenever it changes, so a running worker
+ * takes new rules — the fault campaign arms one rule at a time this way):
  *   point[@epoch=N][@partition=P][@attempt=A]:action, …
  * points:  prepare.start, prepare.kafka-sent, prepare.xa-prepared, commit.before,
  *          commit.between, redo.start
  * actions: crash (SIGKILL of this process), throw (a retryable error), stall=MS
  * Off unless the variable is set; production workers never set it.
  */
+import { readFileSync, statSync } from 'node:fs';
 import { InjectedFault } from './errors';
 
 export type FaultPoint = 'prepare.start' | 'prepare.kafka-sent' | 'prepare.xa-prepared' | 'commit.before' | 'commit.between' | 'redo.start';
@@ -44,21 +47,58 @@ export function parseFaults(spec: string | undefined): Rule[] {
 }
 
 export class Faults {
-  constructor(private readonly rules: Rule[] = parseFaults(process.env.ONCEFLOW_FAULTS)) {}
+  private fileRules: Rule[] = [];
+  private fileStamp = '';
+
+  constructor(
+    private readonly rules: Rule[] = parseFaults(process.env.ONCEFLOW_FAULTS),
+    private readonly file: string | undefined = process.env.ONCEFLOW_FAULTS_FILE,
+  ) {}
+
+  /** Rules of the faults file as of now (a missing or unreadable file means none). */
+  private currentFileRules(): Rule[] {
+    if (!this.file) return [];
+    let stamp: string;
+    try {
+      const st = statSync(this.file);
+      stamp = `${st.mtimeMs}:${st.size}`;
+    } catch {
+      this.fileStamp = '';
+      return (this.fileRules = []);
+    }
+    if (stamp !== this.fileStamp) {
+      this.fileStamp = stamp;
+      try {
+        this.fileRules = parseFaults(readFileSync(this.file, 'utf8').replace(/\n/g, ','));
+      } catch (e) {
+        process.stderr.write(`[faults] ignoring ${this.file}: ${e instanceof Error ? e.message : String(e)}\n`);
+        this.fileRules = [];
+      }
+    }
+    return this.fileRules;
+  }
 
   async hit(point: FaultPoint, at: { epoch: number; partition: number; attempt: number }): Promise<void> {
-    for (const r of this.rules) {
+    for (const r of [...this.rules, ...this.currentFileRules()]) {
       if (r.point !== point) continue;
       if (r.epoch !== undefined && r.epoch !== at.epoch) continue;
       if (r.partition !== undefined && r.partition !== at.partition) continue;
       if (r.attempt !== undefined && r.attempt !== at.attempt) continue;
+      // One line per fault that fires, so a campaign watching stderr knows when and where it hit.
+      const where = `${point} epoch=${at.epoch} partition=${at.partition} attempt=${at.attempt} pid=${process.pid}`;
       if (r.action === 'crash') {
-        process.stderr.write(`[faults] SIGKILL at ${point} epoch=${at.epoch} partition=${at.partition}\n`);
+        process.stderr.write(`[faults] SIGKILL at ${where}\n`);
         process.kill(process.pid, 'SIGKILL');
         await new Promise(() => undefined);
       }
-      if (r.action === 'throw') throw new InjectedFault(point);
-      if (r.action === 'stall') await new Promise((res) => setTimeout(res, r.ms));
+      if (r.action === 'throw') {
+        process.stderr.write(`[faults] throw at ${where}\n`);
+        throw new InjectedFault(point);
+      }
+      if (r.action === 'stall') {
+        process.stderr.write(`[faults] stall=${r.ms} at ${where}\n`);
+        await new Promise((res) => setTimeout(res, r.ms));
+      }
     }
   }
 }

@@ -1,0 +1,454 @@
+/**
+ * The fault campaign (issue 4): a pipeline over several partitions with two worker processes,
+ * a live input stream, and a seeded schedule of faults — worker SIGKILLs, clean and hard
+ * restarts of Kafka, MariaDB and the Temporal dev server, a worker cut off from Kafka or
+ * MySQL, a commit stalled past the transaction timeout — each at random moments and at every
+ * named protocol step, plus the failing "compare" sink and poison records in the data. One
+ * fault at a time: inject, measure the time until the pipeline commits again, next.
+ * Ends with a drain and the verification of DESIGN §9 (verifyPipeline) plus a per-record audit.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
+import { createPool, type RowDataPacket } from 'mysql2/promise';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { connectClient, controlPipeline, partitionStatus, startPipeline } from '../client';
+import { loadSettings } from '../config';
+import type { FaultPoint } from '../faults';
+import { connectCluster } from '../kafka/internals';
+import { parseGtrid, recoverXids } from '../mysql/xa';
+import { compareSpec, makeEvents, resetPipeline } from '../scenario';
+import { verifyPipeline, type Check, type VerifyReport } from '../verify';
+import { defaultTransforms } from '../worker';
+import { auditRecords, type RangeStats } from './audit';
+import { InputFeeder } from './feeder';
+import { planFaults, type FaultKind, type PlannedFault } from './schedule';
+import { services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export interface CampaignOptions {
+  seed: number;
+  /** Input records at least (more if the faults outlast the steady stream). */
+  records: number;
+  partitions: number;
+  workers: number;
+  /** Records per second of the live input stream while faults run. */
+  ratePerSecond: number;
+  mode: 'every-step' | 'cover';
+  randomEach: number;
+  txnTimeouts: number;
+  transactionTimeoutMs: number;
+  maxRecords: number;
+  /** The compare sink throws mid-batch on the first attempt of every n-th epoch. */
+  compareFailEveryNthEpoch: number;
+  poisonEvery: number;
+  portBase: number;
+  runDir: string;
+  recoveryTimeoutMs: number;
+  /** How the campaign was started (written to the report so it can be replayed). */
+  command: string;
+  /** Code revision the campaign ran (git), for the report. */
+  revision?: string;
+  log: (line: string) => void;
+}
+
+export interface FaultRecord extends PlannedFault {
+  injected: boolean;
+  at?: string;
+  /** Epoch the protocol-step trigger fired at. */
+  epoch?: number;
+  hitWorker?: number;
+  recoveryMs?: number;
+  affected: { partition: number; afterEpoch: number; throughEpoch: number }[];
+  /** XA branches of already committed epochs still prepared after recovery. */
+  danglingAfter: number;
+  stats?: RangeStats;
+  note: string;
+}
+
+export interface KindSummary {
+  kind: FaultKind;
+  injected: number;
+  atSteps: string;
+  records: number;
+  duplicates: number;
+  missing: number;
+  dangling: number;
+  longestRecoveryMs: number | null;
+}
+
+export interface CampaignResult {
+  options: Omit<CampaignOptions, 'log'>;
+  pipeline: string;
+  workflowId: string;
+  startedAt: string;
+  durationMs: number;
+  produced: number;
+  faults: FaultRecord[];
+  kinds: KindSummary[];
+  evidence: {
+    workerSigkills: number;
+    workerRestarts: number;
+    sinkThrows: number;
+    redosKafka: number;
+    redosMysql: number;
+    rolledBackBranches: number;
+    txnTimeoutPrecursors: number;
+    proxyResets: number;
+    inputSendRetries: number;
+  };
+  verify: VerifyReport;
+  audit: Awaited<ReturnType<typeof auditRecords>>['totals'];
+  checks: Check[];
+  ok: boolean;
+}
+
+interface FaultLine {
+  action: string;
+  point: FaultPoint;
+  epoch: number;
+  partition: number;
+  attempt: number;
+  pid: number;
+  worker: number;
+  at: number;
+}
+
+const FAULT_RE = /^\[faults\] (SIGKILL|throw|stall=\d+) at (\S+) epoch=(\d+) partition=(\d+) attempt=(\d+) pid=(\d+)/;
+const HOLD_MS = 1500;
+
+export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
+  const log = o.log;
+  const started = Date.now();
+  const stack: StackOptions = { runDir: o.runDir, portBase: o.portBase, workers: o.workers };
+  const ports = stackPorts(stack);
+  const logDir = join(o.runDir, 'campaign');
+  mkdirSync(logDir, { recursive: true });
+  const faultsFile = join(logDir, 'faults.rules');
+  writeFileSync(faultsFile, '');
+
+  log(`seed ${o.seed}: bringing up the isolated stack in ${o.runDir} (ports ${ports.temporal}, ${ports.kafka}, ${ports.mysql})`);
+  await services(stack, ['up']);
+  const envFile = join(o.runDir, 'services.env');
+  const settings = loadSettings({ ONCEFLOW_SERVICES_ENV: envFile });
+  const proxies = startProxies(stack);
+  await proxies.start();
+
+  let bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
+  if (!bundle) {
+    bundle = join(logDir, 'workflow-bundle.js');
+    const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('WARN') });
+    writeFileSync(bundle, code);
+  }
+
+  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-chaos', logLevel: logLevel.NOTHING });
+  const admin = kafka.admin();
+  await admin.connect();
+  const pool = createPool({ ...settings.mysql, connectionLimit: 4, dateStrings: true });
+  const cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: 'onceflow-chaos', logLevel: logLevel.NOTHING });
+  const client = await connectClient(settings);
+
+  const name = `chaos-${o.seed}-${Date.now().toString(36)}`;
+  const spec = compareSpec({
+    name,
+    source: { topic: `${name}.in` },
+    kafkaSink: { topic: `${name}.out`, transactionTimeoutMs: o.transactionTimeoutMs },
+    epoch: { maxRecords: o.maxRecords, maxWaitMs: 1000 },
+    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, compareFailAfter: 10, compareFailEveryNthEpoch: o.compareFailEveryNthEpoch },
+  });
+  await resetPipeline(admin, pool, spec, o.partitions);
+  const { values } = makeEvents(o.records * 5, o.seed, o.poisonEvery);
+  const feeder = new InputFeeder(settings.kafka.brokers, spec.source.topic, o.partitions, values, o.ratePerSecond, o.records, log);
+
+  // ---- workers and what they report
+  const lines: FaultLine[] = [];
+  const waiters = new Set<(l: FaultLine) => void>();
+  const evidence = { workerSigkills: 0, workerRestarts: 0, sinkThrows: 0, redosKafka: 0, redosMysql: 0, rolledBackBranches: 0, txnTimeoutPrecursors: 0, proxyResets: 0, inputSendRetries: 0 };
+  const ready = new Set<number>();
+  const taskQueue = `${name}-tq`;
+  const workers = new WorkerSupervisor(
+    o.workers,
+    (i) => ({
+      ...servicesEnv(stack),
+      ONCEFLOW_SERVICES_ENV: envFile,
+      ONCEFLOW_TASK_QUEUE: taskQueue,
+      ONCEFLOW_KAFKA_BROKERS: `127.0.0.1:${ports.kafkaProxy(i)}`,
+      ONCEFLOW_MYSQL_PORT: String(ports.mysqlProxy(i)),
+      ONCEFLOW_FAULTS_FILE: faultsFile,
+      ONCEFLOW_WORKFLOW_BUNDLE: bundle!,
+    }),
+    logDir,
+    (worker, line) => {
+      const m = FAULT_RE.exec(line);
+      if (m) {
+        const l: FaultLine = { action: m[1]!, point: m[2] as FaultPoint, epoch: Number(m[3]), partition: Number(m[4]), attempt: Number(m[5]), pid: Number(m[6]), worker, at: Date.now() };
+        lines.push(l);
+        for (const w of waiters) w(l);
+        return;
+      }
+      if (line.startsWith('[chaos] sink-throw')) evidence.sinkThrows++;
+      else if (line.startsWith('[chaos] redo side=kafka')) evidence.redosKafka++;
+      else if (line.startsWith('[chaos] redo side=mysql')) evidence.redosMysql++;
+      else if (line.startsWith('[chaos] rolled-back')) evidence.rolledBackBranches++;
+      else if (line.startsWith('[chaos] ready')) ready.add(worker);
+    },
+  );
+  const waitLine = (pred: (l: FaultLine) => boolean, timeoutMs: number) =>
+    new Promise<FaultLine | undefined>((resolve) => {
+      const done = (l: FaultLine | undefined) => {
+        waiters.delete(w);
+        clearTimeout(t);
+        resolve(l);
+      };
+      const w = (l: FaultLine) => pred(l) && done(l);
+      const t = setTimeout(() => done(undefined), timeoutMs);
+      waiters.add(w);
+    });
+  const arm = (rules: string[]) => writeFileSync(faultsFile, rules.join('\n'));
+
+  // ---- progress as the ledger shows it (read directly, never through a proxy)
+  const ledgerMax = async (): Promise<Map<number, number>> => {
+    const [rows] = await pool.query<RowDataPacket[]>('SELECT source_partition AS p, MAX(epoch) AS e FROM onceflow_ledger WHERE pipeline = ? GROUP BY source_partition', [name]);
+    return new Map(rows.map((r) => [Number(r.p), Number(r.e)]));
+  };
+  const dbNow = async (): Promise<string> => {
+    const [rows] = await pool.query<RowDataPacket[]>('SELECT NOW(3) AS now');
+    return String(rows[0]!.now);
+  };
+  /** First epoch per partition whose ledger row was written (in prepare) after `since` and is committed. */
+  const progressedSince = async (since: string): Promise<Map<number, number>> => {
+    const [rows] = await pool.query<RowDataPacket[]>('SELECT source_partition AS p, MIN(epoch) AS e FROM onceflow_ledger WHERE pipeline = ? AND committed_at > ? GROUP BY source_partition', [name, since]);
+    return new Map(rows.map((r) => [Number(r.p), Number(r.e)]));
+  };
+  const danglingNow = async (): Promise<number> => {
+    const max = await ledgerMax();
+    const prepared = await recoverXids(pool, `of:${name}:`);
+    return prepared.filter((x) => {
+      const g = parseGtrid(x.gtrid);
+      return g !== null && g.epoch <= (max.get(g.partition) ?? -1);
+    }).length;
+  };
+  const retryDb = async <T>(fn: () => Promise<T>): Promise<T> => {
+    for (let i = 0; ; i++) {
+      try {
+        return await fn();
+      } catch (e) {
+        if (i >= 600) throw e;
+        await sleep(200);
+      }
+    }
+  };
+
+  const faults: FaultRecord[] = [];
+  let stuck: string | undefined;
+  const plan = planFaults({ seed: o.seed, partitions: o.partitions, workers: o.workers, mode: o.mode, randomEach: o.randomEach, txnTimeouts: o.txnTimeouts });
+  log(`pipeline ${name}: ${o.partitions} partitions, ${o.workers} workers, ${plan.length} scheduled faults, input ≥ ${o.records} records at ${o.ratePerSecond}/s`);
+  try {
+    workers.start();
+    const handle = await startPipeline(client, spec, taskQueue);
+    feeder.start();
+    await waitFor('every partition to commit a first epoch', async () => (await ledgerMax()).size === o.partitions, 120_000);
+    await waitFor('both workers to be ready', async () => ready.size === o.workers, 60_000);
+
+    for (const f of plan) {
+      const rec: FaultRecord = { ...f, injected: false, affected: [], danglingAfter: 0, note: '' };
+      faults.push(rec);
+      await sleep(f.delayMs);
+      let t0 = 0;
+      let since = '';
+      let before = new Map<number, number>();
+      let partitions: number[] = [];
+      const snapshot = async () => {
+        before = await retryDb(ledgerMax);
+        since = await retryDb(dbNow);
+        t0 = Date.now();
+      };
+
+      if (f.trigger === 'random') {
+        await snapshot();
+        partitions = Array.from({ length: o.partitions }, (_, p) => p);
+        await inject(f.kind, f.worker, f);
+        rec.injected = true;
+      } else {
+        const point = f.trigger;
+        const T = o.transactionTimeoutMs;
+        for (let tries = 0; tries < 5 && !rec.injected; tries++) {
+          const e = ((await retryDb(ledgerMax)).get(f.partition) ?? -1) + 2;
+          const at = `@epoch=${e}@partition=${f.partition}@attempt=1`;
+          const stallPastTimeout = `commit.before${at}:stall=${T + 4000}`;
+          const rules =
+            f.kind === 'txn-timeout'
+              ? [stallPastTimeout]
+              : [...(point === 'redo.start' ? [stallPastTimeout] : []), `${point}${at}:${f.kind === 'worker-kill' ? 'crash' : `stall=${HOLD_MS}`}`];
+          arm(rules);
+          const hit = await waitLine((l) => l.point === point && l.epoch === e && l.partition === f.partition && l.attempt === 1, point === 'redo.start' || f.kind === 'txn-timeout' ? T + 60_000 : 45_000);
+          arm([]);
+          if (!hit) {
+            rec.note += `no hit at epoch ${e}; `;
+            continue;
+          }
+          if (point === 'redo.start') evidence.txnTimeoutPrecursors++;
+          await snapshot();
+          rec.injected = true;
+          rec.epoch = e;
+          rec.hitWorker = hit.worker;
+          partitions = [f.partition];
+          if (f.kind !== 'worker-kill' && f.kind !== 'txn-timeout') await inject(f.kind, hit.worker, f);
+        }
+      }
+      if (!rec.injected) {
+        log(`#${f.n} ${f.kind} @ ${f.trigger}: NOT injected (${rec.note})`);
+        continue;
+      }
+      rec.at = new Date(t0).toISOString();
+      // Recovery: every affected partition committed an epoch that was prepared after the fault.
+      let progressed = new Map<number, number>();
+      const deadline = t0 + o.recoveryTimeoutMs;
+      for (;;) {
+        progressed = await progressedSince(since).catch(() => new Map<number, number>());
+        if (partitions.every((p) => progressed.has(p))) break;
+        if (Date.now() > deadline) break;
+        await sleep(200);
+      }
+      if (!partitions.every((p) => progressed.has(p))) {
+        const statuses = await Promise.all(partitions.map((p) => partitionStatus(client, name, p).then((s) => `partition ${p}: phase ${s.phase}, epoch ${s.state.epoch}, lastError ${s.lastError ?? '-'}`, (e) => `partition ${p}: status query failed (${String(e)})`)));
+        stuck = `#${f.n} ${f.kind} @ ${f.trigger}: no progress within ${o.recoveryTimeoutMs} ms after injection at ${rec.at}; ${statuses.join('; ')}`;
+        rec.note += stuck;
+        log(stuck);
+        break;
+      }
+      rec.recoveryMs = Date.now() - t0;
+      rec.affected = partitions.map((p) => ({ partition: p, afterEpoch: before.get(p) ?? -1, throughEpoch: progressed.get(p)! }));
+      rec.danglingAfter = await retryDb(danglingNow);
+      log(`#${f.n}/${plan.length} ${f.kind} @ ${f.trigger}${rec.epoch !== undefined ? ` (partition ${f.partition} epoch ${rec.epoch}, worker ${rec.hitWorker})` : ''}: recovered in ${(rec.recoveryMs / 1000).toFixed(1)} s; input ${feeder.produced}`);
+    }
+    arm([]);
+
+    if (!stuck) {
+      log(`faults done; producing the rest of the input (${Math.max(0, o.records - feeder.produced)} records) and draining`);
+      await feeder.finish();
+      await controlPipeline(client, name, 'drain');
+      const drained = await Promise.race([handle.result().then(() => true), sleep(15 * 60_000).then(() => false)]);
+      if (!drained) stuck = 'the pipeline did not drain within 15 minutes';
+    } else {
+      await feeder.stop();
+    }
+  } finally {
+    arm([]);
+    await feeder.stop();
+    await workers.stop();
+    await proxies.close();
+  }
+
+  async function inject(kind: PlannedFault['kind'], worker: number, f: PlannedFault): Promise<void> {
+    switch (kind) {
+      case 'worker-kill':
+        workers.kill(worker);
+        return;
+      case 'kafka-restart':
+      case 'mariadb-restart':
+      case 'temporal-restart':
+        await services(stack, ['restart', kind.replace('-restart', '')]);
+        return;
+      case 'kafka-restart-hard':
+      case 'mariadb-restart-hard':
+      case 'temporal-restart-hard':
+        await services(stack, ['restart', kind.replace('-restart-hard', ''), '--hard']);
+        return;
+      case 'kafka-cut':
+        proxies.kafka[worker]!.cut(f.cutMs);
+        return;
+      case 'mysql-cut':
+        proxies.mysql[worker]!.cut(f.cutMs);
+        return;
+      case 'txn-timeout':
+        return;
+    }
+  }
+
+  // ---- verdict
+  log('verifying (DESIGN §9) and auditing every record');
+  const verify: VerifyReport = await verifyPipeline({ cluster, admin, pool, transforms: defaultTransforms() }, spec);
+  const audit = await auditRecords(cluster, pool, spec, o.partitions);
+  for (const f of faults) {
+    if (!f.injected || f.recoveryMs === undefined) continue;
+    const s: RangeStats = { records: 0, duplicates: 0, missing: 0 };
+    for (const a of f.affected) {
+      const r = audit.range(a.partition, a.afterEpoch, a.throughEpoch);
+      s.records += r.records;
+      s.duplicates += r.duplicates;
+      s.missing += r.missing;
+    }
+    f.stats = s;
+  }
+  evidence.workerSigkills = workers.exits.filter((x) => x.signal === 'SIGKILL').length;
+  evidence.workerRestarts = workers.starts - o.workers;
+  evidence.proxyResets = [...proxies.kafka, ...proxies.mysql].reduce((a, p) => a + p.resets, 0);
+  evidence.inputSendRetries = feeder.sendErrors;
+
+  const kinds = summarize(faults, evidence, audit.totals);
+  const injectedKinds = kinds.filter((k) => k.kind !== 'poison');
+  const minEach = o.mode === 'every-step' ? 5 : 1;
+  const checks: Check[] = [
+    ...verify.checks,
+    { name: 'every scheduled fault was injected', ok: faults.length === plan.length && faults.every((f) => f.injected), detail: `${faults.filter((f) => f.injected).length} of ${plan.length}` },
+    { name: `every fault kind injected at least ${minEach}×`, ok: kinds.every((k) => k.injected >= minEach), detail: kinds.map((k) => `${k.kind} ${k.injected}`).join(', ') },
+    { name: 'the pipeline recovered after every fault and drained', ok: stuck === undefined, detail: stuck ?? 'yes' },
+    { name: 'per-record audit: one output or dead letter per source record', ok: audit.totals.duplicates === 0 && audit.totals.missing === 0, detail: `${audit.totals.records} records, ${audit.totals.duplicates} duplicate(s), ${audit.totals.missing} missing` },
+    { name: 'poison records dead-lettered once with reason and source coordinates', ok: audit.totals.poison > 0 && audit.totals.deadLetters === audit.totals.poison && audit.totals.deadLettersWithReason === audit.totals.poison, detail: `${audit.totals.poison} poison, ${audit.totals.deadLetters} dead letters, ${audit.totals.deadLettersWithReason} with reason and coordinates` },
+    { name: 'no XA branch of a committed epoch left prepared after any recovery', ok: faults.every((f) => f.danglingAfter === 0), detail: `${faults.reduce((a, f) => a + f.danglingAfter, 0)} found` },
+    { name: 'the faults really hit', ok: verify.totals.abortedCopies > 0 && evidence.workerSigkills >= injectedKinds.find((k) => k.kind === 'worker-kill')!.injected && evidence.sinkThrows > 0, detail: `${verify.totals.abortedCopies} aborted copies visible to read_uncommitted, ${evidence.workerSigkills} worker SIGKILLs, ${evidence.sinkThrows} sink throws, ${evidence.redosKafka} Kafka redos` },
+    { name: `at least ${o.records} input records`, ok: verify.totals.sourceRecords >= o.records, detail: `${verify.totals.sourceRecords}` },
+  ];
+  await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()]);
+  const options: Partial<CampaignOptions> = { ...o };
+  delete options.log;
+  return {
+    options: options as Omit<CampaignOptions, 'log'>,
+    pipeline: name,
+    workflowId: `onceflow/${name}`,
+    startedAt: new Date(started).toISOString(),
+    durationMs: Date.now() - started,
+    produced: feeder.produced,
+    faults,
+    kinds,
+    evidence,
+    verify,
+    audit: audit.totals,
+    checks,
+    ok: checks.every((c) => c.ok),
+  };
+}
+
+function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit: CampaignResult['audit']): KindSummary[] {
+  const kinds: FaultKind[] = ['worker-kill', 'kafka-restart', 'kafka-restart-hard', 'mariadb-restart', 'mariadb-restart-hard', 'temporal-restart', 'temporal-restart-hard', 'kafka-cut', 'mysql-cut', 'txn-timeout'];
+  const out: KindSummary[] = kinds.map((kind) => {
+    const fs = faults.filter((f) => f.kind === kind && f.injected);
+    const rec = fs.map((f) => f.recoveryMs).filter((x): x is number => x !== undefined);
+    const steps = new Map<string, number>();
+    for (const f of fs) steps.set(f.trigger, (steps.get(f.trigger) ?? 0) + 1);
+    return {
+      kind,
+      injected: fs.length,
+      atSteps: [...steps].map(([t, n]) => `${t}×${n}`).join(', '),
+      records: fs.reduce((a, f) => a + (f.stats?.records ?? 0), 0),
+      duplicates: fs.reduce((a, f) => a + (f.stats?.duplicates ?? 0), 0),
+      missing: fs.reduce((a, f) => a + (f.stats?.missing ?? 0), 0),
+      dangling: fs.reduce((a, f) => a + f.danglingAfter, 0),
+      longestRecoveryMs: rec.length ? Math.max(...rec) : null,
+    };
+  });
+  out.push({ kind: 'sink-throw', injected: ev.sinkThrows, atSteps: 'during prepare, after the batch was written', records: 0, duplicates: 0, missing: 0, dangling: 0, longestRecoveryMs: null });
+  out.push({ kind: 'poison', injected: audit.poison, atSteps: 'in the input', records: audit.poison, duplicates: Math.max(0, audit.deadLetters - audit.poison), missing: Math.max(0, audit.poison - audit.deadLetters), dangling: 0, longestRecoveryMs: null });
+  return out;
+}
+
+async function waitFor(what: string, fn: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await fn().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(250);
+  }
+}

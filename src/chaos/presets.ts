@@ -1,0 +1,39 @@
+/** The two sizes of the campaign: the full one (`npm run chaos`) and the short one in `npm test`. Same code. */
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import type { CampaignOptions } from './campaign';
+
+export type Preset = 'full' | 'short';
+
+export function presetOptions(preset: Preset, seed: number, log: (s: string) => void): CampaignOptions {
+  const home = process.env.ONCEFLOW_HOME || join(homedir(), '.cache', 'onceflow');
+  const common = { seed, partitions: 4, workers: 2, transactionTimeoutMs: 10_000, maxRecords: 500, log, recoveryTimeoutMs: 240_000 };
+  if (preset === 'full') {
+    return {
+      ...common,
+      records: 100_000,
+      ratePerSecond: 100,
+      mode: 'every-step',
+      randomEach: 2,
+      txnTimeouts: 5,
+      compareFailEveryNthEpoch: 40,
+      poisonEvery: 9973,
+      portBase: 17000,
+      runDir: join(home, 'chaos-run'),
+      command: `npm run chaos -- --seed ${seed}`,
+    };
+  }
+  return {
+    ...common,
+    records: 3000,
+    ratePerSecond: 40,
+    mode: 'cover',
+    randomEach: 0,
+    txnTimeouts: 1,
+    compareFailEveryNthEpoch: 10,
+    poisonEvery: 499,
+    portBase: 18000,
+    runDir: join(home, 'chaos-test-run'),
+    command: `npm run chaos -- --short --seed ${seed}`,
+  };
+}

@@ -1,0 +1,91 @@
+/**
+ * The seeded fault schedule of a campaign: which fault, when (a random moment or a named
+ * protocol step), on which partition and worker, for how long. The same seed gives the same
+ * schedule; `npm run chaos -- --seed N` replays it.
+ */
+import type { FaultPoint } from '../faults';
+import { prng } from '../scenario';
+
+export const POINTS: readonly FaultPoint[] = ['prepare.start', 'prepare.kafka-sent', 'prepare.xa-prepared', 'commit.before', 'commit.between', 'redo.start'];
+
+/** Faults the campaign injects from outside the engine (plus txn-timeout, a stalled commit). */
+export const INJECTED_KINDS = [
+  'worker-kill',
+  'kafka-restart',
+  'kafka-restart-hard',
+  'mariadb-restart',
+  'mariadb-restart-hard',
+  'temporal-restart',
+  'temporal-restart-hard',
+  'kafka-cut',
+  'mysql-cut',
+] as const;
+export type InjectedKind = (typeof INJECTED_KINDS)[number];
+/** All fault kinds reported: the injected ones, the stalled commit, and the two that live in the data/sink. */
+export type FaultKind = InjectedKind | 'txn-timeout' | 'sink-throw' | 'poison';
+export const ALL_KINDS: readonly FaultKind[] = [...INJECTED_KINDS, 'txn-timeout', 'sink-throw', 'poison'];
+
+export type Trigger = 'random' | FaultPoint;
+
+export interface PlannedFault {
+  n: number;
+  kind: InjectedKind | 'txn-timeout';
+  trigger: Trigger;
+  /** Partition whose epoch a protocol-step trigger waits for. */
+  partition: number;
+  /** Worker hit by a random worker kill or network cut. */
+  worker: number;
+  /** Quiet time before the fault (after the previous one recovered). */
+  delayMs: number;
+  /** How long a network cut lasts. */
+  cutMs: number;
+}
+
+export interface ScheduleOptions {
+  seed: number;
+  partitions: number;
+  workers: number;
+  /**
+   * 'every-step': each injected kind at every protocol step plus `randomEach` random moments;
+   * 'cover': each injected kind once, the protocol steps spread over the kinds so that every
+   * step is used at least once (the short campaign).
+   */
+  mode: 'every-step' | 'cover';
+  randomEach: number;
+  /** Stand-alone commits stalled past the transaction timeout. */
+  txnTimeouts: number;
+}
+
+export function planFaults(o: ScheduleOptions): PlannedFault[] {
+  const rnd = prng(o.seed ^ 0x5eed);
+  const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
+  const items: { kind: PlannedFault['kind']; trigger: Trigger }[] = [];
+  if (o.mode === 'every-step') {
+    for (const kind of INJECTED_KINDS) {
+      for (const p of POINTS) items.push({ kind, trigger: p });
+      for (let i = 0; i < o.randomEach; i++) items.push({ kind, trigger: 'random' });
+    }
+  } else {
+    const triggers: Trigger[] = [...POINTS];
+    while (triggers.length < INJECTED_KINDS.length) triggers.push('random');
+    shuffle(triggers, rnd);
+    INJECTED_KINDS.forEach((kind, i) => items.push({ kind, trigger: triggers[i]! }));
+  }
+  for (let i = 0; i < o.txnTimeouts; i++) items.push({ kind: 'txn-timeout', trigger: 'commit.before' });
+  shuffle(items, rnd);
+  return items.map((it, n) => ({
+    n: n + 1,
+    ...it,
+    partition: int(0, o.partitions - 1),
+    worker: int(0, o.workers - 1),
+    delayMs: int(0, 3000),
+    cutMs: int(3000, 12000),
+  }));
+}
+
+function shuffle<T>(xs: T[], rnd: () => number): void {
+  for (let i = xs.length - 1; i > 0; i--) {
+    const j = Math.floor(rnd() * (i + 1));
+    [xs[i], xs[j]] = [xs[j]!, xs[i]!];
+  }
+}

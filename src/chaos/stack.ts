@@ -1,0 +1,161 @@
+/**
+ * The campaign's own, isolated service stack (scripts/services.sh with its own run directory
+ * and port base, plus proxied Kafka listeners), its TCP proxies and its supervised worker
+ * processes. Nothing here touches the development services on the default ports.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream, type WriteStream } from 'node:fs';
+import { join } from 'node:path';
+import { TcpProxy } from './proxy';
+
+export const ROOT = join(__dirname, '..', '..');
+
+export interface StackOptions {
+  runDir: string;
+  portBase: number;
+  workers: number;
+}
+
+/** Ports of an isolated stack (services.sh derives Temporal/Kafka/MariaDB ports from the base). */
+export function stackPorts(o: StackOptions) {
+  return {
+    temporal: o.portBase + 233,
+    kafka: o.portBase + 92,
+    mysql: o.portBase + 306,
+    /** Broker listener PROXIEDi, reached only through worker i's Kafka proxy. */
+    kafkaListener: (i: number) => o.portBase + 94 + i,
+    kafkaProxy: (i: number) => o.portBase + 194 + i,
+    mysqlProxy: (i: number) => o.portBase + 396 + i,
+  };
+}
+
+/** The inherited environment without onceflow settings, so nothing leaks in from the dev stack. */
+export function cleanEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('ONCEFLOW_') || k === 'ONCEFLOW_HOME') env[k] = v;
+  return env;
+}
+
+export function servicesEnv(o: StackOptions): NodeJS.ProcessEnv {
+  const p = stackPorts(o);
+  const listeners = Array.from({ length: o.workers }, (_, i) => `${p.kafkaListener(i)}:${p.kafkaProxy(i)}`).join(',');
+  return { ...cleanEnv(), ONCEFLOW_RUN_DIR: o.runDir, ONCEFLOW_PORT_BASE: String(o.portBase), ONCEFLOW_KAFKA_PROXY_LISTENERS: listeners };
+}
+
+/** Runs `scripts/services.sh <args>` against the isolated stack; rejects with its output on failure. */
+export function services(o: StackOptions, args: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', [join(ROOT, 'scripts', 'services.sh'), ...args], { cwd: ROOT, env: servicesEnv(o), stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const keep = (d: Buffer) => {
+      out = (out + d.toString()).slice(-4000);
+    };
+    child.stdout.on('data', keep);
+    child.stderr.on('data', keep);
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`services.sh ${args.join(' ')} exited with ${code}:\n${out}`))));
+  });
+}
+
+export function startProxies(o: StackOptions): { kafka: TcpProxy[]; mysql: TcpProxy[]; start(): Promise<void>; close(): Promise<void> } {
+  const p = stackPorts(o);
+  const kafka = Array.from({ length: o.workers }, (_, i) => new TcpProxy(`kafka-${i}`, p.kafkaProxy(i), p.kafkaListener(i)));
+  const mysql = Array.from({ length: o.workers }, (_, i) => new TcpProxy(`mysql-${i}`, p.mysqlProxy(i), p.mysql));
+  const all = [...kafka, ...mysql];
+  return {
+    kafka,
+    mysql,
+    start: async () => void (await Promise.all(all.map((x) => x.start()))),
+    close: async () => void (await Promise.all(all.map((x) => x.close()))),
+  };
+}
+
+export interface WorkerExit {
+  worker: number;
+  pid: number;
+  signal: NodeJS.Signals | null;
+  code: number | null;
+  at: number;
+}
+
+/**
+ * Worker processes (src/chaos/worker.ts), each restarted shortly after it dies, as a process
+ * supervisor would. Every stderr line goes to the worker's log file and to `onLine`.
+ */
+export class WorkerSupervisor {
+  private readonly procs: (ChildProcess | undefined)[] = [];
+  private readonly logs: WriteStream[] = [];
+  private stopping = false;
+  readonly exits: WorkerExit[] = [];
+  starts = 0;
+
+  constructor(
+    private readonly n: number,
+    private readonly envFor: (i: number) => NodeJS.ProcessEnv,
+    private readonly logDir: string,
+    private readonly onLine: (worker: number, line: string) => void,
+  ) {}
+
+  start(): void {
+    for (let i = 0; i < this.n; i++) {
+      this.logs[i] = createWriteStream(join(this.logDir, `worker-${i}.log`), { flags: 'a' });
+      this.spawnOne(i);
+    }
+  }
+
+  private spawnOne(i: number): void {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'chaos', 'worker.ts')], { cwd: ROOT, env: this.envFor(i), stdio: ['ignore', 'ignore', 'pipe'] });
+    this.starts++;
+    this.procs[i] = child;
+    const log = this.logs[i]!;
+    log.write(`--- ${new Date().toISOString()} worker ${i} started pid=${child.pid}\n`);
+    let partial = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      log.write(d);
+      const lines = (partial + d.toString()).split('\n');
+      partial = lines.pop() ?? '';
+      for (const l of lines) this.onLine(i, l);
+    });
+    child.on('exit', (code, signal) => {
+      this.exits.push({ worker: i, pid: child.pid ?? -1, code, signal, at: Date.now() });
+      log.write(`--- ${new Date().toISOString()} worker ${i} pid=${child.pid} exited code=${code} signal=${signal}\n`);
+      if (this.procs[i] === child) this.procs[i] = undefined;
+      if (!this.stopping) setTimeout(() => !this.stopping && this.spawnOne(i), 500);
+    });
+  }
+
+  pid(i: number): number | undefined {
+    return this.procs[i]?.pid;
+  }
+
+  workerOfPid(pid: number): number | undefined {
+    const i = this.procs.findIndex((p) => p?.pid === pid);
+    return i >= 0 ? i : undefined;
+  }
+
+  kill(i: number): number | undefined {
+    const p = this.procs[i];
+    if (!p?.pid) return undefined;
+    p.kill('SIGKILL');
+    return p.pid;
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await Promise.all(
+      this.procs.map(
+        (p) =>
+          new Promise<void>((resolve) => {
+            if (!p || p.exitCode !== null || p.signalCode !== null) return resolve();
+            const t = setTimeout(() => p.kill('SIGKILL'), 20_000);
+            p.once('exit', () => {
+              clearTimeout(t);
+              resolve();
+            });
+            p.kill('SIGTERM');
+          }),
+      ),
+    );
+    await Promise.all(this.logs.map((l) => new Promise<void>((r) => l.end(() => r()))));
+  }
+}

@@ -1,0 +1,42 @@
+/**
+ * The fault campaign's worker process: an ordinary onceflow worker (src/worker.ts) whose
+ * "compare" sink and activity observer also write one line per event to stderr, so the
+ * campaign can count what really happened (sink throws, redos, rolled-back branches).
+ * Faults come from ONCEFLOW_FAULTS / ONCEFLOW_FAULTS_FILE as for any worker (src/faults.ts);
+ * the campaign points ONCEFLOW_KAFKA_BROKERS and ONCEFLOW_MYSQL_PORT at its proxies.
+ */
+import { compareTransform } from '../transforms/compare';
+import { TransformRegistry, type Transform } from '../transforms/registry';
+import { createOnceflowWorker } from '../worker';
+
+const say = (line: string) => process.stderr.write(`[chaos] ${line} pid=${process.pid}\n`);
+
+const loggedCompare: Transform = {
+  map: (record, ctx) => compareTransform.map(record, ctx),
+  sink(chunk, ctx) {
+    try {
+      compareTransform.sink?.(chunk, ctx);
+    } catch (e) {
+      say(`sink-throw epoch=${ctx.epoch} partition=${ctx.partition} attempt=${ctx.attempt}`);
+      throw e;
+    }
+  },
+};
+
+createOnceflowWorker({
+  transforms: new TransformRegistry().register('flink-compare', loggedCompare),
+  observe: (e) => {
+    if (e.kind === 'redo') say(`redo side=${e.side} partition=${e.partition}`);
+    else if (e.kind === 'rolled-back') say(`rolled-back xid=${e.xid} partition=${e.partition}`);
+    else if (e.kind === 'retry') say(`retry activity=${e.activity} partition=${e.partition}`);
+  },
+})
+  .then((h) => {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => h.shutdown());
+    say('ready');
+    return h.run();
+  })
+  .catch((e) => {
+    process.stderr.write(`[chaos] worker failed: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exit(1);
+  });

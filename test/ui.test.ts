@@ -44,15 +44,16 @@ test('the Web UI finds a running pipeline by its search attributes and shows its
     const page = await browser.newPage({ viewport: { width: 1600, height: 900 } });
     const query = encodeURIComponent(`OnceflowPipeline="${s.spec.name}"`);
     const partitionLink = page.getByRole('link', { name: `onceflow/${s.spec.name}/0`, exact: true });
-    // The visibility store indexes new workflows within a second or two; load until they show.
+    const otherLink = page.getByRole('link', { name: `onceflow/${s.spec.name}/1`, exact: true });
+    // The visibility store indexes new workflows within a second or two; load (at most 20 times) until both show.
     for (let i = 0; i < 20; i++) {
       await page.goto(`${UI}/namespaces/default/workflows?query=${query}`, { waitUntil: 'networkidle' });
-      if (await partitionLink.isVisible()) break;
+      if ((await partitionLink.isVisible()) && (await otherLink.isVisible())) break;
       await page.waitForTimeout(1000);
     }
     await page.screenshot({ path: join(__dirname, '..', 'docs', 'web-ui-pipeline.png') });
     assert.ok(await partitionLink.isVisible(), 'partition 0 is listed');
-    assert.ok(await page.getByRole('link', { name: `onceflow/${s.spec.name}/1`, exact: true }).isVisible(), 'partition 1 is listed');
+    assert.ok(await otherLink.isVisible(), 'partition 1 is listed');
     const row = page.getByRole('row').filter({ has: partitionLink });
     assert.match(await row.innerText(), /Running/, 'the pipeline is running (it polls until drained)');
 

@@ -5,6 +5,7 @@
  * transaction itself.
  */
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Admin } from 'kafkajs';
@@ -21,6 +22,7 @@ import {
   epochGtrid,
   insertLedger,
   lastLedgerRow,
+  ledgerRow,
   parseGtrid,
   partitionGtridPrefix,
   prepareBranch,
@@ -41,7 +43,7 @@ import type {
 } from '../protocol';
 import { consumerGroupId, transactionalId, type PipelineSpec } from '../spec';
 import type { TransformRegistry } from '../transforms/registry';
-import { applyTransform, tableMap, type KafkaMessage } from './apply';
+import { applyTransform, tableMap, type Applied, type KafkaMessage } from './apply';
 import { readEpoch, readRange } from './source';
 
 export interface ActivityDeps {
@@ -64,9 +66,20 @@ export interface PrepareSplit {
   initMs: number;
   transformMs: number;
   kafkaMs: number;
+  /** pipelined epochs: waiting until the previous epoch's MySQL side committed (its row locks are gone) */
+  previousCommitWaitMs: number;
   mysqlMs: number;
   xaPrepareMs: number;
 }
+
+/**
+ * Arguments of prepareEpoch. `afterCommitOf`: the previous epoch of the partition may still be
+ * committing (pipelined epochs); its prepared XA branch holds row locks on the keys this epoch
+ * writes, so this prepare opens its own branch only once that epoch's ledger row is committed.
+ * (Blocking on the locks instead would deadlock when the previous epoch's MySQL side must be
+ * redone: the redo would wait for this branch's locks, this branch for the redo's commit.)
+ */
+export type PrepareArgs = EpochArgs & { afterCommitOf?: number };
 
 export type ObservedEvent =
   | {
@@ -88,6 +101,10 @@ export type ObservedEvent =
   | { kind: 'rolled-back'; pipeline: string; partition: number; epoch: number; xid: string };
 
 const CHUNK = 1000;
+/** Bytes of records per produce request: below the broker's default message.max.bytes (1 MiB) per batch. */
+const REQUEST_BYTES = 512 * 1024;
+const messageBytes = (m: KafkaMessage) =>
+  64 + (m.key?.length ?? 0) + (m.value?.length ?? 0) + (m.headers ? Object.entries(m.headers).reduce((a, [k, v]) => a + k.length + v.length, 0) : 0);
 const DECIDE_TIMEOUT_MS = 120_000;
 
 /** Maps onceflow's errors to Temporal failures at the activity edge; keeps the worker heartbeating. */
@@ -121,18 +138,44 @@ export function createActivities(deps: ActivityDeps) {
   const hit = (point: FaultPoint, a: { partition: number; epoch: number }) => faults.hit(point, { ...a, attempt: attempt() });
   const heartbeat = () => Context.current().heartbeat();
 
-  async function sendAll(txn: PreparedTransaction, spec: PipelineSpec, outputs: KafkaMessage[], deadLetters: KafkaMessage[]) {
-    await txn.send([
-      { topic: spec.kafkaSink.topic, messages: outputs },
-      { topic: spec.deadLetterTopic, messages: deadLetters },
-    ]);
+  /**
+   * An epoch's Kafka side inside its transaction: outputs and dead letters in requests of up to
+   * REQUEST_BYTES, the progress marker with the last request, then the source offsets.
+   * Returns the marker's offset.
+   */
+  async function sendEpoch(txn: PreparedTransaction, spec: PipelineSpec, partition: number, applied: Pick<Applied, 'outputs' | 'deadLetters'>, m: Marker): Promise<number> {
+    const all = [...applied.outputs.map((msg) => ({ topic: spec.kafkaSink.topic, msg })), ...applied.deadLetters.map((msg) => ({ topic: spec.deadLetterTopic, msg }))];
+    let markerOffset: number | undefined;
+    let i = 0;
+    do {
+      const out: KafkaMessage[] = [];
+      const dl: KafkaMessage[] = [];
+      let bytes = 0;
+      for (; i < all.length && (bytes === 0 || bytes < REQUEST_BYTES); i++) {
+        const x = all[i]!;
+        (x.topic === spec.kafkaSink.topic ? out : dl).push(x.msg);
+        bytes += messageBytes(x.msg);
+      }
+      const last = i >= all.length;
+      const res = await txn.send([
+        { topic: spec.kafkaSink.topic, messages: out },
+        { topic: spec.deadLetterTopic, messages: dl },
+        ...(last ? [{ topic: spec.progressTopic, messages: [{ key: String(partition), value: encodeMarker(m), partition }] }] : []),
+      ]);
+      if (last) markerOffset = res.find((r) => r.topic === spec.progressTopic && r.partition === partition)?.baseOffset;
+      heartbeat();
+    } while (i < all.length);
+    if (markerOffset === undefined) throw new Error('progress marker was not acknowledged');
+    await txn.sendOffsets(consumerGroupId(spec.name), spec.source.topic, partition, m.end);
+    return markerOffset;
   }
 
-  async function writeMarker(txn: PreparedTransaction, spec: PipelineSpec, partition: number, m: Marker): Promise<number> {
-    const [meta] = await txn.send([{ topic: spec.progressTopic, messages: [{ key: String(partition), value: encodeMarker(m), partition }] }]);
-    if (!meta) throw new Error('progress marker was not acknowledged');
-    await txn.sendOffsets(consumerGroupId(spec.name), spec.source.topic, partition, m.end);
-    return meta.baseOffset;
+  /** Waits until the ledger row of `epoch` is committed (pipelined epochs, see PrepareArgs). */
+  async function awaitLedger(spec: PipelineSpec, partition: number, epoch: number): Promise<void> {
+    for (let delay = 2; !(await ledgerRow(pool, spec.name, partition, epoch)); delay = Math.min(50, delay * 2)) {
+      heartbeat();
+      await sleep(delay);
+    }
   }
 
   function transformCtx(spec: PipelineSpec, partition: number, epoch: number) {
@@ -226,7 +269,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Phase 1: read [offset, end), pre-commit the Kafka transaction and the XA branch. */
-    async prepareEpoch(args: EpochArgs): Promise<PrepareResult> {
+    async prepareEpoch(args: PrepareArgs): Promise<PrepareResult> {
       return edge(async () => {
         const { spec, partition, epoch, offset } = args;
         const started = Date.now();
@@ -244,7 +287,7 @@ export function createActivities(deps: ActivityDeps) {
         const waitMs = args.noWait ? 0 : spec.epoch.maxWaitMs;
         const { records, end, sourceEnd } = await readEpoch(cluster, spec.source.topic, partition, offset, spec.epoch, waitMs, heartbeat);
         if (end === offset) return { kind: 'empty', offset };
-        const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
+        const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
         const timed = async <T>(k: keyof PrepareSplit, fn: () => Promise<T> | T): Promise<T> => {
           const t0 = Date.now();
           try {
@@ -258,30 +301,28 @@ export function createActivities(deps: ActivityDeps) {
         const tables = tableMap(spec);
         const d = await getDialect();
         const ctx = transformCtx(spec, partition, epoch);
+        const marker: Marker = { pipeline: spec.name, partition, epoch, start: offset, end, records: records.length, redo: false };
+        // Transform, then Kafka, then MySQL: the XA branch holds its row locks until its commit,
+        // and other partitions' epochs wait on them, so it opens last and stays open briefly.
+        const applied = await timed('transformMs', () => applyTransform(spec, transform, records, ctx, tables));
+        const deadLetters = applied.deadLetters.length;
         // InitProducerId on this epoch's transactional id: fences zombies and aborts their open transaction.
         const txn = new PreparedTransaction(cluster, transactionalId(spec.name, partition, epoch % spec.kafkaSink.transactionalIdPool), spec.kafkaSink.transactionTimeoutMs);
         const handle = await timed('initMs', () => txn.begin());
+        const markerOffset = await timed('kafkaMs', () => sendEpoch(txn, spec, partition, applied, marker));
+        await hit('prepare.kafka-sent', at);
+        if (args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(spec, partition, args.afterCommitOf!));
         const xid = { gtrid: epochGtrid(spec.name, partition, epoch), bqual: `a${attempt()}.${randomBytes(4).toString('hex')}` };
-        let deadLetters = 0;
-        let processed = 0;
-        let markerOffset = -1;
         let bodyDone = 0;
         await prepareBranch(
           pool,
           xid,
           async (conn) => {
-            for (let i = 0; i < records.length; i += CHUNK) {
-              const chunk = records.slice(i, i + CHUNK);
-              const applied = await timed('transformMs', () => applyTransform(spec, transform, chunk, ctx, tables));
-              await timed('kafkaMs', () => sendAll(txn, spec, applied.outputs, applied.deadLetters));
-              await timed('mysqlMs', () => writeRows(conn, applied.rows, tables, d));
-              deadLetters += applied.deadLetters.length;
-              processed += chunk.length;
-              transform.sink?.(applied.processed, { ...ctx, writtenInAttempt: processed });
-              heartbeat();
+            await timed('mysqlMs', () => writeRows(conn, applied.rows, tables, d));
+            // The transform's own sink sees the processed records once both sides hold them.
+            for (let i = 0; i < applied.processed.length; i += CHUNK) {
+              transform.sink?.(applied.processed.slice(i, i + CHUNK), { ...ctx, writtenInAttempt: Math.min(i + CHUNK, applied.processed.length) });
             }
-            markerOffset = await timed('kafkaMs', () => writeMarker(txn, spec, partition, { pipeline: spec.name, partition, epoch, start: offset, end, records: records.length, redo: false }));
-            await hit('prepare.kafka-sent', at);
             await timed('mysqlMs', () => insertLedger(conn, spec.name, partition, { epoch, start: offset, end, records: records.length, redo: false }));
             bodyDone = Date.now();
           },
@@ -377,8 +418,7 @@ export function createActivities(deps: ActivityDeps) {
         if (done) return { redone: false };
         const records = await readRange(cluster, spec.source.topic, partition, prepared.start, prepared.end, heartbeat);
         const applied = applyTransform(spec, transforms.get(spec.transform), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
-        await sendAll(txn, spec, applied.outputs, applied.deadLetters);
-        await writeMarker(txn, spec, partition, { pipeline: spec.name, partition, epoch: prepared.epoch, start: prepared.start, end: prepared.end, records: records.length, redo: true });
+        await sendEpoch(txn, spec, partition, applied, { pipeline: spec.name, partition, epoch: prepared.epoch, start: prepared.start, end: prepared.end, records: records.length, redo: true });
         const outcome = await endTxn(cluster, handle, true);
         if (outcome !== 'ok') throw new TransientError(`redo transaction of epoch ${prepared.epoch} was not committed (${outcome}); retrying the redo`);
         observe({ kind: 'redo', pipeline: spec.name, partition, side: 'kafka' });

@@ -111,6 +111,7 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
     initMs: mean('initMs'),
     transformMs: mean('transformMs'),
     kafkaMs: mean('kafkaMs'),
+    previousCommitWaitMs: mean('previousCommitWaitMs'),
     mysqlMs: mean('mysqlMs'),
     xaPrepareMs: mean('xaPrepareMs'),
     kafkaCommitMs: mean('kafkaCommitMs'),

@@ -69,9 +69,70 @@ export function rowProblem(op: RowOp, tables: Map<string, TableSpec>): string | 
 
 const MAX_ROWS_PER_STATEMENT = 500;
 
+/** Key columns of a table for combining row ops: the declared primary key, else the columns onDuplicate does not touch. */
+export function keyColumns(t: TableSpec): string[] {
+  const od = t.onDuplicate;
+  return t.create?.primaryKey ?? t.columns.filter((c) => od.kind === 'ignore' || !od.columns.includes(c));
+}
+
+const exactKey = (v: SqlValue): string | null => {
+  if (v === null) return null; // NULLs never collide in a unique key: keep such rows apart
+  if (typeof v === 'number') return `n${v}`;
+  if (typeof v === 'bigint') return `b${v}`;
+  if (typeof v === 'string') return `s${v}`;
+  if (Buffer.isBuffer(v)) return `x${v.toString('hex')}`;
+  return `d${v.getTime()}`;
+};
+
+const summable = (v: SqlValue): v is number | bigint => (typeof v === 'number' && Number.isSafeInteger(v)) || typeof v === 'bigint';
+
+/**
+ * Combines the row ops of one batch that hit the same key into one row with the effect of
+ * applying them in order: 'accumulate' sums its columns (integers only, so the sum is exact),
+ * 'replace' keeps the last values, 'ignore' the first row; other columns keep the first row's
+ * values, as the INSERT of the first row would. Only keys whose values are identical in JS are
+ * combined (a collation that folds more keys together still sees them as separate rows of one
+ * statement, which MySQL applies in order). Returns the rows unchanged where combining would
+ * not be exact (non-integer accumulate values, a key that includes an updated column).
+ */
+export function combineRows(t: TableSpec, rows: SqlValue[][]): SqlValue[][] {
+  const od = t.onDuplicate;
+  const keyIdx = keyColumns(t).map((c) => t.columns.indexOf(c));
+  const updIdx = od.kind === 'ignore' ? [] : od.columns.map((c) => t.columns.indexOf(c));
+  if (keyIdx.some((i) => i < 0 || updIdx.includes(i))) return rows;
+  if (od.kind === 'accumulate' && !rows.every((r) => updIdx.every((i) => summable(r[i] ?? null)))) return rows;
+  const byKey = new Map<string, SqlValue[]>();
+  const out: SqlValue[][] = [];
+  for (const r of rows) {
+    const parts = keyIdx.map((i) => exactKey(r[i] ?? null));
+    if (parts.includes(null)) {
+      out.push(r);
+      continue;
+    }
+    const k = JSON.stringify(parts);
+    const seen = byKey.get(k);
+    if (!seen) {
+      const copy = [...r];
+      byKey.set(k, copy);
+      out.push(copy);
+    } else if (od.kind === 'accumulate') {
+      for (const i of updIdx) {
+        const a = seen[i] as number | bigint;
+        const b = r[i] as number | bigint;
+        const sum = typeof a === 'bigint' || typeof b === 'bigint' ? BigInt(a) + BigInt(b) : a + b;
+        seen[i] = typeof sum === 'number' && !Number.isSafeInteger(sum) ? BigInt(a) + BigInt(b) : sum;
+      }
+    } else if (od.kind === 'replace') {
+      for (const i of updIdx) seen[i] = r[i] ?? null;
+    }
+  }
+  return out;
+}
+
 /**
  * Writes row ops table by table, in a stable order (table, then column values), so concurrent
- * epochs of different partitions take row locks in the same order and rarely deadlock.
+ * epochs of different partitions take row locks in the same order and rarely deadlock. Ops on
+ * the same key are combined first (combineRows): fewer rows to write and to lock.
  */
 export async function writeRows(conn: PoolConnection, ops: RowOp[], tables: Map<string, TableSpec>, dialect: Dialect): Promise<void> {
   const byTable = new Map<string, SqlValue[][]>();
@@ -83,7 +144,7 @@ export async function writeRows(conn: PoolConnection, ops: RowOp[], tables: Map<
   }
   for (const name of [...byTable.keys()].sort()) {
     const t = tables.get(name)!;
-    const rows = byTable.get(name)!;
+    const rows = combineRows(t, byTable.get(name)!);
     rows.sort(compareRows);
     for (let i = 0; i < rows.length; i += MAX_ROWS_PER_STATEMENT) {
       const chunk = rows.slice(i, i + MAX_ROWS_PER_STATEMENT);

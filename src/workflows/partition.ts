@@ -11,6 +11,7 @@ import {
   condition,
   continueAsNew,
   defineQuery,
+  patched,
   defineSignal,
   defineUpdate,
   proxyActivities,
@@ -32,6 +33,7 @@ import {
   type PartitionState,
   type PartitionStatus,
   type Phase,
+  type PrepareResult,
   type PreparedEpoch,
 } from '../protocol';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
@@ -56,6 +58,20 @@ function activityOptions(spec: PartitionInput['spec']): { prepare: ActivityOptio
   };
 }
 
+/**
+ * Pipelined epochs: prepare(e+1) runs while epoch e commits, so the Temporal round trips and
+ * the commits of e overlap the data movement of e+1. Safe because
+ *  - e+1 uses the next transactional id of the pool (≥ 2) and prepare(e+2), which reuses e's id,
+ *    starts only after e's commit (and redo) finished: no InitProducerId on an id whose
+ *    transaction awaits its decision;
+ *  - prepare(e+1) opens its XA branch only once e's ledger row is committed (afterCommitOf), so
+ *    it never waits on e's row locks and a MySQL redo of e never waits on e+1's;
+ *  - commits stay in epoch order (commit e+1 is scheduled after commit e completed);
+ *  - nothing prepared is left in flight at continue-as-new, pause or stop.
+ * Runs recorded before this patch replay the sequential loop.
+ */
+export const PIPELINED_EPOCHS_PATCH = 'pipelined-epochs-v1';
+
 export interface PartitionResult {
   pipeline: string;
   partition: number;
@@ -67,6 +83,7 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
   const { spec, partition } = input;
   const opts = activityOptions(spec);
   const acts = proxyActivities<Activities>(opts.commit);
+  const pipelined = patched(PIPELINED_EPOCHS_PATCH);
 
   let control: Control = input.control ?? { paused: false, drain: false, stop: false };
   let phase: Phase = 'reconciling';
@@ -109,26 +126,41 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
     { key: SEARCH_ATTRIBUTES.epoch, value: state.epoch },
   ]);
 
+  const prepare = (epoch: number, offset: number, afterCommitOf?: number): Promise<PrepareResult> =>
+    acts.prepareEpoch.executeWithOptions({ ...opts.prepare, summary: `epoch ${epoch}: prepare from offset ${offset}` }, [
+      { spec, partition, epoch, offset, noWait: control.drain, ...(afterCommitOf !== undefined ? { afterCommitOf } : {}) },
+    ]);
+  // The next epoch's prepare, started while the current epoch commits (pipelined runs only).
+  let next: Promise<PrepareResult> | undefined;
+
   for (;;) {
-    if (control.paused && !control.stop) {
-      setPhase('paused');
-      await condition(() => !control.paused || control.stop);
-    }
-    if (control.stop) {
-      setPhase('stopped');
-      return { pipeline: spec.name, partition, state, reason: 'stopped' };
+    if (!next) {
+      if (control.paused && !control.stop) {
+        setPhase('paused');
+        await condition(() => !control.paused || control.stop);
+      }
+      if (control.stop) {
+        setPhase('stopped');
+        return { pipeline: spec.name, partition, state, reason: 'stopped' };
+      }
     }
     setPhase('preparing');
-    const r = await acts.prepareEpoch.executeWithOptions({ ...opts.prepare, summary: `epoch ${state.epoch}: prepare from offset ${state.offset}` }, [
-      { spec, partition, epoch: state.epoch, offset: state.offset, noWait: control.drain },
-    ]);
+    const r = next ? await next : await prepare(state.epoch, state.offset);
+    next = undefined;
     if (r.kind === 'empty') {
       if (control.drain) {
         setPhase('done');
         return { pipeline: spec.name, partition, state, reason: 'drained' };
       }
     } else {
-      await commitEpoch(r);
+      const committing = commitEpoch(r);
+      const lastOfRun = runEpochs + 1 >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested;
+      if (pipelined && !lastOfRun && !control.paused && !control.stop) {
+        next = prepare(r.epoch + 1, r.end, r.epoch);
+        // Awaited in the next iteration; a failure must not count as unhandled before that.
+        next.catch(() => undefined);
+      }
+      await committing;
       state = {
         ...state,
         epoch: state.epoch + 1,
@@ -140,7 +172,7 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
       upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.epoch, value: state.epoch }]);
     }
     runEpochs++;
-    if (runEpochs >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested) {
+    if (!next && (runEpochs >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested)) {
       await condition(allHandlersFinished);
       return continueAsNew<typeof partitionWorkflow>({ spec, partition, state, control });
     }

@@ -1,0 +1,84 @@
+/**
+ * The one module that uses kafkajs internals, against the real broker: a transaction prepared
+ * on one connection is committed by EndTxn from another; the answers to retried, aborted and
+ * fenced commits are the ones DESIGN §5 relies on; reads filter aborted records.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { connectCluster, endTxn, fetchPartition, ISOLATION, latestOffset, PreparedTransaction, type KafkaCluster } from '../src/kafka/internals';
+import { encodeMarker, findCommittedMarker } from '../src/kafka/progress';
+import { createTopic } from '../src/scenario';
+import { openDeps, uniqueName, type Deps } from './support/env';
+
+let deps: Deps;
+let other: KafkaCluster;
+before(async () => {
+  deps = await openDeps();
+  other = await connectCluster({ brokers: deps.settings.kafka.brokers, clientId: 'onceflow-test-other' });
+});
+after(async () => {
+  await other.disconnect();
+  await deps.close();
+});
+
+const msg = (value: string) => ({ value, partition: 0 });
+
+test('EndTxn from another connection commits; a retried commit answers ok; reads see it', async () => {
+  const topic = uniqueName('int-commit');
+  await createTopic(deps.admin, topic, 1);
+  const txn = new PreparedTransaction(deps.cluster, uniqueName('tid'), 60_000);
+  const h = await txn.begin();
+  const [meta] = await txn.send([{ topic, messages: [msg('a'), msg('b')] }]);
+  assert.equal(meta?.baseOffset, 0);
+  // Open transaction: the LSO stays before it, the high watermark after.
+  assert.equal(await latestOffset(deps.cluster, topic, 0, ISOLATION.READ_COMMITTED), 0);
+  assert.equal(await latestOffset(deps.cluster, topic, 0, ISOLATION.READ_UNCOMMITTED), 2);
+  assert.equal(await endTxn(other, h, true), 'ok');
+  assert.equal(await endTxn(other, h, true), 'ok', 'a retried commit of a completed commit is ok');
+  const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
+  assert.deepEqual(r.records.map((x) => String(x.value)), ['a', 'b']);
+  assert.equal(r.nextOffset, 3, 'past the commit marker');
+});
+
+test('commit after abort answers invalid-state; commit after a newer InitProducerId answers fenced', async () => {
+  const topic = uniqueName('int-fence');
+  await createTopic(deps.admin, topic, 1);
+  const tid = uniqueName('tid');
+  const t1 = new PreparedTransaction(deps.cluster, tid, 60_000);
+  const h1 = await t1.begin();
+  await t1.send([{ topic, messages: [msg('aborted')] }]);
+  assert.equal(await endTxn(other, h1, false), 'ok');
+  assert.equal(await endTxn(other, h1, true), 'invalid-state');
+
+  const t2 = new PreparedTransaction(deps.cluster, tid, 60_000);
+  const h2 = await t2.begin();
+  await t2.send([{ topic, messages: [msg('fenced')] }]);
+  const t3 = new PreparedTransaction(other, tid, 60_000);
+  const h3 = await t3.begin(); // bumps the epoch: aborts t2's open transaction
+  assert.ok(h3.producerEpoch > h2.producerEpoch || h3.producerId !== h2.producerId);
+  assert.equal(await endTxn(deps.cluster, h2, true), 'fenced');
+  await t3.send([{ topic, messages: [msg('kept')] }]);
+  assert.equal(await endTxn(deps.cluster, h3, true), 'ok');
+
+  const committed = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
+  assert.deepEqual(committed.records.map((x) => String(x.value)), ['kept']);
+  const all = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED });
+  assert.ok(all.records.length >= 3, 'read_uncommitted also returns the aborted records');
+});
+
+test('a progress marker decides: found once committed, absent once aborted', async () => {
+  const topic = uniqueName('int-marker');
+  await createTopic(deps.admin, topic, 1);
+  const marker = (epoch: number) => ({ key: '0', value: encodeMarker({ pipeline: 'x', partition: 0, epoch, start: 0, end: 1, records: 1, redo: false }), partition: 0 });
+  const t1 = new PreparedTransaction(deps.cluster, uniqueName('tid'), 60_000);
+  const h1 = await t1.begin();
+  const [m1] = await t1.send([{ topic, messages: [marker(7)] }]);
+  await endTxn(other, h1, false);
+  const t2 = new PreparedTransaction(deps.cluster, uniqueName('tid'), 60_000);
+  const h2 = await t2.begin();
+  const [m2] = await t2.send([{ topic, messages: [marker(8)] }]);
+  await endTxn(other, h2, true);
+  assert.equal(await findCommittedMarker(deps.cluster, topic, 0, 7, m1!.baseOffset, { timeoutMs: 10_000 }), null);
+  const found = await findCommittedMarker(deps.cluster, topic, 0, 8, m2!.baseOffset, { timeoutMs: 10_000 });
+  assert.equal(found?.epoch, 8);
+});

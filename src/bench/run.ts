@@ -345,6 +345,9 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     log('A: ProducerPerformance, plain and transactional');
     await createTopics(admin, [`${id}.perf`, `${id}.perftx`], P);
     const brokers = settings.kafka.brokers.join(',');
+    // A short unreported run first: JVM, broker and page cache warm-up would otherwise land on 'plain'.
+    await createTopics(admin, [`${id}.warmup`], P);
+    runPerf(libs, brokers, `${id}.warmup`, Math.min(N, 100_000), opts.recordBytes);
     const plain = runPerf(libs, brokers, `${id}.perf`, N, opts.recordBytes);
     log(`A plain: ${plain.recordsPerSec.toFixed(0)} records/s`);
     const transactional = runPerf(libs, brokers, `${id}.perftx`, N, opts.recordBytes, opts.perfTransactionMs);

@@ -4,11 +4,9 @@
  * throws after 10 records on the first attempt of every third epoch (the reporter's simulated
  * checkpoint failure). Ends with the verification; exit code 1 if any check fails.
  */
-import { Kafka, logLevel } from 'kafkajs';
-import { createPool } from 'mysql2/promise';
-import { connectClient, startPipeline, controlPipeline } from '../src/client';
+import { startPipeline, controlPipeline } from '../src/client';
 import { loadSettings } from '../src/config';
-import { connectCluster } from '../src/kafka/internals';
+import { openConnections } from '../src/connections';
 import { compareSpec, makeEvents, produceValues, resetPipeline, tableSums } from '../src/scenario';
 import { verifyPipeline } from '../src/verify';
 import { createOnceflowWorker, defaultTransforms } from '../src/worker';
@@ -26,12 +24,8 @@ async function main() {
     epoch: { maxRecords: 100, maxWaitMs: 1000 },
     transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 3 },
   });
-  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-demo', logLevel: logLevel.ERROR });
-  const admin = kafka.admin();
-  await admin.connect();
-  const pool = createPool({ ...settings.mysql, connectionLimit: 4 });
-  const cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: 'onceflow-demo' });
-  const client = await connectClient(settings);
+  const deps = await openConnections(settings, 'onceflow-demo');
+  const { admin, pool, cluster, client } = deps;
   try {
     console.log(`onceflow demo: ${RECORDS} events → flink_input (${PARTITIONS} partitions) → flink_output + test_two_step_compare`);
     await client.workflow.getHandle(`onceflow/${spec.name}`).terminate('demo restarted').catch(() => undefined);
@@ -69,7 +63,7 @@ async function main() {
     );
     process.exitCode = report.ok ? 0 : 1;
   } finally {
-    await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()]);
+    await deps.close();
   }
 }
 

@@ -4,13 +4,11 @@
  */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
-import { Kafka, logLevel, type Admin } from 'kafkajs';
-import { createPool, type Pool } from 'mysql2/promise';
-import type { Client } from '@temporalio/client';
-import { connectClient, pipelineSpecOf, startPipeline, controlPipeline } from '../client';
+import type { Admin } from 'kafkajs';
+import { pipelineSpecOf, startPipeline, controlPipeline } from '../client';
+import { openConnections, type Connections } from '../connections';
 import { loadSettings, type Settings } from '../config';
 import { ValidationError, errorMessage } from '../errors';
-import { connectCluster, type KafkaCluster } from '../kafka/internals';
 import type { PartitionResult } from '../workflows/partition';
 import { verifyPipeline } from '../verify';
 import { createOnceflowWorker, defaultTransforms } from '../worker';
@@ -42,32 +40,12 @@ interface Ctx {
   out: (human: string, data: unknown) => void;
 }
 
-async function withServices<T>(settings: Settings, fn: (s: { client: Client; admin: Admin; pool: Pool; cluster: KafkaCluster }) => Promise<T>): Promise<T> {
-  let client: Client;
+async function withServices<T>(settings: Settings, fn: (s: Connections) => Promise<T>): Promise<T> {
+  const c = await openConnections(settings, 'onceflow-cli');
   try {
-    client = await connectClient(settings);
-  } catch (e) {
-    throw new Error(`cannot reach Temporal at ${settings.temporal.address} (${errorMessage(e)}); is it running? (npm run services -- up)`);
-  }
-  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-cli', logLevel: logLevel.NOTHING, retry: { retries: 2 } });
-  const admin = kafka.admin();
-  const pool = createPool({ ...settings.mysql, connectionLimit: 4 });
-  let cluster: KafkaCluster | undefined;
-  try {
-    try {
-      await admin.connect();
-      cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: 'onceflow-cli', logLevel: logLevel.NOTHING });
-    } catch (e) {
-      throw new Error(`cannot reach Kafka at ${settings.kafka.brokers.join(',')} (${errorMessage(e)}); is it running?`);
-    }
-    try {
-      await pool.query('SELECT 1');
-    } catch (e) {
-      throw new Error(`cannot reach MySQL at ${settings.mysql.host}:${settings.mysql.port} as ${settings.mysql.user} (${errorMessage(e)})`);
-    }
-    return await fn({ client, admin, pool, cluster });
+    return await fn(c);
   } finally {
-    await Promise.allSettled([admin.disconnect(), pool.end(), cluster?.disconnect(), client.connection.close()]);
+    await c.close();
   }
 }
 

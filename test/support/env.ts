@@ -5,13 +5,9 @@
 import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { Kafka, logLevel, type Admin } from 'kafkajs';
-import { createPool, type Pool } from 'mysql2/promise';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import type { Client } from '@temporalio/client';
-import { connectClient } from '../../src/client';
-import { loadSettings, type Settings } from '../../src/config';
-import { connectCluster, type KafkaCluster } from '../../src/kafka/internals';
+import { loadSettings } from '../../src/config';
+import { openConnections, type Connections } from '../../src/connections';
 
 let runtimeInstalled = false;
 export function quietRuntime(): void {
@@ -22,36 +18,9 @@ export function quietRuntime(): void {
 
 export const uniqueName = (prefix: string) => `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString('hex')}`;
 
-export interface Deps {
-  settings: Settings;
-  kafka: Kafka;
-  admin: Admin;
-  pool: Pool;
-  cluster: KafkaCluster;
-  client: Client;
-  close(): Promise<void>;
-}
+export type Deps = Connections;
 
-export async function openDeps(): Promise<Deps> {
-  const settings = loadSettings();
-  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-test', logLevel: logLevel.ERROR });
-  const admin = kafka.admin();
-  await admin.connect();
-  const pool = createPool({ ...settings.mysql, connectionLimit: 8 });
-  const cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: 'onceflow-test' });
-  const client = await connectClient(settings);
-  return {
-    settings,
-    kafka,
-    admin,
-    pool,
-    cluster,
-    client,
-    async close() {
-      await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()]);
-    },
-  };
-}
+export const openDeps = (): Promise<Deps> => openConnections(loadSettings(), 'onceflow-test');
 
 const ROOT = join(__dirname, '..', '..');
 

@@ -6,7 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { connectCluster, endTxn, fetchPartition, ISOLATION, latestOffset, PreparedTransaction, type KafkaCluster } from '../src/kafka/internals';
-import { encodeMarker, findCommittedMarker } from '../src/kafka/progress';
+import { encodeMarker, findCommittedMarker, waitDecided } from '../src/kafka/progress';
 import { createTopic } from '../src/scenario';
 import { openDeps, uniqueName, type Deps } from './support/env';
 
@@ -35,6 +35,8 @@ test('EndTxn from another connection commits; a retried commit answers ok; reads
   assert.equal(await latestOffset(deps.cluster, topic, 0, ISOLATION.READ_UNCOMMITTED), 2);
   assert.equal(await endTxn(other, h, true), 'ok');
   assert.equal(await endTxn(other, h, true), 'ok', 'a retried commit of a completed commit is ok');
+  // EndTxn returns once the decision is logged; the markers that move the LSO follow.
+  await waitDecided(deps.cluster, topic, 0, 1, { timeoutMs: 10_000 });
   const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
   assert.deepEqual(r.records.map((x) => String(x.value)), ['a', 'b']);
   assert.equal(r.nextOffset, 3, 'past the commit marker');
@@ -57,8 +59,9 @@ test('commit after abort answers invalid-state; commit after a newer InitProduce
   const h3 = await t3.begin(); // bumps the epoch: aborts t2's open transaction
   assert.ok(h3.producerEpoch > h2.producerEpoch || h3.producerId !== h2.producerId);
   assert.equal(await endTxn(deps.cluster, h2, true), 'fenced');
-  await t3.send([{ topic, messages: [msg('kept')] }]);
+  const [kept] = await t3.send([{ topic, messages: [msg('kept')] }]);
   assert.equal(await endTxn(deps.cluster, h3, true), 'ok');
+  await waitDecided(deps.cluster, topic, 0, kept!.baseOffset, { timeoutMs: 10_000 });
 
   const committed = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
   assert.deepEqual(committed.records.map((x) => String(x.value)), ['kept']);

@@ -13,7 +13,7 @@ import type { Pool } from 'mysql2/promise';
 import { ConfigError, OnceflowError, ReconcileMismatch, TransientError, errorMessage } from '../errors';
 import { Faults, type FaultPoint } from '../faults';
 import { PreparedTransaction, earliestOffset, endTxn, latestOffset, ISOLATION, type KafkaCluster } from '../kafka/internals';
-import { committedMarkers, encodeMarker, findCommittedMarker, lastCommittedMarker, type Marker } from '../kafka/progress';
+import { committedMarkers, encodeMarker, findCommittedMarker, lastCommittedMarker, waitDecided, type Marker } from '../kafka/progress';
 import { createTableSql, detectDialect, writeRows, type Dialect } from '../mysql/sink';
 import {
   ER_DUP_ENTRY,
@@ -221,6 +221,16 @@ export function createActivities(deps: ActivityDeps) {
     async reconcile(args: ReconcileArgs): Promise<ReconcileResult> {
       return edge(async () => {
         const { spec, partition, expected } = args;
+        // No epoch of this partition awaits a decision now (fresh start, or continue-as-new after
+        // its last commit). Fence every transactional id of the partition: InitProducerId aborts
+        // a transaction a crashed run left open and returns only once earlier commits and aborts
+        // are complete, so the progress topic's LSO can pass them. Then read the last marker only
+        // once the partition is fully decided (EndTxn returns before its markers are written).
+        for (let slot = 0; slot < spec.kafkaSink.transactionalIdPool; slot++) {
+          await new PreparedTransaction(cluster, transactionalId(spec.name, partition, slot), spec.kafkaSink.transactionTimeoutMs).begin();
+        }
+        const hw = await latestOffset(cluster, spec.progressTopic, partition, ISOLATION.READ_UNCOMMITTED);
+        if (hw > 0) await waitDecided(cluster, spec.progressTopic, partition, hw - 1, { timeoutMs: DECIDE_TIMEOUT_MS, onWait: heartbeat });
         const ledger = await lastLedgerRow(pool, spec.name, partition);
         const logStart = await earliestOffset(cluster, spec.progressTopic, partition);
         const marker = await lastCommittedMarker(cluster, spec.progressTopic, partition, logStart);

@@ -109,6 +109,11 @@ export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin
   let hanging = 0;
   const hangingWhere: string[] = [];
 
+  // EndTxn returns before the transaction markers are written: give the last commits a moment
+  // to become visible (LSO = high watermark) before reading; what stays open is reported below.
+  for (let p = 0; p < partitions; p++) {
+    for (const t of [spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic]) await settle(cluster, t, p, SETTLE_MS);
+  }
   for (let p = 0; p < partitions; p++) {
     const ledger = await lastLedgerRow(pool, spec.name, p);
     const marker = await lastCommittedMarker(cluster, spec.progressTopic, p, await earliestOffset(cluster, spec.progressTopic, p));
@@ -192,6 +197,17 @@ export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin
     },
   ];
   return { pipeline: spec.name, ok: checks.every((c) => c.ok), checks, partitions: reports, totals };
+}
+
+const SETTLE_MS = 10_000;
+
+async function settle(cluster: KafkaCluster, topic: string, partition: number, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const hw = await latestOffset(cluster, topic, partition, ISOLATION.READ_UNCOMMITTED);
+    if ((await latestOffset(cluster, topic, partition, ISOLATION.READ_COMMITTED)) >= hw) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 async function firstEpochStart(pool: Pool, pipeline: string, partition: number): Promise<number | null> {

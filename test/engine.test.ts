@@ -98,21 +98,30 @@ test('a worker killed with SIGKILL after prepare and before commit: a new worker
 
 test('a Kafka transaction aborted by the broker (timeout) before commit is redone; MySQL not doubled', { timeout: 240_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'timeout', records: 300, partitions: 1, transactionTimeoutMs: 3000, epochsPerRun: 2 });
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   const handle = await start(deps, s);
   assert.equal(await doomed.exited, -1);
   // The commit activity is retried only after its heartbeat timeout (10 s), well past the 3 s
-  // transaction timeout: by then the broker has aborted the prepared transaction.
+  // transaction timeout: by then the broker has aborted epoch 0's prepared transaction.
   const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   try {
     const [result] = await drainAndWait(deps, s, handle);
     assert.ok(result);
-    assert.equal(result.state.redos, 1, 'epoch 1 was redone after the broker aborted it');
+    assert.equal(result.state.redos, 1, 'epoch 0 was redone after the broker aborted it');
     const report = await verify(deps, s);
     assert.ok(report.ok, failedChecks(report));
     assert.equal(report.totals.outputs, 300);
-    assert.ok(report.totals.abortedCopies >= 100, 'the aborted copy of epoch 1 is visible to read_uncommitted');
-    // Three epochs of 100 plus the final empty poll at two epochs per run: continue-as-new twice, each run replayable.
+    assert.ok(report.totals.abortedCopies >= 100, 'the aborted copy of epoch 0 is visible to read_uncommitted');
+    // Epoch 1 was prepared in parallel with epoch 0's commit (pipelined): it was withdrawn before
+    // epoch 0's redo and prepared again, which is why the output above is in source order.
+    const id = partitionWorkflowId(s.spec.name, 0);
+    const latest = await deps.client.workflow.getHandle(id).fetchHistory();
+    const firstRun = latest.events?.[0]?.workflowExecutionStartedEventAttributes?.firstExecutionRunId;
+    assert.ok(firstRun);
+    const first = historyToJSON(await deps.client.workflow.getHandle(id, firstRun).fetchHistory());
+    assert.match(first, /"abortPrepared"/);
+    assert.match(first, /"redoKafka"/);
+    // Three epochs of 100 plus the final empty poll at two epochs per run: continue-as-new, each run replayable.
     assert.ok((await replayAll(s.spec.name, 'redo-continue-as-new')) >= 2, 'the workflow continued as new');
   } finally {
     second.kill('SIGTERM');

@@ -413,6 +413,20 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /**
+     * Withdraws a prepared epoch that was never committed: fences its transactional id
+     * (InitProducerId aborts the open transaction) and rolls back its XA branch. The workflow
+     * uses it for a pipelined epoch e+1 when epoch e must be redone, so that e's redo lands in
+     * the output log before e+1 and source order holds; e+1 is then prepared again.
+     */
+    async abortPrepared(args: CommitArgs): Promise<void> {
+      return edge(async () => {
+        const { spec, prepared } = args;
+        await new PreparedTransaction(cluster, prepared.kafka.transactionalId, spec.kafkaSink.transactionTimeoutMs).begin();
+        await rollbackXid(pool, xidFromString(prepared.xid));
+      });
+    },
+
+    /**
      * The broker aborted the prepared transaction (timeout): produce the epoch again in a fresh
      * transaction and commit it. First fence the id and check definitively that no transaction
      * of this epoch committed (an earlier redo attempt may have).

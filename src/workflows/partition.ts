@@ -33,6 +33,7 @@ import {
   type PartitionState,
   type PartitionStatus,
   type Phase,
+  type KafkaCommitOutcome,
   type PrepareResult,
   type PreparedEpoch,
 } from '../protocol';
@@ -67,6 +68,8 @@ function activityOptions(spec: PartitionInput['spec']): { prepare: ActivityOptio
  *  - prepare(e+1) opens its XA branch only once e's ledger row is committed (afterCommitOf), so
  *    it never waits on e's row locks and a MySQL redo of e never waits on e+1's;
  *  - commits stay in epoch order (commit e+1 is scheduled after commit e completed);
+ *  - if the broker aborted e (timeout), a prepared e+1 is withdrawn before e is redone and then
+ *    prepared again, so e's redo precedes e+1 in the output log;
  *  - nothing prepared is left in flight at continue-as-new, pause or stop.
  * Runs recorded before this patch replay the sequential loop.
  */
@@ -160,7 +163,20 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
         // Awaited in the next iteration; a failure must not count as unhandled before that.
         next.catch(() => undefined);
       }
-      await committing;
+      const kafka = await committing;
+      if (kafka === 'aborted') {
+        // Epoch e's Kafka side was aborted by the broker and must be redone. A pipelined e+1 may
+        // already have written to the output partitions: withdraw it first, so that e's redo
+        // precedes e+1 in the log (source order), and prepare e+1 again afterwards.
+        if (next) {
+          const n = await next;
+          next = undefined;
+          if (n.kind === 'prepared') {
+            await acts.abortPrepared.executeWithOptions({ ...opts.commit, summary: `epoch ${n.epoch}: withdraw (epoch ${r.epoch} is redone first)` }, [{ spec, partition, prepared: n }]);
+          }
+        }
+        await redoEpoch(r);
+      }
       state = {
         ...state,
         epoch: state.epoch + 1,
@@ -178,21 +194,26 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
     }
   }
 
-  async function commitEpoch(p: PreparedEpoch): Promise<void> {
+  /** Commits both sides; resolves to the Kafka outcome ('aborted' = the caller must redo). */
+  function commitEpoch(p: PreparedEpoch): Promise<KafkaCommitOutcome> {
     setPhase('committing');
     // The decision is in history; the commits must finish even if the workflow is cancelled.
-    await CancellationScope.nonCancellable(async () => {
+    return CancellationScope.nonCancellable(async () => {
       const [kafka, mysql] = await Promise.all([
         acts.commitKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: commit Kafka transaction` }, [{ spec, partition, prepared: p }]),
         acts.commitMysql.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: XA COMMIT` }, [{ spec, partition, prepared: p }]),
       ]);
       if (mysql === 'redone') state = { ...state, mysqlRedos: state.mysqlRedos + 1 };
-      if (kafka === 'aborted') {
-        setPhase('redoing');
-        lastError = `epoch ${p.epoch}: Kafka aborted the prepared transaction (transaction timeout); redone`;
-        await acts.redoKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: redo Kafka side` }, [{ spec, partition, prepared: p }]);
-        state = { ...state, redos: state.redos + 1 };
-      }
+      return kafka;
+    });
+  }
+
+  function redoEpoch(p: PreparedEpoch): Promise<void> {
+    setPhase('redoing');
+    lastError = `epoch ${p.epoch}: Kafka aborted the prepared transaction (transaction timeout); redone`;
+    return CancellationScope.nonCancellable(async () => {
+      await acts.redoKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: redo Kafka side` }, [{ spec, partition, prepared: p }]);
+      state = { ...state, redos: state.redos + 1 };
     });
   }
 }

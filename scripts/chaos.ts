@@ -38,6 +38,8 @@ async function main() {
     const r = await runCampaign(o);
     for (const c of r.checks) console.log(`  ${c.ok ? 'PASS' : 'FAIL'}  ${c.name}: ${c.detail}`);
     for (const k of r.kinds) console.log(`  ${k.kind.padEnd(22)} injected ${String(k.injected).padStart(4)}  longest recovery ${k.longestRecoveryMs === null ? '—' : `${(k.longestRecoveryMs / 1000).toFixed(1)} s`}`);
+    // The raw figures, so a report can be re-rendered or compared later.
+    writeFileSync(join(o.runDir, 'campaign', 'result.json'), JSON.stringify(r, null, 2));
     if (out) {
       writeFileSync(out, renderReport(r));
       console.log(`report written to ${out}`);

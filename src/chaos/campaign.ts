@@ -329,7 +329,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
       log(`faults done; producing the rest of the input (${Math.max(0, o.records - feeder.produced)} records) and draining`);
       await feeder.finish();
       await controlPipeline(client, name, 'drain');
-      const drained = await Promise.race([handle.result().then(() => true), sleep(15 * 60_000).then(() => false)]);
+      let timer: NodeJS.Timeout | undefined;
+      const drained = await Promise.race([handle.result().then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), 15 * 60_000)))]);
+      clearTimeout(timer);
       if (!drained) stuck = 'the pipeline did not drain within 15 minutes';
     } else {
       await feeder.stop();

@@ -22,7 +22,7 @@ import { verifyPipeline, type Check, type VerifyReport } from '../verify';
 import { defaultTransforms } from '../worker';
 import { auditRecords, type RangeStats } from './audit';
 import { InputFeeder } from './feeder';
-import { planFaults, type FaultKind, type PlannedFault } from './schedule';
+import { planFaults, POINTS, type FaultKind, type PlannedFault } from './schedule';
 import { services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -423,6 +423,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   };
 }
 
+const TRIGGER_ORDER: string[] = [...POINTS, 'random'];
+
 function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit: CampaignResult['audit']): KindSummary[] {
   const kinds: FaultKind[] = ['worker-kill', 'kafka-restart', 'kafka-restart-hard', 'mariadb-restart', 'mariadb-restart-hard', 'temporal-restart', 'temporal-restart-hard', 'kafka-cut', 'mysql-cut', 'txn-timeout'];
   const out: KindSummary[] = kinds.map((kind) => {
@@ -433,7 +435,10 @@ function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit:
     return {
       kind,
       injected: fs.length,
-      atSteps: [...steps].map(([t, n]) => `${t}×${n}`).join(', '),
+      atSteps: [...steps]
+        .sort(([a], [b]) => TRIGGER_ORDER.indexOf(a) - TRIGGER_ORDER.indexOf(b))
+        .map(([t, n]) => `${t}×${n}`)
+        .join(', '),
       records: fs.reduce((a, f) => a + (f.stats?.records ?? 0), 0),
       duplicates: fs.reduce((a, f) => a + (f.stats?.duplicates ?? 0), 0),
       missing: fs.reduce((a, f) => a + (f.stats?.missing ?? 0), 0),

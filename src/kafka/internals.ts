@@ -141,7 +141,8 @@ export async function fetchPartition(
   const within: any[] = batch.messagesWithinOffset;
   const last = within.length ? Number(within[within.length - 1].offset) : args.fromOffset - 1;
   return {
-    records: batch.messages.map((m: any) => ({
+    // Not batch.messages: kafkajs's aborted-transaction filter misses interleaved transactions (see withoutAborted).
+    records: withoutAborted(within, pd.abortedTransactions).map((m: any) => ({
       offset: Number(m.offset),
       key: m.key ?? null,
       value: m.value ?? null,
@@ -153,6 +154,34 @@ export async function fetchPartition(
     lastStableOffset: Number(pd.lastStableOffset),
     logStartOffset: Number(pd.logStartOffset ?? -1),
   };
+}
+
+/**
+ * The records of a fetch that a read_committed reader may see: control records dropped, and
+ * records of aborted transactions dropped. kafkajs's own filter (consumer/filterAbortedMessages)
+ * assumes the broker lists aborted transactions by first offset and enters at most one per
+ * record; the broker lists them in the order they were aborted. When two transactions on a
+ * partition overlap and the later one is aborted first (pipelined epochs: e+1 prepared while e
+ * commits, both timed out), kafkajs shows the earlier aborted transaction's records as
+ * committed. Here every aborted transaction whose first offset was reached is entered.
+ * (read_uncommitted fetches carry no aborted-transaction list: only control records go.)
+ */
+export function withoutAborted<M extends { offset: string | number; isControlRecord?: boolean; key?: Buffer | null; batchContext: { producerId: string | number; inTransaction: boolean } }>(
+  messages: M[],
+  aborted: { producerId: string | number; firstOffset: string | number }[] | null | undefined,
+): M[] {
+  const pending = [...(aborted ?? [])].sort((a, b) => Number(a.firstOffset) - Number(b.firstOffset));
+  const open = new Set<string>();
+  return messages.filter((m) => {
+    while (pending.length && Number(pending[0]!.firstOffset) <= Number(m.offset)) open.add(String(pending.shift()!.producerId));
+    const producer = String(m.batchContext.producerId);
+    if (m.isControlRecord) {
+      // An ABORT marker (control type 0) ends that producer's aborted transaction.
+      if (m.key && m.key.length >= 4 && m.key.readInt16BE(2) === 0) open.delete(producer);
+      return false;
+    }
+    return !(m.batchContext.inTransaction && open.has(producer));
+  });
 }
 
 /** Latest offset of a partition: the LSO for read_committed, the high watermark for read_uncommitted. */

@@ -4,6 +4,7 @@
  * and its source coordinates (poison records). Kept per source offset, so duplicates and gaps
  * can be attributed to the epochs a fault touched.
  */
+import { spawn } from 'node:child_process';
 import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { ISOLATION, type KafkaCluster } from '../kafka/internals';
 import type { PipelineSpec } from '../spec';
@@ -105,4 +106,80 @@ export async function auditRecords(cluster: KafkaCluster, pool: Pool, spec: Pipe
       return stats(a, (o) => spans.some(([s, e]) => o >= s && o < e));
     },
   };
+}
+
+export interface JavaReadResult {
+  records: number;
+  duplicates: number;
+  missing: number;
+  unexpected: number;
+}
+
+/**
+ * An oracle independent of onceflow's (and kafkajs's) read path: Kafka's own console consumer
+ * with isolation.level=read_committed reads every output partition, and the `src` coordinates
+ * of what it sees are compared with the committed source (one copy per valid record).
+ */
+export async function javaReadCommitted(kafkaLibs: string, brokers: string[], spec: PipelineSpec, partitions: number, cluster: KafkaCluster): Promise<JavaReadResult> {
+  const r: JavaReadResult = { records: 0, duplicates: 0, missing: 0, unexpected: 0 };
+  for (let p = 0; p < partitions; p++) {
+    const expected = new Set<number>();
+    for (const s of await readAll(cluster, spec.source.topic, p, ISOLATION.READ_UNCOMMITTED)) {
+      try {
+        parseEvent(s.value);
+        expected.add(s.offset);
+      } catch {
+        // poison: dead-lettered, no output
+      }
+    }
+    const lines = await consoleConsume(kafkaLibs, brokers, spec.kafkaSink.topic, p);
+    const seen = new Map<number, number>();
+    for (const line of lines) {
+      r.records++;
+      const src = String((JSON.parse(line) as { src?: string }).src ?? '');
+      const [sp, so] = src.split(':');
+      if (Number(sp) !== p || !expected.has(Number(so))) r.unexpected++;
+      else seen.set(Number(so), (seen.get(Number(so)) ?? 0) + 1);
+    }
+    for (const o of expected) {
+      const c = seen.get(o) ?? 0;
+      if (c === 0) r.missing++;
+      if (c > 1) r.duplicates += c - 1;
+    }
+  }
+  return r;
+}
+
+function consoleConsume(kafkaLibs: string, brokers: string[], topic: string, partition: number): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const args = [
+      '-Xmx512m',
+      '-cp',
+      `${kafkaLibs}/*`,
+      'org.apache.kafka.tools.consumer.ConsoleConsumer',
+      '--bootstrap-server',
+      brokers.join(','),
+      '--topic',
+      topic,
+      '--partition',
+      String(partition),
+      '--offset',
+      'earliest',
+      '--isolation-level',
+      'read_committed',
+      '--timeout-ms',
+      '5000',
+    ];
+    const child = spawn('java', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err = (err + d.toString()).slice(-2000)));
+    child.on('error', reject);
+    child.on('exit', () => {
+      const lines = out.split('\n').filter((l) => l.startsWith('{'));
+      if (!/Processed a total of \d+ messages/.test(err)) reject(new Error(`console consumer on ${topic}[${partition}] did not finish: ${err}`));
+      else resolve(lines);
+    });
+  });
 }

@@ -13,14 +13,14 @@ import { Kafka, logLevel } from 'kafkajs';
 import { createPool, type RowDataPacket } from 'mysql2/promise';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { connectClient, controlPipeline, partitionStatus, startPipeline } from '../client';
-import { loadSettings } from '../config';
+import { loadSettings, toolPaths } from '../config';
 import type { FaultPoint } from '../faults';
 import { connectCluster } from '../kafka/internals';
 import { parseGtrid, recoverXids } from '../mysql/xa';
 import { compareSpec, makeEvents, resetPipeline } from '../scenario';
 import { verifyPipeline, type Check, type VerifyReport } from '../verify';
 import { defaultTransforms } from '../worker';
-import { auditRecords, type RangeStats } from './audit';
+import { auditRecords, javaReadCommitted, type JavaReadResult, type RangeStats } from './audit';
 import { InputFeeder } from './feeder';
 import { planFaults, POINTS, type FaultKind, type PlannedFault } from './schedule';
 import { services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
@@ -100,6 +100,7 @@ export interface CampaignResult {
   };
   verify: VerifyReport;
   audit: Awaited<ReturnType<typeof auditRecords>>['totals'];
+  javaRead?: JavaReadResult;
   checks: Check[];
   ok: boolean;
 }
@@ -373,6 +374,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   log('verifying (DESIGN §9) and auditing every record');
   const verify: VerifyReport = await verifyPipeline({ cluster, admin, pool, transforms: defaultTransforms() }, spec);
   const audit = await auditRecords(cluster, pool, spec, o.partitions);
+  // Independent of onceflow's and kafkajs's read path: Kafka's own read_committed consumer.
+  const kafkaLibs = toolPaths({ ONCEFLOW_SERVICES_ENV: envFile }).kafkaLibs;
+  const javaRead: JavaReadResult | undefined = kafkaLibs ? await javaReadCommitted(kafkaLibs, settings.kafka.brokers, spec, o.partitions, cluster) : undefined;
   for (const f of faults) {
     if (!f.injected || f.recoveryMs === undefined) continue;
     const s: RangeStats = { records: 0, duplicates: 0, missing: 0 };
@@ -398,6 +402,11 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     { name: `every fault kind injected at least ${minEach}×`, ok: kinds.every((k) => k.injected >= minEach), detail: kinds.map((k) => `${k.kind} ${k.injected}`).join(', ') },
     { name: 'the pipeline recovered after every fault and drained', ok: stuck === undefined, detail: stuck ?? 'yes' },
     { name: 'per-record audit: one output or dead letter per source record', ok: audit.totals.duplicates === 0 && audit.totals.missing === 0, detail: `${audit.totals.records} records, ${audit.totals.duplicates} duplicate(s), ${audit.totals.missing} missing` },
+    {
+      name: "Kafka's own read_committed consumer (Java) sees each valid record once",
+      ok: javaRead !== undefined && javaRead.duplicates === 0 && javaRead.missing === 0 && javaRead.unexpected === 0 && javaRead.records === verify.totals.outputs,
+      detail: javaRead ? `${javaRead.records} records, ${javaRead.duplicates} duplicate(s), ${javaRead.missing} missing, ${javaRead.unexpected} unexpected` : 'Kafka jars not found',
+    },
     { name: 'poison records dead-lettered once with reason and source coordinates', ok: audit.totals.poison > 0 && audit.totals.deadLetters === audit.totals.poison && audit.totals.deadLettersWithReason === audit.totals.poison, detail: `${audit.totals.poison} poison, ${audit.totals.deadLetters} dead letters, ${audit.totals.deadLettersWithReason} with reason and coordinates` },
     { name: 'no XA branch of a committed epoch left prepared after any recovery', ok: faults.every((f) => f.danglingAfter === 0), detail: `${faults.reduce((a, f) => a + f.danglingAfter, 0)} found` },
     { name: 'the faults really hit', ok: verify.totals.abortedCopies > 0 && evidence.workerSigkills >= injectedKinds.find((k) => k.kind === 'worker-kill')!.injected && evidence.sinkThrows > 0, detail: `${verify.totals.abortedCopies} aborted copies visible to read_uncommitted, ${evidence.workerSigkills} worker SIGKILLs, ${evidence.sinkThrows} sink throws, ${evidence.redosKafka} Kafka redos` },
@@ -418,6 +427,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     evidence,
     verify,
     audit: audit.totals,
+    ...(javaRead ? { javaRead } : {}),
     checks,
     ok: checks.every((c) => c.ok),
   };

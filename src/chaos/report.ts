@@ -63,6 +63,7 @@ export function renderReport(r: CampaignResult): string {
   out.push(`| read_committed outputs | ${v.totals.outputs} |`);
   out.push(`| duplicates (verifyPipeline / per-record audit) | ${v.totals.duplicates} / ${r.audit.duplicates} |`);
   out.push(`| missing (verifyPipeline / per-record audit) | ${v.totals.missing} / ${r.audit.missing} |`);
+  if (r.javaRead) out.push(`| Kafka's own read_committed console consumer: records / duplicates / missing | ${r.javaRead.records} / ${r.javaRead.duplicates} / ${r.javaRead.missing} |`);
   out.push(`| dead letters (poison records) | ${r.audit.deadLetters} (${r.audit.poison}), ${r.audit.deadLettersWithReason} with reason and source coordinates |`);
   out.push(`| dangling XA branches (XA RECOVER) | ${v.totals.preparedXaBranches} |`);
   out.push(`| hanging transactions (partitions with LSO < high watermark) | ${v.totals.hangingPartitions} |`);
@@ -92,7 +93,7 @@ export function renderReport(r: CampaignResult): string {
   out.push('- `src/chaos/campaign.ts` brings up an isolated stack (`scripts/services.sh` with its own run directory and port base, and one proxied Kafka listener per worker), starts two worker processes (`src/chaos/worker.ts`), each talking to Kafka and MySQL through its own TCP proxy (`src/chaos/proxy.ts`), starts the pipeline and feeds the input as a live stream.');
   out.push('- The schedule (`src/chaos/schedule.ts`) is drawn from the seed. A fault at a named protocol step is armed as a rule in the workers\' faults file (`ONCEFLOW_FAULTS_FILE`, src/faults.ts) for the next-but-one epoch of a partition: `crash` for a worker kill, otherwise a short stall whose log line tells the campaign that the worker is at that step — then the service restart or network cut is injected while the epoch sits there. `redo.start` is reached by first stalling that epoch\'s commit past the transaction timeout.');
   out.push('- One fault at a time; the next is injected only after the pipeline made progress again. Worker processes that die are restarted after 0.5 s.');
-  out.push('- The verdict is `verifyPipeline` (DESIGN §9) plus a per-record audit (`src/chaos/audit.ts`).');
+  out.push('- The verdict is `verifyPipeline` (DESIGN §9) plus a per-record audit (`src/chaos/audit.ts`) and, as an oracle that shares no code with onceflow\'s read path, Kafka\'s own Java console consumer reading every output partition with `isolation.level=read_committed`.');
   out.push('');
   return out.join('\n');
 }

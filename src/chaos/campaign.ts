@@ -388,7 +388,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     }
     f.stats = s;
   }
-  evidence.workerSigkills = workers.exits.filter((x) => x.signal === 'SIGKILL').length;
+  evidence.workerSigkills = workers.exits.filter((x) => x.signal === 'SIGKILL' && !x.duringStop).length;
   evidence.workerRestarts = workers.starts - o.workers;
   evidence.proxyResets = [...proxies.kafka, ...proxies.mysql].reduce((a, p) => a + p.resets, 0);
   evidence.inputSendRetries = feeder.sendErrors;

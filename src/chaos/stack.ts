@@ -76,6 +76,8 @@ export interface WorkerExit {
   signal: NodeJS.Signals | null;
   code: number | null;
   at: number;
+  /** Exited while the supervisor was stopping the workers (not a fault). */
+  duringStop: boolean;
 }
 
 /**
@@ -117,7 +119,7 @@ export class WorkerSupervisor {
       for (const l of lines) this.onLine(i, l);
     });
     child.on('exit', (code, signal) => {
-      this.exits.push({ worker: i, pid: child.pid ?? -1, code, signal, at: Date.now() });
+      this.exits.push({ worker: i, pid: child.pid ?? -1, code, signal, at: Date.now(), duringStop: this.stopping });
       log.write(`--- ${new Date().toISOString()} worker ${i} pid=${child.pid} exited code=${code} signal=${signal}\n`);
       if (this.procs[i] === child) this.procs[i] = undefined;
       if (!this.stopping) setTimeout(() => !this.stopping && this.spawnOne(i), 500);

@@ -380,7 +380,13 @@ export function createActivities(deps: ActivityDeps) {
       return edge(async () => {
         const { spec, partition, prepared } = args;
         const started = Date.now();
-        const r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
+        let r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
+        // Attached: the preparing worker's session is still closing (it was destroyed right after
+        // XA PREPARE). That clears within milliseconds; look again shortly before an activity retry.
+        for (let i = 0; r === 'attached' && i < 40; i++) {
+          await sleep(25);
+          r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
+        }
         if (r === 'attached') throw new TransientError(`XA branch ${prepared.xid} is still attached to its preparing session; retrying`);
         if (r === 'committed' || r === 'already') {
           observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started });

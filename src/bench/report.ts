@@ -10,6 +10,9 @@ export const END = '<!-- bench:end -->';
 const f0 = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '–');
 const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
 const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '–');
+const engineExtra = (e: { loopDelayP99Ms?: number; loopDelayMaxMs?: number; servicesCpuMsPer1k?: { temporal: number; kafka: number; mariadb: number } }) =>
+  `${e.loopDelayP99Ms === undefined ? '–' : `${f0(e.loopDelayP99Ms)} / ${f0(e.loopDelayMaxMs ?? NaN)}`} | ${e.servicesCpuMsPer1k ? `${f1(e.servicesCpuMsPer1k.temporal)} / ${f1(e.servicesCpuMsPer1k.kafka)} / ${f1(e.servicesCpuMsPer1k.mariadb)}` : '–'}`;
+const locks = (e: { rowLockWaits?: number; rowLockWaitMs?: number }) => (e.rowLockWaits === undefined ? '–' : `${f0(e.rowLockWaits)} (${f0(e.rowLockWaitMs ?? NaN)})`);
 
 export function bars(r: BenchResult): { label: string; value: number }[] {
   return [
@@ -67,16 +70,16 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   );
   L.push('', `![records/s](${svgName})`, '');
   const bC = before ? new Map(before.C.map((c) => [c.epochMaxRecords, c])) : undefined;
-  L.push(`| run | records/s | C/B | C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | verified |${before ? ' before: records/s | before: C/B |' : ''}`);
-  L.push(`|---|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`);
+  L.push(`| run | records/s | C/B | C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`);
+  L.push(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`);
   const empty = before ? ' | |' : '';
-  L.push(`| A plain — ProducerPerformance acks=all | ${f0(r.A.plain.recordsPerSec)} | | | | | | | |${before ? ` ${f0(before.A.plain.recordsPerSec)} | |` : ''}`);
-  L.push(`| A transactional — ${r.options.perfTransactionMs} ms transactions | ${f0(r.A.transactional.recordsPerSec)} | | | | | | | |${before ? ` ${f0(before.A.transactional.recordsPerSec)} | |` : ''}`);
-  L.push(`| B at-least-once (kafkajs + batched upserts) | ${f0(r.B.recordsPerSec)} | | | | ${f2(r.B.cpuCores)} | ${f1(r.B.cpuMsPer1kRecords)} | ${f0(r.B.peakRssMb)} | n/a |${before ? ` ${f0(before.B.recordsPerSec)} | |` : empty}`);
+  L.push(`| A plain — ProducerPerformance acks=all | ${f0(r.A.plain.recordsPerSec)} | | | | | | | | | | |${before ? ` ${f0(before.A.plain.recordsPerSec)} | |` : ''}`);
+  L.push(`| A transactional — ${r.options.perfTransactionMs} ms transactions | ${f0(r.A.transactional.recordsPerSec)} | | | | | | | | | | |${before ? ` ${f0(before.A.transactional.recordsPerSec)} | |` : ''}`);
+  L.push(`| B at-least-once (kafkajs + batched upserts) | ${f0(r.B.recordsPerSec)} | | | | ${f2(r.B.cpuCores)} | ${f1(r.B.cpuMsPer1kRecords)} | ${f0(r.B.peakRssMb)} | ${engineExtra(r.B)} | ${locks(r.B)} | n/a |${before ? ` ${f0(before.B.recordsPerSec)} | |` : empty}`);
   for (const c of r.C) {
     const b = bC?.get(c.epochMaxRecords);
     L.push(
-      `| C onceflow, epoch.maxRecords ${c.epochMaxRecords} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** | ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${f1(c.cpuMsPer1kRecords)} | ${f0(c.peakRssMb)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
+      `| C onceflow, epoch.maxRecords ${c.epochMaxRecords} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** | ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${f1(c.cpuMsPer1kRecords)} | ${f0(c.peakRssMb)} | ${engineExtra(c)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
         (before ? ` ${b ? f0(b.recordsPerSec) : '–'} | ${b ? f2(b.vsB) : '–'} |` : ''),
     );
   }

@@ -7,8 +7,8 @@
  * at a paced input rate. The engines under test run in child processes (CPU, peak memory).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { cpus, homedir, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Kafka, logLevel, type Admin } from 'kafkajs';
 import { createPool, type Pool } from 'mysql2/promise';
@@ -63,6 +63,14 @@ export interface EngineRun {
   cpuCores: number;
   cpuMsPer1kRecords: number;
   peakRssMb: number;
+  /** event-loop delay of the engine process (p99, max ms) */
+  loopDelayP99Ms: number;
+  loopDelayMaxMs: number;
+  /** CPU ms per 1,000 records spent by the services during the run (the engine's own is cpuMsPer1kRecords) */
+  servicesCpuMsPer1k: ServiceCpu;
+  /** InnoDB row lock waits during the run (global status delta): contention on the sink table's keys */
+  rowLockWaits: number;
+  rowLockWaitMs: number;
 }
 
 export interface CRun extends EngineRun {
@@ -246,7 +254,55 @@ function runPerf(libs: string, brokers: string, topic: string, n: number, bytes:
   };
 }
 
-function engineRun(records: number, firstAt: number, lastAt: number, startedAt: number, doneAt: number, u: Usage): EngineRun {
+export interface ServiceCpu {
+  temporal: number;
+  kafka: number;
+  mariadb: number;
+}
+
+/** CPU time (ms) used so far by the stack's servers, found by their command lines naming the run directory. */
+function serviceCpu(): ServiceCpu {
+  const runDir = process.env.ONCEFLOW_RUN_DIR || join(homedir(), '.cache', 'onceflow', 'run');
+  const out: ServiceCpu = { temporal: 0, kafka: 0, mariadb: 0 };
+  for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    try {
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+      if (!cmd.includes(`${runDir}/`)) continue;
+      const kind: keyof ServiceCpu | undefined = cmd.includes('kafka.Kafka') ? 'kafka' : cmd.includes('mariadbd') ? 'mariadb' : cmd.includes('start-dev') ? 'temporal' : undefined;
+      if (!kind) continue;
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      out[kind] += ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, in clock ticks of 10 ms
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return out;
+}
+
+interface LockStatus {
+  waits: number;
+  ms: number;
+}
+
+interface Probe {
+  locks: LockStatus;
+  cpu: ServiceCpu;
+}
+
+async function probe(pool: Pool): Promise<Probe> {
+  return { locks: await rowLocks(pool), cpu: serviceCpu() };
+}
+
+async function rowLocks(pool: Pool): Promise<LockStatus> {
+  const [rows] = await pool.query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time')");
+  const get = (n: string) => Number((rows as { Variable_name: string; Value: string }[]).find((r) => r.Variable_name === n)?.Value ?? NaN);
+  return { waits: get('Innodb_row_lock_waits'), ms: get('Innodb_row_lock_time') };
+}
+
+function engineRun(records: number, firstAt: number, lastAt: number, startedAt: number, doneAt: number, u: Usage, probes: [Probe, Probe]): EngineRun {
+  const [a, b] = probes;
+  const per1k = (k: keyof ServiceCpu) => ((b.cpu[k] - a.cpu[k]) / records) * 1000;
   const active = (lastAt - firstAt) / 1000;
   return {
     records,
@@ -257,6 +313,11 @@ function engineRun(records: number, firstAt: number, lastAt: number, startedAt: 
     cpuCores: u.cpuMs / u.wallMs,
     cpuMsPer1kRecords: (u.cpuMs / records) * 1000,
     peakRssMb: u.peakRssMb,
+    loopDelayP99Ms: u.loopDelayP99Ms,
+    loopDelayMaxMs: u.loopDelayMaxMs,
+    servicesCpuMsPer1k: { temporal: per1k('temporal'), kafka: per1k('kafka'), mariadb: per1k('mariadb') },
+    rowLockWaits: b.locks.waits - a.locks.waits,
+    rowLockWaitMs: b.locks.ms - a.locks.ms,
   };
 }
 
@@ -418,6 +479,7 @@ async function runBaseline(deps: Deps, spec: PipelineSpec, n: number, partitions
   await createTopics(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic], partitions);
   const child = new Child('baseline.ts', {});
   await child.ready();
+  const locks0 = await probe(deps.pool);
   child.send({ type: 'mark' });
   const startedAt = Date.now();
   child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions } satisfies BaselineArgs });
@@ -425,10 +487,11 @@ async function runBaseline(deps: Deps, spec: PipelineSpec, n: number, partitions
   const count = () => batches().reduce((a, b) => a + b.records, 0);
   await waitFor(`baseline to process ${n} records`, () => count() >= n, 900_000, () => child.check());
   const doneAt = Date.now();
+  const locks1 = await probe(deps.pool);
   const u = await child.stop();
   const firstAt = Math.min(...batches().map((b) => b.readAt));
   const lastAt = Math.max(...batches().map((b) => b.doneAt));
-  return engineRun(count(), firstAt, lastAt, startedAt, doneAt, u);
+  return engineRun(count(), firstAt, lastAt, startedAt, doneAt, u, [locks0, locks1]);
 }
 
 async function startWorker(deps: Deps, taskQueue: string): Promise<Child> {
@@ -444,19 +507,21 @@ async function verify(deps: Deps, spec: PipelineSpec): Promise<{ ok: boolean; fa
 
 async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number): Promise<{ run: EngineRun; split: EpochSplit; verified: boolean; failedChecks: string[] }> {
   const child = await startWorker(deps, `${spec.name}-tq`);
+  const locks0 = await probe(deps.pool);
   child.send({ type: 'mark' });
   const startedAt = Date.now();
   const handle = await startPipeline(deps.client, spec, `${spec.name}-tq`);
   await controlPipeline(deps.client, spec.name, 'drain');
   const results = await handle.result();
   const doneAt = Date.now();
+  const locks1 = await probe(deps.pool);
   const u = await child.stop();
   const events = child.events as ObservedEvent[];
   const records = results.reduce((a, r) => a + r.state.records, 0);
   if (records !== n) throw new Error(`onceflow committed ${records} records, expected ${n}`);
   const { firstAt, lastAt } = activeSpan(events);
   const v = await verify(deps, spec);
-  return { run: engineRun(records, firstAt, lastAt, startedAt, doneAt, u), split: epochSplit(events), verified: v.ok, failedChecks: v.failed };
+  return { run: engineRun(records, firstAt, lastAt, startedAt, doneAt, u, [locks0, locks1]), split: epochSplit(events), verified: v.ok, failedChecks: v.failed };
 }
 
 async function runLatency(deps: Deps, engine: 'B' | 'C', name: string, rate: number, opts: BenchOptions, created: PipelineSpec[]): Promise<LatencyRun> {

@@ -284,7 +284,9 @@ export class PreparedTransaction {
  * be resolved by reading the progress marker (see progress.ts).
  */
 export async function endTxn(cluster: KafkaCluster, h: TxnHandle, commit: boolean): Promise<EndTxnOutcome> {
-  const retrier = createRetry({ retries: 8, initialRetryTime: 100, maxRetryTime: 2000 });
+  // CONCURRENT_TRANSACTIONS (a commit of the same transaction from elsewhere still completing)
+  // clears within milliseconds: start retrying soon.
+  const retrier = createRetry({ retries: 10, initialRetryTime: 20, maxRetryTime: 2000 });
   return retrier(async (bail: (e: Error) => void) => {
     let coordinator: any;
     try {

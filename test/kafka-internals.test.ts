@@ -5,7 +5,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectCluster, endTxn, fetchPartition, ISOLATION, latestOffset, PreparedTransaction, type KafkaCluster } from '../src/kafka/internals';
+import { connectCluster, endTxn, fetchPartition, ISOLATION, latestOffset, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
 import { encodeMarker, findCommittedMarker, waitDecided } from '../src/kafka/progress';
 import { createTopic } from '../src/scenario';
 import { openDeps, uniqueName, type Deps } from './support/env';
@@ -84,4 +84,46 @@ test('a progress marker decides: found once committed, absent once aborted', asy
   assert.equal(await findCommittedMarker(deps.cluster, topic, 0, 7, m1!.baseOffset, { timeoutMs: 10_000 }), null);
   const found = await findCommittedMarker(deps.cluster, topic, 0, 8, m2!.baseOffset, { timeoutMs: 10_000 });
   assert.equal(found?.epoch, 8);
+});
+
+// Found by the fault campaign (seed 20261130): with two overlapping transactions on a partition,
+// the later aborted first, kafkajs's own filter showed the earlier aborted one as committed.
+test('read_committed drops interleaved aborted transactions whatever order they were aborted in (real broker)', async () => {
+  const topic = uniqueName('int-interleaved');
+  await createTopic(deps.admin, topic, 1);
+  const a = new PreparedTransaction(deps.cluster, uniqueName('tid-a'), 60_000);
+  const b = new PreparedTransaction(deps.cluster, uniqueName('tid-b'), 60_000);
+  const c = new PreparedTransaction(deps.cluster, uniqueName('tid-c'), 60_000);
+  const ha = await a.begin();
+  const hb = await b.begin();
+  await a.send([{ topic, messages: [{ value: 'a1', partition: 0 }] }]); // offset 0
+  await b.send([{ topic, messages: [{ value: 'b1', partition: 0 }] }]); // offset 1
+  await a.send([{ topic, messages: [{ value: 'a2', partition: 0 }] }]); // offset 2
+  // The later transaction is aborted first: the broker lists the aborted transactions as [b, a].
+  assert.equal(await endTxn(other, hb, false), 'ok');
+  assert.equal(await endTxn(other, ha, false), 'ok');
+  const hc = await c.begin();
+  const [meta] = await c.send([{ topic, messages: [{ value: 'c1', partition: 0 }] }]);
+  assert.equal(await endTxn(other, hc, true), 'ok');
+  await waitDecided(deps.cluster, topic, 0, meta!.baseOffset, { timeoutMs: 10_000 });
+
+  for (const fromOffset of [0, 1, 2]) {
+    const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
+    assert.deepEqual(r.records.map((x) => x.value?.toString()), ['c1'], `read_committed from offset ${fromOffset} shows only the committed record`);
+  }
+  const all = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED });
+  assert.deepEqual(all.records.map((x) => x.value?.toString()), ['a1', 'b1', 'a2', 'c1'], 'read_uncommitted shows the aborted records too');
+});
+
+test('withoutAborted: enters every aborted transaction reached, leaves it at its ABORT marker, keeps committed ones', () => {
+  const ABORT = Buffer.from([0, 0, 0, 0]);
+  const COMMIT = Buffer.from([0, 0, 0, 1]);
+  const rec = (offset: number, producerId: string, inTransaction = true) => ({ offset: String(offset), batchContext: { producerId, inTransaction } });
+  const ctl = (offset: number, producerId: string, key: Buffer) => ({ offset: String(offset), isControlRecord: true, key, batchContext: { producerId, inTransaction: true } });
+  const messages = [rec(10, '1'), rec(11, '2'), rec(12, '3'), ctl(13, '2', ABORT), ctl(14, '1', ABORT), ctl(15, '3', COMMIT), rec(16, '1'), rec(17, '4', false)];
+  // Listed in abort order, not by first offset (as the broker does).
+  const visible = withoutAborted(messages, [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]);
+  assert.deepEqual(visible.map((m) => m.offset), ['12', '16', '17']);
+  // A fetch starting inside both aborted transactions.
+  assert.deepEqual(withoutAborted(messages.slice(2), [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]).map((m) => m.offset), ['12', '16', '17']);
 });

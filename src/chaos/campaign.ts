@@ -16,7 +16,7 @@ import { connectClient, controlPipeline, partitionStatus, startPipeline } from '
 import { loadSettings, toolPaths } from '../config';
 import type { FaultPoint } from '../faults';
 import { connectCluster } from '../kafka/internals';
-import { parseGtrid, recoverXids } from '../mysql/xa';
+import { parseGtrid, recoverXids, xidToString } from '../mysql/xa';
 import { compareSpec, makeEvents, resetPipeline } from '../scenario';
 import { verifyPipeline, type Check, type VerifyReport } from '../verify';
 import { defaultTransforms } from '../worker';
@@ -222,13 +222,23 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     const [rows] = await pool.query<RowDataPacket[]>('SELECT source_partition AS p, MIN(epoch) AS e FROM onceflow_ledger WHERE pipeline = ? AND committed_at > ? GROUP BY source_partition', [name, since]);
     return new Map(rows.map((r) => [Number(r.p), Number(r.e)]));
   };
-  const danglingNow = async (): Promise<number> => {
+  const danglingOnce = async (): Promise<string[]> => {
     const max = await ledgerMax();
     const prepared = await recoverXids(pool, `of:${name}:`);
-    return prepared.filter((x) => {
-      const g = parseGtrid(x.gtrid);
-      return g !== null && g.epoch <= (max.get(g.partition) ?? -1);
-    }).length;
+    return prepared
+      .filter((x) => {
+        const g = parseGtrid(x.gtrid);
+        return g !== null && g.epoch <= (max.get(g.partition) ?? -1);
+      })
+      .map(xidToString);
+  };
+  /** Prepared branches of committed epochs that are still there 3 s later (not a commit in flight). */
+  const danglingNow = async (): Promise<string[]> => {
+    const first = await danglingOnce();
+    if (first.length === 0) return [];
+    await sleep(3000);
+    const again = new Set(await danglingOnce());
+    return first.filter((x) => again.has(x));
   };
   const retryDb = async <T>(fn: () => Promise<T>): Promise<T> => {
     for (let i = 0; ; i++) {
@@ -321,7 +331,12 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
       }
       rec.recoveryMs = Date.now() - t0;
       rec.affected = partitions.map((p) => ({ partition: p, afterEpoch: before.get(p) ?? -1, throughEpoch: progressed.get(p)! }));
-      rec.danglingAfter = await retryDb(danglingNow);
+      const dangling = await retryDb(danglingNow);
+      rec.danglingAfter = dangling.length;
+      if (dangling.length) {
+        rec.note += `prepared branches of committed epochs after recovery: ${dangling.join(', ')}; `;
+        log(`#${f.n} ${f.kind}: ${rec.note}`);
+      }
       log(`#${f.n}/${plan.length} ${f.kind} @ ${f.trigger}${rec.epoch !== undefined ? ` (partition ${f.partition} epoch ${rec.epoch}, worker ${rec.hitWorker})` : ''}: recovered in ${(rec.recoveryMs / 1000).toFixed(1)} s; input ${feeder.produced}`);
     }
     arm([]);

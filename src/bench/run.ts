@@ -339,7 +339,14 @@ function watchOutputs(cluster: KafkaCluster, topic: string, partitions: number) 
   const loops = Array.from({ length: partitions }, async (_, p) => {
     let next = 0;
     while (!stop) {
-      const r = await fetchPartition(cluster, { topic, partition: p, fromOffset: next, maxBytes: 4 << 20, maxWaitMs: 100, isolation: ISOLATION.READ_COMMITTED });
+      let r;
+      try {
+        r = await fetchPartition(cluster, { topic, partition: p, fromOffset: next, maxBytes: 4 << 20, maxWaitMs: 100, isolation: ISOLATION.READ_COMMITTED });
+      } catch {
+        // e.g. UNKNOWN_TOPIC_OR_PARTITION while a new topic's metadata propagates: poll again
+        await sleep(50);
+        continue;
+      }
       const now = Date.now();
       for (const rec of r.records) {
         const src = (JSON.parse(rec.value?.toString('utf8') ?? '{}') as { src?: string }).src;

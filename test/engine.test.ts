@@ -80,7 +80,7 @@ test('a worker killed with SIGKILL after prepare and before commit: a new worker
   const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   const handle = await start(deps, s);
   const code = await doomed.exited;
-  assert.equal(code, -1, 'the first worker died of SIGKILL at commit.before');
+  assert.equal(code, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
   const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   try {
     const [result] = await drainAndWait(deps, s, handle);
@@ -100,7 +100,7 @@ test('a Kafka transaction aborted by the broker (timeout) before commit is redon
   const s = await prepareScenario(deps, { prefix: 'timeout', records: 300, partitions: 1, transactionTimeoutMs: 3000, epochsPerRun: 2 });
   const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   const handle = await start(deps, s);
-  assert.equal(await doomed.exited, -1);
+  assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
   // The commit activity is retried only after its heartbeat timeout (10 s), well past the 3 s
   // transaction timeout: by then the broker has aborted epoch 0's prepared transaction.
   const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });

@@ -25,7 +25,7 @@ export const openDeps = (): Promise<Deps> => openConnections(loadSettings(), 'on
 const ROOT = join(__dirname, '..', '..');
 
 /** A worker in its own process (so a test can SIGKILL it), with optional fault injection. */
-export function spawnWorker(taskQueue: string, env: Record<string, string> = {}): ChildProcess & { exited: Promise<number | null> } {
+export function spawnWorker(taskQueue: string, env: Record<string, string> = {}): ChildProcess & { exited: Promise<number | null>; stderrText: string } {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'worker.ts')], {
     cwd: ROOT,
     env: { ...process.env, ONCEFLOW_TASK_QUEUE: taskQueue, ...env },
@@ -37,7 +37,8 @@ export function spawnWorker(taskQueue: string, env: Record<string, string> = {})
     if (stderr.length > 20000) stderr = stderr.slice(-10000);
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? -1 : null))));
-  return Object.assign(child, { exited, get stderr() { return stderr; } });
+  // defineProperty, not Object.assign: assign would copy the getter's value ('') once.
+  return Object.defineProperties(child, { exited: { value: exited }, stderrText: { get: () => stderr } }) as ChildProcess & { exited: Promise<number | null>; stderrText: string };
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

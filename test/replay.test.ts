@@ -3,7 +3,8 @@
  * redo after a broker-aborted transaction, continue-as-new) must replay with the current
  * workflow code; a deliberately nondeterministic change must be caught.
  *
- * Re-record with: ONCEFLOW_RECORD_HISTORIES=1 npm test -- test/engine.test.ts
+ * Re-record with: ONCEFLOW_RECORD_HISTORIES=1 npm test -- test/engine.test.ts (writes partition-*.json;
+ * sequential-*.json were recorded before the pipelined loop and are kept to guard its patch).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -23,12 +24,20 @@ function currentBundle() {
   return codePath ? { workflowBundle: { codePath } } : { workflowsPath: require.resolve('../src/workflows') };
 }
 
-test('checked-in histories cover retries, a redo and continue-as-new', () => {
-  const all = files.map((f) => readFileSync(join(dir, f), 'utf8')).join('\n');
-  assert.ok(files.length >= 3, `histories: ${files.join(', ')}`);
-  assert.match(all, /compare sink failed/, 'a history with failed prepare attempts');
-  assert.match(all, /redoKafka/, 'a history with a redo');
-  assert.match(all, /ContinuedAsNew/, 'a history that continued as new');
+test('checked-in histories cover retries, a redo and continue-as-new, for the sequential and the pipelined loop', () => {
+  const text = (f: string) => readFileSync(join(dir, f), 'utf8');
+  const sequential = files.filter((f) => f.startsWith('sequential-')).map(text).join('\n');
+  const pipelined = files.filter((f) => !f.startsWith('sequential-')).map(text).join('\n');
+  assert.ok(files.length >= 6, `histories: ${files.join(', ')}`);
+  for (const [name, all] of [['sequential', sequential], ['pipelined', pipelined]] as const) {
+    assert.match(all, /compare sink failed/, `${name}: a history with failed prepare attempts`);
+    assert.match(all, /"redoKafka"/, `${name}: a history with a redo`);
+    assert.match(all, /ContinuedAsNew/, `${name}: a history that continued as new`);
+  }
+  // Recorded before and after patched('pipelined-epochs-v1'): both branches of the patch replay.
+  assert.doesNotMatch(sequential, /core_patch/);
+  assert.match(pipelined, /core_patch/);
+  assert.match(pipelined, /"abortPrepared"/, 'pipelined: a withdrawn e+1 before a redo');
 });
 
 test('every recorded history replays with the current workflow code', async () => {

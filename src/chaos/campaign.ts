@@ -40,8 +40,10 @@ export interface CampaignOptions {
   txnTimeouts: number;
   transactionTimeoutMs: number;
   maxRecords: number;
-  /** The compare sink throws mid-batch on the first attempt of every n-th epoch. */
+  /** The compare sink throws mid-batch on the first attempt of every n-th epoch… */
   compareFailEveryNthEpoch: number;
+  /** …once more than this many records of the epoch were written. */
+  compareFailAfter: number;
   poisonEvery: number;
   portBase: number;
   runDir: string;
@@ -156,7 +158,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     source: { topic: `${name}.in` },
     kafkaSink: { topic: `${name}.out`, transactionTimeoutMs: o.transactionTimeoutMs },
     epoch: { maxRecords: o.maxRecords, maxWaitMs: 1000 },
-    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, compareFailAfter: 10, compareFailEveryNthEpoch: o.compareFailEveryNthEpoch },
+    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, compareFailAfter: o.compareFailAfter, compareFailEveryNthEpoch: o.compareFailEveryNthEpoch },
   });
   await resetPipeline(admin, pool, spec, o.partitions);
   const { values } = makeEvents(o.records * 5, o.seed, o.poisonEvery);

@@ -17,6 +17,7 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
       randomEach: 2,
       txnTimeouts: 5,
       compareFailEveryNthEpoch: 40,
+      compareFailAfter: 10,
       poisonEvery: 9973,
       portBase: 17000,
       runDir: join(home, 'chaos-run'),
@@ -31,6 +32,8 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
     randomEach: 0,
     txnTimeouts: 1,
     compareFailEveryNthEpoch: 10,
+    // The short stream gives epochs of about ten records: fail after two so the sink really throws.
+    compareFailAfter: 2,
     poisonEvery: 499,
     portBase: 18000,
     runDir: join(home, 'chaos-test-run'),

@@ -39,7 +39,7 @@ export function renderReport(r: CampaignResult): string {
   out.push(`| pipeline | \`${r.pipeline}\` (workflow \`${r.workflowId}\`) |`);
   out.push(`| input records (committed source) | ${v.totals.sourceRecords} (${r.audit.poison} poison), ${o.partitions} partitions, live stream at ${o.ratePerSecond}/s while faults ran |`);
   out.push(`| workers | ${o.workers} processes, each through its own TCP proxies to Kafka and MySQL |`);
-  out.push(`| epochs | at most ${o.maxRecords} records; Kafka transaction timeout ${o.transactionTimeoutMs} ms; compare sink fails every ${o.compareFailEveryNthEpoch}th epoch |`);
+  out.push(`| epochs | at most ${o.maxRecords} records; Kafka transaction timeout ${o.transactionTimeoutMs} ms; compare sink fails after ${o.compareFailAfter} records in every ${o.compareFailEveryNthEpoch}th epoch |`);
   out.push(`| faults | ${r.faults.filter((f) => f.injected).length} injected one at a time (schedule mode \`${o.mode}\`), plus sink throws and poison records in the data |`);
   out.push(`| duration | ${secs(r.durationMs)} |`);
   out.push('');

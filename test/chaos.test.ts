@@ -1,8 +1,8 @@
 /**
  * The short fault campaign (issue 4): the same code as `npm run chaos`, with fewer records and
  * each fault kind once, on its own isolated service stack (port base 18000, started and
- * stopped here through scripts/services.sh). The seed is random unless ONCEFLOW_CHAOS_SEED is
- * set, and printed, so a failure can be replayed with `npm run chaos -- --short --seed N`.
+ * stopped here through scripts/services.sh). The seed is fixed unless ONCEFLOW_CHAOS_SEED is
+ * set; it is printed, so a failure can be replayed with `npm run chaos -- --short --seed N`.
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +11,11 @@ import { presetOptions } from '../src/chaos/presets';
 import { INJECTED_KINDS } from '../src/chaos/schedule';
 import { services } from '../src/chaos/stack';
 
-const seed = process.env.ONCEFLOW_CHAOS_SEED ? Number(process.env.ONCEFLOW_CHAOS_SEED) : Math.floor(Math.random() * 1_000_000);
+// A fixed seed by default, so the test gate runs the same fault schedule every time (timings
+// still vary); ONCEFLOW_CHAOS_SEED=<n> picks another, =random explores. npm run chaos explores too.
+const DEFAULT_SEED = 284101;
+const seedEnv = process.env.ONCEFLOW_CHAOS_SEED;
+const seed = seedEnv === 'random' ? Math.floor(Math.random() * 1_000_000) : seedEnv ? Number(seedEnv) : DEFAULT_SEED;
 const started = Date.now();
 const options = presetOptions('short', seed, (s) => process.stderr.write(`[chaos seed ${seed} +${((Date.now() - started) / 1000).toFixed(0)}s] ${s}\n`));
 

@@ -11,7 +11,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { Faults, parseFaults } from '../src/faults';
 import { ISOLATION } from '../src/kafka/internals';
-import { epochGtrid, rollbackXid, xidSql } from '../src/mysql/xa';
+import { epochGtrid, recoverXids, rollbackXid, xidSql } from '../src/mysql/xa';
 import { partitionWorkflowId } from '../src/spec';
 import { readAll } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';
@@ -230,3 +230,29 @@ function causes(e: unknown): string {
   }
   return parts.join(' <- ');
 }
+
+test('an XA branch rolled back behind the pipeline before its commit is redone from the source; the ledger row decides', { timeout: 240_000 }, async () => {
+  const s = await prepareScenario(deps, { prefix: 'xagone', records: 200, partitions: 1 });
+  // The MySQL commit of epoch 0 stalls 4 s; meanwhile the prepared branch is rolled back from outside.
+  const faults = new Faults(parseFaults('commit.mysql@epoch=0@partition=0:stall=4000'));
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, faults, worker: { workflowBundle: bundle() } });
+  const running = w.run();
+  try {
+    const handle = await start(deps, s);
+    const gtrid = epochGtrid(s.spec.name, 0, 0);
+    const rolledBack = await waitUntil('epoch 0 prepared', async () => {
+      const [x] = await recoverXids(deps.pool, gtrid);
+      return x && x.gtrid === gtrid && (await rollbackXid(deps.pool, x)) === 'rolled-back' ? x : undefined;
+    }, 30_000, 50);
+    assert.equal(rolledBack.gtrid, gtrid);
+    const [result] = await drainAndWait(deps, s, handle);
+    assert.equal(result?.state.mysqlRedos, 1, 'the vanished branch was redone in a local transaction');
+    const report = await verify(deps, s);
+    assert.ok(report.ok, failedChecks(report));
+    const [rows] = await deps.pool.query('SELECT redo FROM onceflow_ledger WHERE pipeline = ? AND epoch = 0', [s.spec.name]);
+    assert.deepEqual(rows, [{ redo: 1 }]);
+  } finally {
+    w.shutdown();
+    await running;
+  }
+});

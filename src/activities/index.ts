@@ -14,7 +14,7 @@ import { ConfigError, OnceflowError, ReconcileMismatch, TransientError, errorMes
 import { Faults, type FaultPoint } from '../faults';
 import { PreparedTransaction, earliestOffset, endTxn, latestOffset, ISOLATION, type KafkaCluster } from '../kafka/internals';
 import { committedMarkers, encodeMarker, findCommittedMarker, lastCommittedMarker, waitDecided, type Marker } from '../kafka/progress';
-import { createTableSql, detectDialect, writeRows, type Dialect } from '../mysql/sink';
+import { createTableSql, detectDialect, inLocalTransaction, writeRows, type Dialect } from '../mysql/sink';
 import {
   ER_DUP_ENTRY,
   commitBranch,
@@ -380,6 +380,7 @@ export function createActivities(deps: ActivityDeps) {
       return edge(async () => {
         const { spec, partition, prepared } = args;
         const started = Date.now();
+        await hit('commit.mysql', { partition, epoch: prepared.epoch });
         let r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
         // Attached: the preparing worker's session is still closing (it was destroyed right after
         // XA PREPARE). That clears within milliseconds; look again shortly before an activity retry.
@@ -395,24 +396,18 @@ export function createActivities(deps: ActivityDeps) {
         // 'gone': rolled back behind our back. The ledger row decides; redo the MySQL side in a local transaction.
         const records = await readRange(cluster, spec.source.topic, partition, prepared.start, prepared.end, heartbeat);
         const applied = applyTransform(spec, transforms.get(spec.transform), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
-        const conn = await pool.getConnection();
-        try {
-          await conn.beginTransaction();
+        const outcome = await inLocalTransaction(pool, async (conn) => {
           try {
             await insertLedger(conn, spec.name, partition, { epoch: prepared.epoch, start: prepared.start, end: prepared.end, records: records.length, redo: true });
           } catch (e) {
-            await conn.rollback();
-            if (sqlErrno(e) === ER_DUP_ENTRY) return 'committed';
+            // Another attempt redid it first: the ledger row is the truth.
+            if (sqlErrno(e) === ER_DUP_ENTRY) return 'committed' as const;
             throw e;
           }
           await writeRows(conn, applied.rows, tableMap(spec), await getDialect());
-          await conn.commit();
-        } catch (e) {
-          await conn.rollback().catch(() => undefined);
-          throw e;
-        } finally {
-          conn.release();
-        }
+          return 'redone' as const;
+        });
+        if (outcome === 'committed') return 'committed';
         observe({ kind: 'redo', pipeline: spec.name, partition, side: 'mysql' });
         return 'redone';
       });

@@ -8,7 +8,7 @@ import { Kafka, logLevel, type EachBatchPayload } from 'kafkajs';
 import { createPool } from 'mysql2/promise';
 import { applyTransform, tableMap } from '../activities/apply';
 import { loadSettings } from '../config';
-import { createTableSql, detectDialect, writeRows } from '../mysql/sink';
+import { createTableSql, detectDialect, inLocalTransaction, writeRows } from '../mysql/sink';
 import type { PipelineSpec } from '../spec';
 import type { SourceRecord } from '../transforms/registry';
 import { defaultTransforms } from '../worker';
@@ -78,19 +78,7 @@ async function main() {
         }));
         const ctx = { pipeline: spec.name, partition: batch.partition, epoch: 0, attempt: 1, options: spec.transformOptions ?? {} };
         const applied = applyTransform(spec, transform, records, ctx, tables);
-        const mysql = async () => {
-          const conn = await pool.getConnection();
-          try {
-            await conn.beginTransaction();
-            await writeRows(conn, applied.rows, tables, dialect);
-            await conn.commit();
-          } catch (e) {
-            await conn.rollback().catch(() => undefined);
-            throw e;
-          } finally {
-            conn.release();
-          }
-        };
+        const mysql = () => inLocalTransaction(pool, (conn) => writeRows(conn, applied.rows, tables, dialect));
         const kafkaOut = async () => {
           const topicMessages = [
             { topic: spec.kafkaSink.topic, messages: applied.outputs },

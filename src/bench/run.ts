@@ -10,13 +10,13 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, homedir, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Kafka, logLevel, type Admin } from 'kafkajs';
-import { createPool, type Pool } from 'mysql2/promise';
-import type { Client } from '@temporalio/client';
+import type { Admin, Kafka } from 'kafkajs';
 import type { ObservedEvent } from '../activities';
-import { connectClient, controlPipeline, startPipeline } from '../client';
-import { loadSettings, toolPaths, type Settings } from '../config';
-import { connectCluster, fetchPartition, ISOLATION, type KafkaCluster } from '../kafka/internals';
+import { controlPipeline, startPipeline } from '../client';
+import { openConnections, type Connections } from '../connections';
+import { loadSettings, toolPaths } from '../config';
+import type { Pool } from 'mysql2/promise';
+import { fetchPartition, ISOLATION, type KafkaCluster } from '../kafka/internals';
 import { quoteIdent } from '../mysql/sink';
 import { compareSpec, makeEvents } from '../scenario';
 import type { PipelineSpec } from '../spec';
@@ -134,15 +134,7 @@ function benchValues(n: number, seed: number, bytes: number): { key: string; val
   });
 }
 
-interface Deps {
-  settings: Settings;
-  kafka: Kafka;
-  admin: Admin;
-  pool: Pool;
-  cluster: KafkaCluster;
-  client: Client;
-  bundle: string;
-}
+type Deps = Connections & { bundle: string };
 
 async function createTopics(admin: Admin, topics: string[], partitions: number, logAppendTime = false): Promise<void> {
   await admin.createTopics({
@@ -392,13 +384,9 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', 'bundle-workflows.ts'), bundle], { cwd: ROOT, stdio: 'inherit' });
     if (r.status !== 0) throw new Error('bundling the workflows failed');
   }
-  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-bench', logLevel: logLevel.ERROR });
-  const admin = kafka.admin();
-  await admin.connect();
-  const pool = createPool({ ...settings.mysql, connectionLimit: 4 });
-  const cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: 'onceflow-bench' });
-  const client = await connectClient(settings);
-  const deps: Deps = { settings, kafka, admin, pool, cluster, client, bundle };
+  const connections = await openConnections(settings, 'onceflow-bench');
+  const { kafka, admin } = connections;
+  const deps: Deps = { ...connections, bundle };
   const id = `b${Date.now().toString(36)}`;
   const loadBefore = loadavg();
   const created: PipelineSpec[] = [];
@@ -469,7 +457,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     };
   } finally {
     await cleanup(deps, id, created).catch((e) => log(`cleanup: ${String(e)}`));
-    await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()]);
+    await connections.close();
   }
 }
 

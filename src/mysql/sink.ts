@@ -167,3 +167,19 @@ function compareRows(a: SqlValue[], b: SqlValue[]): number {
   }
   return 0;
 }
+
+/** Runs `fn` in a local (non-XA) transaction on a pooled connection: commit on success, rollback on error. */
+export async function inLocalTransaction<T>(pool: Pool, fn: (conn: PoolConnection) => Promise<T>): Promise<T> {
+  const conn = await pool.getConnection();
+  try {
+    await conn.beginTransaction();
+    const out = await fn(conn);
+    await conn.commit();
+    return out;
+  } catch (e) {
+    await conn.rollback().catch(() => undefined);
+    throw e;
+  } finally {
+    conn.release();
+  }
+}

@@ -98,27 +98,26 @@ export function makeEvents(n: number, seed: number, poisonEvery = 0): { values: 
   return { values, input: { events, poison, sums } };
 }
 
-/** Produces the values round-robin over the partitions (plain idempotent producer, committed at once). */
-export async function produceValues(brokers: string[], topic: string, partitions: number, values: (CompareEvent | string)[]): Promise<void> {
-  const kafka = new Kafka({ brokers, clientId: 'onceflow-input', logLevel: logLevel.ERROR });
+/** Produces records round-robin over the partitions, starting at `offset` (plain idempotent producer, committed at once). */
+export async function produceRecords(kafka: Kafka, topic: string, partitions: number, records: { key: string; value: string }[], offset = 0): Promise<void> {
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
   await producer.connect();
   try {
-    const BATCH = 2000;
-    for (let i = 0; i < values.length; i += BATCH) {
-      const slice = values.slice(i, i + BATCH);
-      await producer.send({
-        topic,
-        messages: slice.map((v, k) => ({
-          key: typeof v === 'string' ? `poison-${i + k}` : v.id,
-          value: typeof v === 'string' ? v : JSON.stringify(v),
-          partition: (i + k) % partitions,
-        })),
-      });
+    const BATCH = 4000;
+    for (let i = 0; i < records.length; i += BATCH) {
+      const slice = records.slice(i, i + BATCH);
+      await producer.send({ topic, acks: -1, messages: slice.map((r, k) => ({ key: r.key, value: r.value, partition: (offset + i + k) % partitions })) });
     }
   } finally {
     await producer.disconnect();
   }
+}
+
+/** Produces compare events (and poison strings) round-robin over the partitions. */
+export async function produceValues(brokers: string[], topic: string, partitions: number, values: (CompareEvent | string)[]): Promise<void> {
+  const kafka = new Kafka({ brokers, clientId: 'onceflow-input', logLevel: logLevel.ERROR });
+  const records = values.map((v, i) => (typeof v === 'string' ? { key: `poison-${i}`, value: v } : { key: v.id, value: JSON.stringify(v) }));
+  await produceRecords(kafka, topic, partitions, records);
 }
 
 /** MySQL sums per key of the compare table. */

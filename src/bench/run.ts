@@ -10,7 +10,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, homedir, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Admin, Kafka } from 'kafkajs';
+import type { Admin } from 'kafkajs';
 import type { ObservedEvent } from '../activities';
 import { controlPipeline, startPipeline } from '../client';
 import { openConnections, type Connections } from '../connections';
@@ -18,7 +18,7 @@ import { loadSettings, toolPaths } from '../config';
 import type { Pool } from 'mysql2/promise';
 import { fetchPartition, ISOLATION, type KafkaCluster } from '../kafka/internals';
 import { quoteIdent } from '../mysql/sink';
-import { compareSpec, makeEvents } from '../scenario';
+import { compareSpec, makeEvents, produceRecords } from '../scenario';
 import type { PipelineSpec } from '../spec';
 import { readAll, verifyPipeline } from '../verify';
 import { defaultTransforms } from '../worker';
@@ -146,20 +146,6 @@ async function createTopics(admin: Admin, topics: string[], partitions: number, 
       ...(logAppendTime ? { configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }] } : {}),
     })),
   });
-}
-
-async function produce(kafka: Kafka, topic: string, partitions: number, values: { key: string; value: string }[], offset = 0): Promise<void> {
-  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  await producer.connect();
-  try {
-    const BATCH = 4000;
-    for (let i = 0; i < values.length; i += BATCH) {
-      const slice = values.slice(i, i + BATCH);
-      await producer.send({ topic, acks: -1, messages: slice.map((v, k) => ({ key: v.key, value: v.value, partition: (offset + i + k) % partitions })) });
-    }
-  } finally {
-    await producer.disconnect();
-  }
 }
 
 /** An engine under test in its own process. */
@@ -396,7 +382,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     await createTopics(admin, [source], P, true);
     const values = benchValues(N, 2019, opts.recordBytes);
     log(`producing ${N} records of ~${opts.recordBytes} bytes to ${source} (${P} partitions)`);
-    await produce(kafka, source, P, values);
+    await produceRecords(kafka, source, P, values);
 
     log('A: ProducerPerformance, plain and transactional');
     await createTopics(admin, [`${id}.perf`, `${id}.perftx`], P);

@@ -4,14 +4,15 @@
  * takes new rules — the fault campaign arms one rule at a time this way):
  *   point[@epoch=N][@partition=P][@attempt=A]:action, …
  * points:  prepare.start, prepare.kafka-sent, prepare.xa-prepared, commit.before,
- *          commit.between, redo.start, commit.mysql (start of the MySQL commit)
+ *          commit.between, redo.start, commit.mysql (start of the MySQL commit),
+ *          commit.mysql-committed (after XA COMMIT, before the staged rows are applied)
  * actions: crash (SIGKILL of this process), throw (a retryable error), stall=MS
  * Off unless the variable is set; production workers never set it.
  */
 import { readFileSync, statSync } from 'node:fs';
 import { InjectedFault } from './errors';
 
-export type FaultPoint = 'prepare.start' | 'prepare.kafka-sent' | 'prepare.xa-prepared' | 'commit.before' | 'commit.between' | 'redo.start' | 'commit.mysql';
+export type FaultPoint = 'prepare.start' | 'prepare.kafka-sent' | 'prepare.xa-prepared' | 'commit.before' | 'commit.between' | 'redo.start' | 'commit.mysql' | 'commit.mysql-committed';
 
 interface Rule {
   point: string;

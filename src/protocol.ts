@@ -58,6 +58,8 @@ export interface ReconcileResult {
   epoch: number;
   offset: number;
   rolledBack: string[];
+  /** Committed epochs whose staged rows reconcile applied (their commit was cut off). */
+  applied?: number[];
 }
 
 /** Phases of one partition workflow; `phase` is also a search attribute. */

@@ -5,7 +5,8 @@
  */
 import { Kafka, logLevel, type Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
-import { LEDGER_TABLE, partitionGtridPrefix, recoverXids, rollbackXid } from './mysql/xa';
+import { partitionGtridPrefix, recoverXids, rollbackXid } from './mysql/xa';
+import { dropPipelineTables } from './mysql/stage';
 import { quoteIdent } from './mysql/sink';
 import { consumerGroupId, definePipeline, type PipelineInput, type PipelineSpec } from './spec';
 import { COMPARE_TABLE, type CompareEvent, type CompareOptions } from './transforms/compare';
@@ -43,8 +44,7 @@ export async function resetPipeline(admin: Admin, pool: Pool, spec: PipelineSpec
     for (const x of await recoverXids(pool, partitionGtridPrefix(spec.name, p))) await rollbackXid(pool, x);
   }
   await admin.deleteGroups([consumerGroupId(spec.name)]).catch(() => undefined);
-  await pool.query(`DELETE FROM ${quoteIdent(LEDGER_TABLE)} WHERE pipeline = ?`, [spec.name]).catch(() => undefined);
-  for (const t of spec.mysqlSink.tables) await pool.query(`DROP TABLE IF EXISTS ${quoteIdent(t.name)}`);
+  await dropPipelineTables(pool, spec);
   await createTopic(admin, spec.source.topic, partitions);
 }
 

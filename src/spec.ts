@@ -48,7 +48,13 @@ export interface PipelineSpec {
     /** Transactional ids per partition used in rotation (≥ 2), so a stale commit can never hit a newer transaction. */
     transactionalIdPool: number;
   };
-  mysqlSink: { tables: TableSpec[] };
+  /**
+   * `mode`: 'staged' (default) — the XA branch writes the epoch's rows to staging tables and the
+   * commit applies them to the targets in a short local transaction, so a prepared branch never
+   * locks target rows; 'direct' — the branch writes the targets, which then change exactly at
+   * XA COMMIT, but partitions writing the same keys wait for each other's commits (src/mysql/stage.ts).
+   */
+  mysqlSink: { tables: TableSpec[]; mode?: 'staged' | 'direct' };
   /** Topic that receives records the transform rejected, with reason and source coordinates. */
   deadLetterTopic: string;
   /** Topic holding one progress marker per committed epoch and source partition. */
@@ -116,6 +122,8 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   const pool = i.kafkaSink?.transactionalIdPool ?? SPEC_DEFAULTS.transactionalIdPool;
   if (!positiveInt(pool) || pool < 2 || pool > 16) bad('kafkaSink.transactionalIdPool', `must be an integer from 2 to 16, got ${JSON.stringify(pool)}`);
 
+  const mysqlMode = i.mysqlSink?.mode ?? 'staged';
+  if (mysqlMode !== 'staged' && mysqlMode !== 'direct') bad('mysqlSink.mode', `must be 'staged' or 'direct', got ${JSON.stringify(mysqlMode)}`);
   const tables = i.mysqlSink?.tables;
   if (!Array.isArray(tables)) bad('mysqlSink.tables', 'must be an array of table definitions (may be empty)');
   else {
@@ -129,6 +137,7 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
       if (!Array.isArray(t?.columns) || t.columns.length === 0) bad(`${f}.columns`, 'must list at least one column');
       else t.columns.forEach((c, k) => {
         if (typeof c !== 'string' || !IDENTIFIER_RE.test(c)) bad(`${f}.columns[${k}]`, `must match ${IDENTIFIER_RE}, got ${JSON.stringify(c)}`);
+        else if (c.toLowerCase().startsWith('onceflow_')) bad(`${f}.columns[${k}]`, `'${c}': the prefix 'onceflow_' is reserved for onceflow's staging columns; rename the column`);
       });
       const od = t?.onDuplicate;
       if (!od || !['accumulate', 'replace', 'ignore'].includes(od.kind)) {
@@ -175,7 +184,7 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
     transform: i.transform!,
     ...(i.transformOptions ? { transformOptions: i.transformOptions } : {}),
     kafkaSink: { topic: i.kafkaSink!.topic, transactionTimeoutMs: txTimeout, transactionalIdPool: pool },
-    mysqlSink: { tables: tables as TableSpec[] },
+    mysqlSink: { tables: tables as TableSpec[], mode: mysqlMode },
     deadLetterTopic,
     progressTopic,
     epoch,

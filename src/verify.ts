@@ -19,6 +19,7 @@ import { earliestOffset, fetchPartition, ISOLATION, latestOffset, type KafkaClus
 import { lastCommittedMarker } from './kafka/progress';
 import { quoteIdent, type SqlValue } from './mysql/sink';
 import { lastLedgerRow, partitionGtridPrefix, recoverXids, xidToString } from './mysql/xa';
+import { pendingEpochs } from './mysql/stage';
 import type { PipelineSpec } from './spec';
 import type { TransformRegistry } from './transforms/registry';
 
@@ -164,6 +165,7 @@ export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin
   const prepared = (await recoverXids(pool, `of:${spec.name}:`)).filter((x) => {
     return Array.from({ length: partitions }, (_, p) => partitionGtridPrefix(spec.name, p)).some((pre) => x.gtrid.startsWith(pre));
   });
+  const unapplied = await pendingEpochs(pool, spec.name);
   const tableProblems = await compareTables(pool, spec, expectedRows);
 
   const sum = (f: (r: PartitionReport) => number) => reports.reduce((a, r) => a + f(r), 0);
@@ -183,6 +185,11 @@ export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin
     { name: 'nothing missing (read_committed)', ok: totals.missing === 0, detail: `${totals.missing} missing or unexpected` },
     { name: 'source order per partition', ok: reports.every((r) => r.inOrder), detail: reports.filter((r) => !r.inOrder).map((r) => `partition ${r.partition} out of order`).join('; ') || 'in order' },
     { name: 'MySQL tables equal the rows applied once', ok: tableProblems.length === 0, detail: tableProblems.slice(0, 5).join('; ') || `${[...expectedRows.values()].reduce((a, m) => a + m.size, 0)} row(s) match` },
+    {
+      name: 'every committed epoch applied to the tables',
+      ok: unapplied.length === 0,
+      detail: unapplied.map((x) => `partition ${x.partition} epoch ${x.epoch} staged, not applied`).join('; ') || '0 pending',
+    },
     { name: 'no prepared XA branch left', ok: prepared.length === 0, detail: prepared.map(xidToString).join(', ') || '0 prepared' },
     { name: 'no transaction holds back the LSO', ok: hanging === 0, detail: hangingWhere.join('; ') || 'LSO = high watermark everywhere' },
     {

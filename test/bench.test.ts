@@ -16,6 +16,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, report
     partitions: 2,
     recordBytes: 200,
     epochSizes: [500],
+    directEpochSizes: [500],
     latencyRate: 400,
     latencySeconds: 3,
     perfTransactionMs: 200,
@@ -26,8 +27,13 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, report
   positive('A transactional records/s', r.A.transactional.recordsPerSec);
   positive('B records/s', r.B.recordsPerSec);
   assert.equal(r.B.records, 4000);
-  assert.equal(r.C.length, 1);
+  assert.equal(r.C.length, 2);
+  const direct = r.C[1]!;
+  assert.equal(direct.mysqlMode, 'direct');
+  assert.equal(direct.records, 4000);
+  assert.ok(direct.verified, `C with direct MySQL writes verified exactly once: ${direct.failedChecks.join('; ')}`);
   const c = r.C[0]!;
+  assert.equal(c.mysqlMode, 'staged');
   assert.equal(c.records, 4000);
   positive('C records/s', c.recordsPerSec);
   positive('C/B', c.vsB);
@@ -44,6 +50,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, report
   }
   assert.equal(r.latency.find((l) => l.engine === 'C')?.verified, true);
   const md = markdown(r, 'performance.svg');
-  assert.match(md, /C onceflow, epoch.maxRecords 500/);
+  assert.match(md, /C onceflow, epoch.maxRecords 500 \|/);
+  assert.match(md, /C onceflow, epoch.maxRecords 500, MySQL \*\*direct\*\*/);
   assert.match(svgChart(r), /^<svg/);
 });

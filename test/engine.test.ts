@@ -1,7 +1,8 @@
 /**
  * The exactly-once engine on the real services: the original scenario, a worker killed
- * between prepare and commit, a broker transaction timeout before commit, and a retried
- * epoch that must leave no prepared XA branch behind.
+ * between prepare and commit, a broker transaction timeout before commit, a retried epoch
+ * that must leave no prepared XA branch behind, a kill between XA COMMIT and the apply of the
+ * staged rows, and a lingering prepared branch that must not block other partitions.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,7 +12,9 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { Faults, parseFaults } from '../src/faults';
 import { ISOLATION } from '../src/kafka/internals';
-import { epochGtrid, recoverXids, rollbackXid, xidSql } from '../src/mysql/xa';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { epochGtrid, lastLedgerRow, recoverXids, rollbackXid, xidSql } from '../src/mysql/xa';
+import { pendingEpochs } from '../src/mysql/stage';
 import { partitionWorkflowId } from '../src/spec';
 import { readAll } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';
@@ -255,4 +258,64 @@ test('an XA branch rolled back behind the pipeline before its commit is redone f
     w.shutdown();
     await running;
   }
+});
+
+test('a worker killed after XA COMMIT and before the staged rows are applied: the next worker applies them, once', { timeout: 240_000 }, async () => {
+  const s = await prepareScenario(deps, { prefix: 'applykill', records: 400, partitions: 1 });
+  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.mysql-committed@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+  const handle = await start(deps, s);
+  assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL after XA COMMIT; its stderr:\n${doomed.stderrText}`);
+  // Epoch 1 is committed in MySQL, its rows still staged: the tables lack them right now.
+  assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), [{ partition: 0, epoch: 1 }]);
+  const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+  try {
+    await drainAndWait(deps, s, handle);
+    const report = await verify(deps, s);
+    assert.ok(report.ok, failedChecks(report));
+    assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), []);
+  } finally {
+    second.kill('SIGTERM');
+    await second.exited;
+  }
+});
+
+/**
+ * Partition 0's first epoch stays prepared for 8 s (stalled right after XA PREPARE, as a
+ * crashed or cut-off worker would leave it) while partition 1 writes the same keys. Returns how
+ * many epochs partition 1 committed while that branch was prepared, and its epochs in total.
+ */
+async function partitionsPastALingeringBranch(mode: 'staged' | 'direct'): Promise<{ whileLingering: number; total: number }> {
+  const s = await prepareScenario(deps, { prefix: `linger-${mode}`, records: 1200, partitions: 2, mysqlMode: mode, epoch: { maxRecords: 50, maxWaitMs: 200 } });
+  const faults = new Faults(parseFaults('prepare.xa-prepared@epoch=0@partition=0:stall=8000'));
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, faults, worker: { workflowBundle: bundle() } });
+  const running = w.run();
+  try {
+    const handle = await start(deps, s);
+    const gtrid = epochGtrid(s.spec.name, 0, 0);
+    const lingering = async () => (await recoverXids(deps.pool, gtrid)).some((x) => x.gtrid === gtrid);
+    await waitUntil('partition 0 epoch 0 prepared', lingering, 30_000, 20);
+    let whileLingering = 0;
+    for (;;) {
+      const seen = ((await lastLedgerRow(deps.pool, s.spec.name, 1))?.epoch ?? -1) + 1;
+      if (!(await lingering())) break;
+      whileLingering = seen;
+      await sleep(100);
+    }
+    await drainAndWait(deps, s, handle);
+    const report = await verify(deps, s);
+    assert.ok(report.ok, `${mode}: ${failedChecks(report)}`);
+    return { whileLingering, total: ((await lastLedgerRow(deps.pool, s.spec.name, 1))?.epoch ?? -1) + 1 };
+  } finally {
+    w.shutdown();
+    await running;
+  }
+}
+
+test('a prepared branch that lingers blocks no other partition (staged MySQL writes); with direct writes it does', { timeout: 240_000 }, async () => {
+  const staged = await partitionsPastALingeringBranch('staged');
+  assert.equal(staged.total, 12, 'partition 1 has 600 records in epochs of 50');
+  assert.equal(staged.whileLingering, staged.total, `staged: partition 1 committed all its epochs while partition 0's branch was prepared (${JSON.stringify(staged)})`);
+  // The control: writing the tables inside the branch, partition 1 queues behind its row locks.
+  const direct = await partitionsPastALingeringBranch('direct');
+  assert.ok(direct.whileLingering < direct.total / 2, `direct: partition 1 was held back by the prepared branch's row locks (${JSON.stringify(direct)})`);
 });

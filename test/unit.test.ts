@@ -6,6 +6,7 @@ import { parseEnvFile } from '../src/config';
 import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
+import { stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xa';
 import { applyControl, assertTransition, validateControl } from '../src/protocol';
 import { compareSpec } from '../src/scenario';
@@ -20,6 +21,7 @@ test('definePipeline fills defaults', () => {
   assert.equal(s.kafkaSink.transactionalIdPool, 2);
   assert.equal(s.progressTopic, 'onceflow.progress.p1');
   assert.equal(s.deadLetterTopic, 'p1.dlq');
+  assert.equal(s.mysqlSink.mode, 'staged');
 });
 
 test('definePipeline names every wrong field and the fix', () => {
@@ -41,6 +43,24 @@ test('definePipeline names every wrong field and the fix', () => {
     assert.ok(fields.includes(f), `expected a problem for ${f}, got ${fields.join(', ')}`);
   }
   assert.match(err.message, /kafkaSink\.topic: must differ from source\.topic/);
+  assert.throws(
+    () => definePipeline({ ...base, mysqlSink: { tables: [{ ...COMPARE_TABLE, columns: [...COMPARE_TABLE.columns, 'onceflow_seq'] }], mode: 'fast' as 'staged' } }),
+    (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.match(e.message, /mysqlSink\.mode: must be 'staged' or 'direct', got "fast"/);
+      assert.match(e.message, /mysqlSink\.tables\[0\]\.columns\[5\]: 'onceflow_seq': the prefix 'onceflow_' is reserved/);
+      return true;
+    },
+  );
+});
+
+test('staging table names stay within the 64 characters MySQL allows and differ per table', () => {
+  assert.equal(stageTableName('test_two_step_compare'), 'onceflow_stage_test_two_step_compare');
+  const long = stageTableName('t'.repeat(60));
+  const other = stageTableName(`${'t'.repeat(59)}u`);
+  assert.ok(long.length <= 64 && other.length <= 64, `${long} / ${other}`);
+  assert.notEqual(long, other);
+  assert.equal(quoteIdent(long), `\`${long}\``);
 });
 
 test('identifiers are validated before quoting; values never enter SQL text', () => {

@@ -15,8 +15,10 @@ import { Faults, type FaultPoint } from '../faults';
 import { PreparedTransaction, earliestOffset, endTxn, latestOffset, ISOLATION, type KafkaCluster } from '../kafka/internals';
 import { committedMarkers, encodeMarker, findCommittedMarker, lastCommittedMarker, waitDecided, type Marker } from '../kafka/progress';
 import { createTableSql, detectDialect, inLocalTransaction, writeRows, type Dialect } from '../mysql/sink';
+import { applyStaged, ensureStagedTable, ensureStageTable, mysqlMode, pendingEpochs, stageRows } from '../mysql/stage';
 import {
   ER_DUP_ENTRY,
+  ER_NO_SUCH_TABLE,
   commitBranch,
   ensureLedger,
   epochGtrid,
@@ -208,11 +210,18 @@ export function createActivities(deps: ActivityDeps) {
             throw new ConfigError(field, `topic '${t}' has ${n} partitions but the source has ${partitions}; onceflow writes each source partition's output to the same partition number. Add partitions to '${t}' or use another topic`);
           }
         }
-        for (const t of spec.mysqlSink.tables) {
+        for (const [n, t] of spec.mysqlSink.tables.entries()) {
           const ddl = createTableSql(t);
           if (ddl) await pool.query(ddl);
+          try {
+            if (mysqlMode(spec) === 'staged') await ensureStageTable(pool, t);
+          } catch (e) {
+            if (sqlErrno(e) !== ER_NO_SUCH_TABLE) throw e;
+            throw new ConfigError(`mysqlSink.tables[${n}].name`, `table '${t.name}' does not exist in the database; create it, or give its DDL under 'create'`);
+          }
         }
         await ensureLedger(pool);
+        await ensureStagedTable(pool);
         return { partitions };
       });
     },
@@ -274,7 +283,13 @@ export function createActivities(deps: ActivityDeps) {
             rolledBack.push(xidToString(x));
           }
         }
-        return { ...next, rolledBack };
+        // Epochs whose XA branch committed but whose staged rows were not applied (the commit
+        // activity was cut off, e.g. the workflow was terminated): apply them now, in order.
+        const applied: number[] = [];
+        for (const x of await pendingEpochs(pool, spec.name, partition)) {
+          if (await applyStaged(pool, { pipeline: spec.name, partition, epoch: x.epoch }, spec.mysqlSink.tables)) applied.push(x.epoch);
+        }
+        return { ...next, rolledBack, ...(applied.length ? { applied } : {}) };
       });
     },
 
@@ -321,14 +336,18 @@ export function createActivities(deps: ActivityDeps) {
         const handle = await timed('initMs', () => txn.begin());
         const markerOffset = await timed('kafkaMs', () => sendEpoch(txn, spec, partition, applied, marker));
         await hit('prepare.kafka-sent', at);
-        if (args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(spec, partition, args.afterCommitOf!));
+        const staged = mysqlMode(spec) === 'staged';
+        // Direct writes lock the target rows, which the previous epoch's prepared branch may still
+        // hold: open this branch only once that epoch committed. Staged writes lock nothing shared.
+        if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(spec, partition, args.afterCommitOf!));
         const xid = { gtrid: epochGtrid(spec.name, partition, epoch), bqual: `a${attempt()}.${randomBytes(4).toString('hex')}` };
         let bodyDone = 0;
         await prepareBranch(
           pool,
           xid,
           async (conn) => {
-            await timed('mysqlMs', () => writeRows(conn, applied.rows, tables, d));
+            if (staged) await timed('mysqlMs', () => stageRows(conn, { pipeline: spec.name, partition, epoch }, applied.rows, tables));
+            else await timed('mysqlMs', () => writeRows(conn, applied.rows, tables, d));
             // The transform's own sink sees the processed records once both sides hold them.
             for (let i = 0; i < applied.processed.length; i += CHUNK) {
               transform.sink?.(applied.processed.slice(i, i + CHUNK), { ...ctx, writtenInAttempt: Math.min(i + CHUNK, applied.processed.length) });
@@ -375,7 +394,10 @@ export function createActivities(deps: ActivityDeps) {
       });
     },
 
-    /** Phase 3, MySQL side: XA COMMIT from any connection; a vanished branch without ledger row is redone. */
+    /**
+     * Phase 3, MySQL side: XA COMMIT from any connection, then the staged rows into the tables
+     * (once; see src/mysql/stage.ts). A vanished branch without ledger row is redone directly.
+     */
     async commitMysql(args: CommitArgs): Promise<MysqlCommitOutcome> {
       return edge(async () => {
         const { spec, partition, prepared } = args;
@@ -390,6 +412,8 @@ export function createActivities(deps: ActivityDeps) {
         }
         if (r === 'attached') throw new TransientError(`XA branch ${prepared.xid} is still attached to its preparing session; retrying`);
         if (r === 'committed' || r === 'already') {
+          await hit('commit.mysql-committed', { partition, epoch: prepared.epoch });
+          await applyStaged(pool, { pipeline: spec.name, partition, epoch: prepared.epoch }, spec.mysqlSink.tables);
           observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started });
           return 'committed';
         }

@@ -14,12 +14,17 @@ const engineExtra = (e: { loopDelayP99Ms?: number; loopDelayMaxMs?: number; serv
   `${e.loopDelayP99Ms === undefined ? '–' : `${f0(e.loopDelayP99Ms)} / ${f0(e.loopDelayMaxMs ?? NaN)}`} | ${e.servicesCpuMsPer1k ? `${f1(e.servicesCpuMsPer1k.temporal)} / ${f1(e.servicesCpuMsPer1k.kafka)} / ${f1(e.servicesCpuMsPer1k.mariadb)}` : '–'}`;
 const locks = (e: { rowLockWaits?: number; rowLockWaitMs?: number }) => (e.rowLockWaits === undefined ? '–' : `${f0(e.rowLockWaits)} (${f0(e.rowLockWaitMs ?? NaN)})`);
 
+/** 'epoch 1000' for the default (staged) runs, 'epoch 1000, direct' for direct MySQL writes. */
+const cName = (c: BenchResult['C'][number]) => `epoch ${c.epochMaxRecords}${c.mysqlMode === 'direct' ? ', direct' : ''}`;
+/** Rows of an earlier result that a run of this one is compared with: same epoch size and mode (older results wrote directly). */
+const beforeKey = (c: BenchResult['C'][number], old: boolean) => `${c.epochMaxRecords}:${old ? 'staged' : (c.mysqlMode ?? 'staged')}`;
+
 export function bars(r: BenchResult): { label: string; value: number }[] {
   return [
     { label: 'A plain (ProducerPerformance)', value: r.A.plain.recordsPerSec },
     { label: 'A transactional', value: r.A.transactional.recordsPerSec },
     { label: 'B at-least-once', value: r.B.recordsPerSec },
-    ...r.C.map((c) => ({ label: `C exactly-once, epoch ${c.epochMaxRecords}`, value: c.recordsPerSec })),
+    ...r.C.map((c) => ({ label: `C exactly-once, ${cName(c)}`, value: c.recordsPerSec })),
   ];
 }
 
@@ -69,7 +74,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
       `Data: ${r.options.records.toLocaleString('en-US')} records of ~${r.options.recordBytes} B over ${r.options.partitions} partitions; raw results in \`bench/results/\`.`,
   );
   L.push('', `![records/s](${svgName})`, '');
-  const bC = before ? new Map(before.C.map((c) => [c.epochMaxRecords, c])) : undefined;
+  const bC = before ? new Map(before.C.map((c) => [beforeKey(c, c.mysqlMode === undefined), c])) : undefined;
   L.push(`| run | records/s | C/B | C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`);
   L.push(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`);
   const empty = before ? ' | |' : '';
@@ -77,9 +82,9 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   L.push(`| A transactional — ${r.options.perfTransactionMs} ms transactions | ${f0(r.A.transactional.recordsPerSec)} | | | | | | | | | | |${before ? ` ${f0(before.A.transactional.recordsPerSec)} | |` : ''}`);
   L.push(`| B at-least-once (kafkajs + batched upserts) | ${f0(r.B.recordsPerSec)} | | | | ${f2(r.B.cpuCores)} | ${f1(r.B.cpuMsPer1kRecords)} | ${f0(r.B.peakRssMb)} | ${engineExtra(r.B)} | ${locks(r.B)} | n/a |${before ? ` ${f0(before.B.recordsPerSec)} | |` : empty}`);
   for (const c of r.C) {
-    const b = bC?.get(c.epochMaxRecords);
+    const b = bC?.get(beforeKey(c, false));
     L.push(
-      `| C onceflow, epoch.maxRecords ${c.epochMaxRecords} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** | ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${f1(c.cpuMsPer1kRecords)} | ${f0(c.peakRssMb)} | ${engineExtra(c)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
+      `| C onceflow, epoch.maxRecords ${c.epochMaxRecords}${c.mysqlMode === 'direct' ? ', MySQL **direct**' : ''} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** | ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${f1(c.cpuMsPer1kRecords)} | ${f0(c.peakRssMb)} | ${engineExtra(c)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
         (before ? ` ${b ? f0(b.recordsPerSec) : '–'} | ${b ? f2(b.vsB) : '–'} |` : ''),
     );
   }
@@ -88,13 +93,13 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   L.push(...SPLIT_HEAD);
   const splitRow = (label: string, s: BenchResult['C'][number]['split']) =>
     `| ${label} | ${f0(s.recordsPerEpoch)} | ${f1(s.cycleMs)} | ${f1(s.readMs)} | ${f1(s.initMs)} | ${f1(s.transformMs)} | ${f1(s.kafkaMs)} | ${f1(s.previousCommitWaitMs ?? 0)} | ${f1(s.mysqlMs)} | ${f1(s.xaPrepareMs)} | ${f1(s.kafkaCommitMs)} | ${f1(s.mysqlCommitMs)} | ${f1(s.temporalMs)} | ${f1(s.coordinationMs)} | ${s.retries} |`;
-  for (const c of r.C) L.push(splitRow(String(c.epochMaxRecords), c.split));
+  for (const c of r.C) L.push(splitRow(`${c.epochMaxRecords}${c.mysqlMode === 'direct' ? ' direct' : ''}`, c.split));
   const lc = r.latency.find((l) => l.engine === 'C');
   if (lc?.split) L.push(splitRow(`latency run (paced)`, lc.split));
   if (before) {
     L.push('', 'Before:', '');
     L.push(...SPLIT_HEAD);
-    for (const c of before.C) L.push(splitRow(String(c.epochMaxRecords), c.split));
+    for (const c of before.C) L.push(splitRow(`${c.epochMaxRecords}${c.mysqlMode === 'direct' ? ' direct' : ''}`, c.split));
   }
   L.push('', `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s:`, '');
   L.push('| engine | records seen | p50 ms | p90 ms | p99 ms | max ms | epoch interval ms | target p99 (interval + 250 ms) | worker CPU (cores) | peak RSS MiB |');

@@ -17,7 +17,7 @@ import { openConnections, type Connections } from '../connections';
 import { loadSettings, toolPaths } from '../config';
 import type { Pool } from 'mysql2/promise';
 import { fetchPartition, ISOLATION, type KafkaCluster } from '../kafka/internals';
-import { quoteIdent } from '../mysql/sink';
+import { dropPipelineTables } from '../mysql/stage';
 import { compareSpec, makeEvents, produceRecords } from '../scenario';
 import type { PipelineSpec } from '../spec';
 import { readAll, verifyPipeline } from '../verify';
@@ -34,6 +34,8 @@ export interface BenchOptions {
   partitions: number;
   recordBytes: number;
   epochSizes: number[];
+  /** Epoch sizes also run with mysqlSink.mode 'direct' (rows written inside the XA branch), side by side with the staged default. */
+  directEpochSizes: number[];
   /** Paced input rate of the latency phase (records/s); 0 = half the slower of B and the best C. */
   latencyRate: number;
   latencySeconds: number;
@@ -75,6 +77,8 @@ export interface EngineRun {
 
 export interface CRun extends EngineRun {
   epochMaxRecords: number;
+  /** absent in results from before the option existed (those wrote directly) */
+  mysqlMode?: 'staged' | 'direct';
   vsB: number;
   vsAPlain: number;
   vsATransactional: number;
@@ -117,6 +121,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     partitions: num('BENCH_PARTITIONS', 4),
     recordBytes: 200,
     epochSizes: (env.BENCH_EPOCHS ?? '1000,5000,20000').split(',').map(Number),
+    directEpochSizes: (env.BENCH_DIRECT_EPOCHS ?? '1000').split(',').filter(Boolean).map(Number),
     latencyRate: num('BENCH_LATENCY_RATE', 0),
     latencySeconds: num('BENCH_LATENCY_SECONDS', 20),
     perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),
@@ -299,15 +304,16 @@ function engineRun(records: number, firstAt: number, lastAt: number, startedAt: 
   };
 }
 
-function specFor(name: string, source: string, epochMaxRecords: number, partitions: number): PipelineSpec {
+function specFor(name: string, source: string, epochMaxRecords: number, partitions: number, mode: 'staged' | 'direct' = 'staged'): PipelineSpec {
   void partitions;
-  return compareSpec({
+  const spec = compareSpec({
     name,
     source: { topic: source },
     kafkaSink: { topic: `${name}.out` },
     epoch: { maxRecords: epochMaxRecords, maxBytes: 64 << 20, maxWaitMs: 1000 },
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` },
   });
+  return { ...spec, mysqlSink: { ...spec.mysqlSink, mode } };
 }
 
 /** Watches output partitions with read_committed and stamps when each source record's output became visible. */
@@ -402,14 +408,16 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     log(`B: ${B.recordsPerSec.toFixed(0)} records/s`);
 
     const C: CRun[] = [];
-    for (const size of opts.epochSizes) {
-      const spec = specFor(`${id}-c${size}`, source, size, P);
+    const cRuns = [...opts.epochSizes.map((size) => ({ size, mode: 'staged' as const })), ...opts.directEpochSizes.map((size) => ({ size, mode: 'direct' as const }))];
+    for (const { size, mode } of cRuns) {
+      const spec = specFor(`${id}-c${mode === 'direct' ? 'd' : ''}${size}`, source, size, P, mode);
       created.push(spec);
-      log(`C: onceflow exactly-once, epoch.maxRecords ${size}`);
+      log(`C: onceflow exactly-once, epoch.maxRecords ${size}, MySQL ${mode}`);
       const c = await runOnceflow(deps, spec, N);
       const run: CRun = {
         ...c.run,
         epochMaxRecords: size,
+        mysqlMode: mode,
         vsB: c.run.recordsPerSec / B.recordsPerSec,
         vsAPlain: c.run.recordsPerSec / plain.recordsPerSec,
         vsATransactional: c.run.recordsPerSec / transactional.recordsPerSec,
@@ -418,7 +426,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         failedChecks: c.failedChecks,
       };
       C.push(run);
-      log(`C ${size}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
+      log(`C ${size} ${mode}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
     }
 
     const bestC = Math.max(...C.map((c) => c.recordsPerSec));
@@ -435,7 +443,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       ...(opts.label ? { label: opts.label } : {}),
       command: 'npm run bench',
       machine: { cpus: cpus().length, model: cpus()[0]?.model ?? '?', node: process.version, loadBefore, loadAfter: loadavg() },
-      options: { records: opts.records, partitions: opts.partitions, recordBytes: opts.recordBytes, epochSizes: opts.epochSizes, latencyRate: rate, latencySeconds: opts.latencySeconds, perfTransactionMs: opts.perfTransactionMs, ...(opts.label ? { label: opts.label } : {}) },
+      options: { records: opts.records, partitions: opts.partitions, recordBytes: opts.recordBytes, epochSizes: opts.epochSizes, directEpochSizes: opts.directEpochSizes, latencyRate: rate, latencySeconds: opts.latencySeconds, perfTransactionMs: opts.perfTransactionMs, ...(opts.label ? { label: opts.label } : {}) },
       A: { plain, transactional },
       B,
       C,
@@ -451,8 +459,7 @@ async function cleanup(deps: Deps, id: string, specs: PipelineSpec[]): Promise<v
   const topics = (await deps.admin.listTopics()).filter((t) => t.startsWith(`${id}.`) || t.startsWith(`${id}-`) || t.startsWith(`onceflow.progress.${id}`));
   if (topics.length) await deps.admin.deleteTopics({ topics, timeout: 60_000 }).catch(() => undefined);
   for (const s of specs) {
-    for (const t of s.mysqlSink.tables) await deps.pool.query(`DROP TABLE IF EXISTS ${quoteIdent(t.name)}`);
-    await deps.pool.query('DELETE FROM onceflow_ledger WHERE pipeline = ?', [s.name]).catch(() => undefined);
+    await dropPipelineTables(deps.pool, s);
   }
 }
 

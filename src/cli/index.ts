@@ -220,6 +220,7 @@ async function run(
         const lines = [
           ...found.xa.map((b) => `XA ${b.xid}  partition ${b.partition} epoch ${b.epoch}  Kafka side ${b.kafkaCommitted ? 'committed' : 'not committed'} → would ${b.action}`),
           ...found.kafka.map((k) => `Kafka ${k.topic}[${k.partition}] held back by an open transaction: LSO ${k.lso} < high watermark ${k.highWatermark}`),
+          ...found.staged.map((x) => `MySQL partition ${x.partition} epoch ${x.epoch}: committed, staged rows not yet in the tables → would apply`),
         ];
         out(lines.length ? `${lines.join('\n')}\n(resolve with: onceflow transactions ${spec.name} --resolve, once the pipeline is stopped)` : 'nothing in doubt', found);
         return 0;

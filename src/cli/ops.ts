@@ -9,6 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { ISOLATION, PreparedTransaction, earliestOffset, latestOffset, type KafkaCluster } from '../kafka/internals';
 import { committedMarkers } from '../kafka/progress';
 import { commitBranch, lastLedgerRow, ledgerRow, parseGtrid, recoverXids, rollbackXid, xidToString } from '../mysql/xa';
+import { applyStaged, pendingEpochs } from '../mysql/stage';
 import type { ControlAction, PartitionStatus } from '../protocol';
 import { partitionWorkflowId, pipelineWorkflowId, transactionalId, type PipelineSpec } from '../spec';
 
@@ -132,6 +133,8 @@ export async function exportHistory(client: Client, workflowId: string, runId?: 
 export interface InDoubt {
   xa: { xid: string; partition: number; epoch: number; kafkaCommitted: boolean; ledger: boolean; action: 'commit' | 'rollback' }[];
   kafka: { topic: string; partition: number; lso: number; highWatermark: number }[];
+  /** Epochs whose XA branch committed but whose staged rows are not in the tables yet. */
+  staged: { partition: number; epoch: number }[];
 }
 
 /** Lists prepared XA branches and partitions held back by open transactions, with the decision each would get. */
@@ -160,7 +163,7 @@ export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool }, spec:
       if (lso < hw) kafka.push({ topic, partition: p, lso, highWatermark: hw });
     }
   }
-  return { xa, kafka };
+  return { xa, kafka, staged: await pendingEpochs(deps.pool, spec.name) };
 }
 
 /**
@@ -188,6 +191,9 @@ export async function resolveInDoubt(deps: { client: Client; cluster: KafkaClust
     } else {
       done.push(`XA ${b.xid}: ${await rollbackXid(deps.pool, { gtrid, bqual })}`);
     }
+  }
+  for (const x of await pendingEpochs(deps.pool, spec.name)) {
+    if (await applyStaged(deps.pool, { pipeline: spec.name, ...x }, spec.mysqlSink.tables)) done.push(`partition ${x.partition} epoch ${x.epoch}: staged rows applied to the tables`);
   }
   for (let p = 0; p < partitions; p++) {
     const ledger = await lastLedgerRow(deps.pool, spec.name, p);

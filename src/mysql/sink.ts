@@ -29,19 +29,26 @@ export async function detectDialect(db: Pool): Promise<Dialect> {
   return /mariadb/i.test(v) ? 'mariadb' : 'mysql';
 }
 
+/**
+ * The `ON DUPLICATE KEY UPDATE …` clause of table t; `incoming(c)` names the value being
+ * inserted for column c, `current(c)` the column as it is in the table.
+ */
+export function onDuplicateSql(t: TableSpec, incoming: (c: string) => string, current: (c: string) => string = quoteIdent): string {
+  const od = t.onDuplicate;
+  if (od.kind === 'ignore') return '';
+  const sets = od.columns.map((c) => (od.kind === 'accumulate' ? `${current(c)} = ${current(c)} + ${incoming(c)}` : `${current(c)} = ${incoming(c)}`));
+  return ` ON DUPLICATE KEY UPDATE ${sets.join(', ')}`;
+}
+
 /** INSERT … VALUES (…),(…) ON DUPLICATE KEY UPDATE … for `rows` rows. */
 export function upsertSql(t: TableSpec, rows: number, dialect: Dialect): string {
   const cols = t.columns.map(quoteIdent).join(', ');
   const tuple = `(${t.columns.map(() => '?').join(', ')})`;
   const values = Array.from({ length: rows }, () => tuple).join(', ');
-  const od = t.onDuplicate;
-  if (od.kind === 'ignore') return `INSERT IGNORE INTO ${quoteIdent(t.name)} (${cols}) VALUES ${values}`;
+  const ignore = t.onDuplicate.kind === 'ignore' ? ' IGNORE' : '';
   const incoming = (c: string) => (dialect === 'mysql' ? `new.${quoteIdent(c)}` : `VALUES(${quoteIdent(c)})`);
-  const sets = od.columns
-    .map((c) => (od.kind === 'accumulate' ? `${quoteIdent(c)} = ${quoteIdent(c)} + ${incoming(c)}` : `${quoteIdent(c)} = ${incoming(c)}`))
-    .join(', ');
-  const alias = dialect === 'mysql' ? ' AS new' : '';
-  return `INSERT INTO ${quoteIdent(t.name)} (${cols}) VALUES ${values}${alias} ON DUPLICATE KEY UPDATE ${sets}`;
+  const alias = dialect === 'mysql' && !ignore ? ' AS new' : '';
+  return `INSERT${ignore} INTO ${quoteIdent(t.name)} (${cols}) VALUES ${values}${alias}${onDuplicateSql(t, incoming)}`;
 }
 
 export function createTableSql(t: TableSpec): string | null {
@@ -130,11 +137,11 @@ export function combineRows(t: TableSpec, rows: SqlValue[][]): SqlValue[][] {
 }
 
 /**
- * Writes row ops table by table, in a stable order (table, then column values), so concurrent
- * epochs of different partitions take row locks in the same order and rarely deadlock. Ops on
- * the same key are combined first (combineRows): fewer rows to write and to lock.
+ * Groups row ops by table, in a stable order (table, then column values), so concurrent epochs
+ * of different partitions take row locks in the same order and rarely deadlock. Ops on the same
+ * key are combined first (combineRows): fewer rows to write and to lock.
  */
-export async function writeRows(conn: PoolConnection, ops: RowOp[], tables: Map<string, TableSpec>, dialect: Dialect): Promise<void> {
+export function tableRows(ops: RowOp[], tables: Map<string, TableSpec>): [TableSpec, SqlValue[][]][] {
   const byTable = new Map<string, SqlValue[][]>();
   for (const op of ops) {
     const t = tables.get(op.table)!;
@@ -142,15 +149,23 @@ export async function writeRows(conn: PoolConnection, ops: RowOp[], tables: Map<
     if (!list) byTable.set(t.name, (list = []));
     list.push(t.columns.map((c) => op.values[c] ?? null));
   }
-  for (const name of [...byTable.keys()].sort()) {
+  return [...byTable.keys()].sort().map((name) => {
     const t = tables.get(name)!;
-    const rows = combineRows(t, byTable.get(name)!);
-    rows.sort(compareRows);
-    for (let i = 0; i < rows.length; i += MAX_ROWS_PER_STATEMENT) {
-      const chunk = rows.slice(i, i + MAX_ROWS_PER_STATEMENT);
-      await conn.query(upsertSql(t, chunk.length, dialect), chunk.flat());
-    }
+    return [t, combineRows(t, byTable.get(name)!).sort(compareRows)];
+  });
+}
+
+/** Runs `statement(rowCount)` with the rows as parameters, in chunks of MAX_ROWS_PER_STATEMENT. */
+export async function insertChunked(conn: PoolConnection, rows: SqlValue[][], statement: (n: number) => string, prefix: (i: number) => SqlValue[] = () => []): Promise<void> {
+  for (let i = 0; i < rows.length; i += MAX_ROWS_PER_STATEMENT) {
+    const chunk = rows.slice(i, i + MAX_ROWS_PER_STATEMENT);
+    await conn.query(statement(chunk.length), chunk.flatMap((r, k) => [...prefix(i + k), ...r]));
   }
+}
+
+/** Upserts row ops into their tables (grouped, combined and ordered by tableRows). */
+export async function writeRows(conn: PoolConnection, ops: RowOp[], tables: Map<string, TableSpec>, dialect: Dialect): Promise<void> {
+  for (const [t, rows] of tableRows(ops, tables)) await insertChunked(conn, rows, (n) => upsertSql(t, n, dialect));
 }
 
 function compareRows(a: SqlValue[], b: SqlValue[]): number {
@@ -168,10 +183,14 @@ function compareRows(a: SqlValue[], b: SqlValue[]): number {
   return 0;
 }
 
-/** Runs `fn` in a local (non-XA) transaction on a pooled connection: commit on success, rollback on error. */
-export async function inLocalTransaction<T>(pool: Pool, fn: (conn: PoolConnection) => Promise<T>): Promise<T> {
+/**
+ * Runs `fn` in a local (non-XA) transaction on a pooled connection: commit on success, rollback
+ * on error. `isolation` sets the level of this transaction only.
+ */
+export async function inLocalTransaction<T>(pool: Pool, fn: (conn: PoolConnection) => Promise<T>, isolation?: 'READ COMMITTED'): Promise<T> {
   const conn = await pool.getConnection();
   try {
+    if (isolation) await conn.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);
     await conn.beginTransaction();
     const out = await fn(conn);
     await conn.commit();

@@ -48,6 +48,7 @@ export const ER_XAER_RMFAIL = 1399;
 export const ER_LOCK_WAIT_TIMEOUT = 1205;
 export const ER_LOCK_DEADLOCK = 1213;
 export const ER_DUP_ENTRY = 1062;
+export const ER_NO_SUCH_TABLE = 1146;
 
 export function sqlErrno(e: unknown): number | undefined {
   return typeof e === 'object' && e !== null && 'errno' in e ? Number((e as { errno: unknown }).errno) : undefined;

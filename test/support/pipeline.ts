@@ -19,10 +19,10 @@ export interface Scenario {
 /** Fresh topics and table, `records` input events produced, nothing started yet. */
 export async function prepareScenario(
   deps: Deps,
-  opts: { prefix: string; records: number; partitions: number; poisonEvery?: number; seed?: number; transactionTimeoutMs?: number; epochsPerRun?: number; epoch?: PipelineInput['epoch']; transformOptions?: CompareOptions },
+  opts: { prefix: string; records: number; partitions: number; poisonEvery?: number; seed?: number; transactionTimeoutMs?: number; epochsPerRun?: number; epoch?: PipelineInput['epoch']; transformOptions?: CompareOptions; mysqlMode?: 'staged' | 'direct' },
 ): Promise<Scenario> {
   const name = uniqueName(opts.prefix);
-  const spec = compareSpec({
+  const base = compareSpec({
     name,
     source: { topic: `${name}.in` },
     kafkaSink: { topic: `${name}.out`, ...(opts.transactionTimeoutMs ? { transactionTimeoutMs: opts.transactionTimeoutMs } : {}) },
@@ -30,6 +30,7 @@ export async function prepareScenario(
     ...(opts.epochsPerRun ? { epochsPerRun: opts.epochsPerRun } : {}),
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, ...opts.transformOptions },
   });
+  const spec = opts.mysqlMode ? { ...base, mysqlSink: { ...base.mysqlSink, mode: opts.mysqlMode } } : base;
   await resetPipeline(deps.admin, deps.pool, spec, opts.partitions);
   const { values, input } = makeEvents(opts.records, opts.seed ?? 7, opts.poisonEvery ?? 0);
   await produceValues(deps.settings.kafka.brokers, spec.source.topic, opts.partitions, values);

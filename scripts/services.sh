@@ -104,7 +104,11 @@ up_temporal() {
     mkdir -p "$RUN/temporal"
     log "starting Temporal dev server"
     # Search attributes used by onceflow (pipeline, partition, epoch, phase) are registered at start.
+    # Eager activity execution (off by default in Temporal): an activity scheduled by a workflow
+    # task is handed back in the response to that task's completion, skipping a matching round
+    # trip per activity (docs/performance.md measures it).
     spawn temporal "$TEMPORAL_BIN" server start-dev \
+      --dynamic-config-value system.enableActivityEagerExecution=true \
       --ip 127.0.0.1 --port $TEMPORAL_PORT --ui-port $TEMPORAL_UI_PORT \
       --db-filename "$RUN/temporal/temporal.db" --namespace default \
       --search-attribute OnceflowPipeline=Keyword \

@@ -17,6 +17,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, report
     recordBytes: 200,
     epochSizes: [500],
     directEpochSizes: [500],
+    noEagerEpochSizes: [],
     latencyRate: 400,
     latencySeconds: 3,
     perfTransactionMs: 200,

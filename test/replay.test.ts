@@ -3,8 +3,9 @@
  * redo after a broker-aborted transaction, continue-as-new) must replay with the current
  * workflow code; a deliberately nondeterministic change must be caught.
  *
- * Re-record with: ONCEFLOW_RECORD_HISTORIES=1 npm test -- test/engine.test.ts (writes partition-*.json;
- * sequential-*.json were recorded before the pipelined loop and are kept to guard its patch).
+ * Re-record with: ONCEFLOW_RECORD_HISTORIES=1 npm test -- test/engine.test.ts (writes partition-*.json).
+ * Older generations are kept to guard the patches: sequential-*.json were recorded before the
+ * pipelined loop, v1-pipelined-*.json before the single commit activity (commit-epoch-v1).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -24,21 +25,40 @@ function currentBundle() {
   return codePath ? { workflowBundle: { codePath } } : { workflowsPath: require.resolve('../src/workflows') };
 }
 
-test('checked-in histories cover retries, a redo and continue-as-new, for the sequential and the pipelined loop', () => {
+test('checked-in histories cover retries, a redo and continue-as-new, for every generation of the loop', () => {
   const text = (f: string) => readFileSync(join(dir, f), 'utf8');
-  const sequential = files.filter((f) => f.startsWith('sequential-')).map(text).join('\n');
-  const pipelined = files.filter((f) => !f.startsWith('sequential-')).map(text).join('\n');
-  assert.ok(files.length >= 6, `histories: ${files.join(', ')}`);
-  for (const [name, all] of [['sequential', sequential], ['pipelined', pipelined]] as const) {
+  const generation = (prefix: string | null) =>
+    files
+      .filter((f) => (prefix ? f.startsWith(prefix) : !f.startsWith('sequential-') && !f.startsWith('v1-pipelined-')))
+      .map(text)
+      .join('\n');
+  const sequential = generation('sequential-');
+  const pipelinedV1 = generation('v1-pipelined-');
+  const current = generation(null);
+  assert.ok(files.length >= 9, `histories: ${files.join(', ')}`);
+  for (const [name, all] of [['sequential', sequential], ['pipelined v1', pipelinedV1], ['current', current]] as const) {
     assert.match(all, /compare sink failed/, `${name}: a history with failed prepare attempts`);
     assert.match(all, /"redoKafka"/, `${name}: a history with a redo`);
     assert.match(all, /ContinuedAsNew/, `${name}: a history that continued as new`);
   }
-  // Recorded before and after patched('pipelined-epochs-v1'): both branches of the patch replay.
-  assert.doesNotMatch(sequential, /core_patch/);
-  assert.match(pipelined, /core_patch/);
-  assert.match(pipelined, /"abortPrepared"/, 'pipelined: a withdrawn e+1 before a redo');
+  // Recorded before and after each patch: every branch of every patch replays.
+  assert.deepEqual(patchIds(sequential), []);
+  assert.deepEqual(patchIds(pipelinedV1), ['pipelined-epochs-v1']);
+  assert.match(pipelinedV1, /"abortPrepared"/, 'pipelined v1: a withdrawn e+1 before a redo');
+  assert.deepEqual(patchIds(current), ['commit-epoch-v1', 'pipelined-epochs-v1']);
+  assert.match(current, /"commitEpoch"/);
+  assert.doesNotMatch(current, /"commitKafka"/);
+  assert.match(current, /"abortPrepared"/, 'current: a withdrawn e+1 before a redo');
 });
+
+/** Ids of the patches (core_patch markers) in JSON histories, sorted and distinct. */
+function patchIds(histories: string): string[] {
+  const ids = new Set<string>();
+  for (const m of histories.matchAll(/"patch-data":\s*\{\s*"payloads":\s*\[\s*\{[^}]*\}\s*,\s*"data":\s*"([^"]+)"/g)) {
+    ids.add((JSON.parse(Buffer.from(m[1]!, 'base64').toString('utf8')) as { id: string }).id);
+  }
+  return [...ids].sort();
+}
 
 test('every recorded history replays with the current workflow code', async () => {
   quietRuntime();

@@ -184,6 +184,67 @@ export function createActivities(deps: ActivityDeps) {
     return { pipeline: spec.name, partition, epoch, attempt: attempt(), options: spec.transformOptions ?? {} };
   }
 
+  /** Phase 3, Kafka side: EndTxn(commit) from any worker; ambiguous answers resolved by the progress marker. */
+  async function commitKafkaSide(args: CommitArgs): Promise<KafkaCommitOutcome> {
+    const { spec, partition, prepared } = args;
+    const started = Date.now();
+    const at = { partition, epoch: prepared.epoch };
+    await hit('commit.before', at);
+    const outcome = await endTxn(cluster, prepared.kafka, true);
+    if (outcome === 'ok') {
+      observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
+      await hit('commit.between', at);
+      return 'committed';
+    }
+    // Fenced or invalid state: committed earlier (and the id moved on) or aborted (timeout). Read the marker.
+    const marker = await findCommittedMarker(cluster, spec.progressTopic, partition, prepared.epoch, prepared.kafka.markerOffset, {
+      timeoutMs: DECIDE_TIMEOUT_MS,
+      onWait: heartbeat,
+    });
+    return marker ? 'committed' : 'aborted';
+  }
+
+  /**
+   * Phase 3, MySQL side: XA COMMIT from any connection, then the staged rows into the tables
+   * (once; see src/mysql/stage.ts). A vanished branch without ledger row is redone directly.
+   */
+  async function commitMysqlSide(args: CommitArgs): Promise<MysqlCommitOutcome> {
+    const { spec, partition, prepared } = args;
+    const started = Date.now();
+    await hit('commit.mysql', { partition, epoch: prepared.epoch });
+    let r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
+    // Attached: the preparing worker's session is still closing (it was destroyed right after
+    // XA PREPARE). That clears within milliseconds; look again shortly before an activity retry.
+    for (let i = 0; r === 'attached' && i < 40; i++) {
+      await sleep(25);
+      r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
+    }
+    if (r === 'attached') throw new TransientError(`XA branch ${prepared.xid} is still attached to its preparing session; retrying`);
+    if (r === 'committed' || r === 'already') {
+      await hit('commit.mysql-committed', { partition, epoch: prepared.epoch });
+      await applyStaged(pool, { pipeline: spec.name, partition, epoch: prepared.epoch }, spec.mysqlSink.tables);
+      observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started });
+      return 'committed';
+    }
+    // 'gone': rolled back behind our back. The ledger row decides; redo the MySQL side in a local transaction.
+    const records = await readRange(cluster, spec.source.topic, partition, prepared.start, prepared.end, heartbeat);
+    const applied = applyTransform(spec, transforms.get(spec.transform), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
+    const outcome = await inLocalTransaction(pool, async (conn) => {
+      try {
+        await insertLedger(conn, spec.name, partition, { epoch: prepared.epoch, start: prepared.start, end: prepared.end, records: records.length, redo: true });
+      } catch (e) {
+        // Another attempt redid it first: the ledger row is the truth.
+        if (sqlErrno(e) === ER_DUP_ENTRY) return 'committed' as const;
+        throw e;
+      }
+      await writeRows(conn, applied.rows, tableMap(spec), await getDialect());
+      return 'redone' as const;
+    });
+    if (outcome === 'committed') return 'committed';
+    observe({ kind: 'redo', pipeline: spec.name, partition, side: 'mysql' });
+    return 'redone';
+  }
+
   return {
     /** Checks the source, creates missing sink/progress/dead-letter topics and tables; returns the partition count. */
     async describeSource(spec: PipelineSpec): Promise<{ partitions: number }> {
@@ -372,68 +433,25 @@ export function createActivities(deps: ActivityDeps) {
       });
     },
 
-    /** Phase 3, Kafka side: EndTxn(commit) from any worker; ambiguous answers resolved by the progress marker. */
+    /** Phase 3, Kafka side alone (runs scheduled before commitEpoch existed). */
     async commitKafka(args: CommitArgs): Promise<KafkaCommitOutcome> {
-      return edge(async () => {
-        const { spec, partition, prepared } = args;
-        const started = Date.now();
-        const at = { partition, epoch: prepared.epoch };
-        await hit('commit.before', at);
-        const outcome = await endTxn(cluster, prepared.kafka, true);
-        if (outcome === 'ok') {
-          observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
-          await hit('commit.between', at);
-          return 'committed';
-        }
-        // Fenced or invalid state: committed earlier (and the id moved on) or aborted (timeout). Read the marker.
-        const marker = await findCommittedMarker(cluster, spec.progressTopic, partition, prepared.epoch, prepared.kafka.markerOffset, {
-          timeoutMs: DECIDE_TIMEOUT_MS,
-          onWait: heartbeat,
-        });
-        return marker ? 'committed' : 'aborted';
-      });
+      return edge(() => commitKafkaSide(args));
+    },
+
+    /** Phase 3, MySQL side alone (runs scheduled before commitEpoch existed). */
+    async commitMysql(args: CommitArgs): Promise<MysqlCommitOutcome> {
+      return edge(() => commitMysqlSide(args));
     },
 
     /**
-     * Phase 3, MySQL side: XA COMMIT from any connection, then the staged rows into the tables
-     * (once; see src/mysql/stage.ts). A vanished branch without ledger row is redone directly.
+     * Phase 3: both commits at once, in one activity (one dispatch and one completion less per
+     * epoch than two). Each side is idempotent, so a retry after one side failed redoes nothing
+     * the other side did.
      */
-    async commitMysql(args: CommitArgs): Promise<MysqlCommitOutcome> {
+    async commitEpoch(args: CommitArgs): Promise<{ kafka: KafkaCommitOutcome; mysql: MysqlCommitOutcome }> {
       return edge(async () => {
-        const { spec, partition, prepared } = args;
-        const started = Date.now();
-        await hit('commit.mysql', { partition, epoch: prepared.epoch });
-        let r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
-        // Attached: the preparing worker's session is still closing (it was destroyed right after
-        // XA PREPARE). That clears within milliseconds; look again shortly before an activity retry.
-        for (let i = 0; r === 'attached' && i < 40; i++) {
-          await sleep(25);
-          r = await commitBranch(pool, xidFromString(prepared.xid), { pipeline: spec.name, partition, epoch: prepared.epoch });
-        }
-        if (r === 'attached') throw new TransientError(`XA branch ${prepared.xid} is still attached to its preparing session; retrying`);
-        if (r === 'committed' || r === 'already') {
-          await hit('commit.mysql-committed', { partition, epoch: prepared.epoch });
-          await applyStaged(pool, { pipeline: spec.name, partition, epoch: prepared.epoch }, spec.mysqlSink.tables);
-          observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started });
-          return 'committed';
-        }
-        // 'gone': rolled back behind our back. The ledger row decides; redo the MySQL side in a local transaction.
-        const records = await readRange(cluster, spec.source.topic, partition, prepared.start, prepared.end, heartbeat);
-        const applied = applyTransform(spec, transforms.get(spec.transform), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
-        const outcome = await inLocalTransaction(pool, async (conn) => {
-          try {
-            await insertLedger(conn, spec.name, partition, { epoch: prepared.epoch, start: prepared.start, end: prepared.end, records: records.length, redo: true });
-          } catch (e) {
-            // Another attempt redid it first: the ledger row is the truth.
-            if (sqlErrno(e) === ER_DUP_ENTRY) return 'committed' as const;
-            throw e;
-          }
-          await writeRows(conn, applied.rows, tableMap(spec), await getDialect());
-          return 'redone' as const;
-        });
-        if (outcome === 'committed') return 'committed';
-        observe({ kind: 'redo', pipeline: spec.name, partition, side: 'mysql' });
-        return 'redone';
+        const [kafka, mysql] = await Promise.all([commitKafkaSide(args), commitMysqlSide(args)]);
+        return { kafka, mysql };
       });
     },
 

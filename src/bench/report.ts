@@ -15,9 +15,14 @@ const engineExtra = (e: { loopDelayP99Ms?: number; loopDelayMaxMs?: number; serv
 const locks = (e: { rowLockWaits?: number; rowLockWaitMs?: number }) => (e.rowLockWaits === undefined ? '–' : `${f0(e.rowLockWaits)} (${f0(e.rowLockWaitMs ?? NaN)})`);
 
 /** 'epoch 1000' for the default (staged) runs, 'epoch 1000, direct' for direct MySQL writes. */
-const cName = (c: BenchResult['C'][number]) => `epoch ${c.epochMaxRecords}${c.mysqlMode === 'direct' ? ', direct' : ''}`;
-/** Rows of an earlier result that a run of this one is compared with: same epoch size and mode (older results wrote directly). */
-const beforeKey = (c: BenchResult['C'][number], old: boolean) => `${c.epochMaxRecords}:${old ? 'staged' : (c.mysqlMode ?? 'staged')}`;
+const variant = (c: BenchResult['C'][number]) => `${c.mysqlMode === 'direct' ? ', direct' : ''}${c.eagerActivities === false ? ', no eager' : ''}`;
+const cName = (c: BenchResult['C'][number]) => `epoch ${c.epochMaxRecords}${variant(c)}`;
+/**
+ * Rows of an earlier result that a run of this one is compared with: same epoch size and
+ * variant. Results from before mysqlSink.mode wrote directly; their rows stand for the staged
+ * default here, so that "before" shows the engine as it was.
+ */
+const beforeKey = (c: BenchResult['C'][number], old: boolean) => `${c.epochMaxRecords}${old ? '' : variant(c)}`;
 
 export function bars(r: BenchResult): { label: string; value: number }[] {
   return [
@@ -75,6 +80,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   );
   L.push('', `![records/s](${svgName})`, '');
   const bC = before ? new Map(before.C.map((c) => [beforeKey(c, c.mysqlMode === undefined), c])) : undefined;
+  const label = (c: BenchResult['C'][number]) => `${c.mysqlMode === 'direct' ? ', MySQL **direct**' : ''}${c.eagerActivities === false ? ', **no eager** activity dispatch' : ''}`;
   L.push(`| run | records/s | C/B | C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`);
   L.push(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`);
   const empty = before ? ' | |' : '';
@@ -84,7 +90,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   for (const c of r.C) {
     const b = bC?.get(beforeKey(c, false));
     L.push(
-      `| C onceflow, epoch.maxRecords ${c.epochMaxRecords}${c.mysqlMode === 'direct' ? ', MySQL **direct**' : ''} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** | ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${f1(c.cpuMsPer1kRecords)} | ${f0(c.peakRssMb)} | ${engineExtra(c)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
+      `| C onceflow, epoch.maxRecords ${c.epochMaxRecords}${label(c)} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** | ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${f1(c.cpuMsPer1kRecords)} | ${f0(c.peakRssMb)} | ${engineExtra(c)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
         (before ? ` ${b ? f0(b.recordsPerSec) : '–'} | ${b ? f2(b.vsB) : '–'} |` : ''),
     );
   }
@@ -93,13 +99,13 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   L.push(...SPLIT_HEAD);
   const splitRow = (label: string, s: BenchResult['C'][number]['split']) =>
     `| ${label} | ${f0(s.recordsPerEpoch)} | ${f1(s.cycleMs)} | ${f1(s.readMs)} | ${f1(s.initMs)} | ${f1(s.transformMs)} | ${f1(s.kafkaMs)} | ${f1(s.previousCommitWaitMs ?? 0)} | ${f1(s.mysqlMs)} | ${f1(s.xaPrepareMs)} | ${f1(s.kafkaCommitMs)} | ${f1(s.mysqlCommitMs)} | ${f1(s.temporalMs)} | ${f1(s.coordinationMs)} | ${s.retries} |`;
-  for (const c of r.C) L.push(splitRow(`${c.epochMaxRecords}${c.mysqlMode === 'direct' ? ' direct' : ''}`, c.split));
+  for (const c of r.C) L.push(splitRow(`${c.epochMaxRecords}${variant(c)}`, c.split));
   const lc = r.latency.find((l) => l.engine === 'C');
   if (lc?.split) L.push(splitRow(`latency run (paced)`, lc.split));
   if (before) {
     L.push('', 'Before:', '');
     L.push(...SPLIT_HEAD);
-    for (const c of before.C) L.push(splitRow(`${c.epochMaxRecords}${c.mysqlMode === 'direct' ? ' direct' : ''}`, c.split));
+    for (const c of before.C) L.push(splitRow(`${c.epochMaxRecords}${variant(c)}`, c.split));
   }
   L.push('', `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s:`, '');
   L.push('| engine | records seen | p50 ms | p90 ms | p99 ms | max ms | epoch interval ms | target p99 (interval + 250 ms) | worker CPU (cores) | peak RSS MiB |');

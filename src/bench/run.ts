@@ -36,6 +36,8 @@ export interface BenchOptions {
   epochSizes: number[];
   /** Epoch sizes also run with mysqlSink.mode 'direct' (rows written inside the XA branch), side by side with the staged default. */
   directEpochSizes: number[];
+  /** Epoch sizes also run by a worker that takes no activity task eagerly (maxEagerActivityReservationsPerWorkflowTask 0). */
+  noEagerEpochSizes: number[];
   /** Paced input rate of the latency phase (records/s); 0 = half the slower of B and the best C. */
   latencyRate: number;
   latencySeconds: number;
@@ -79,6 +81,8 @@ export interface CRun extends EngineRun {
   epochMaxRecords: number;
   /** absent in results from before the option existed (those wrote directly) */
   mysqlMode?: 'staged' | 'direct';
+  /** false: the worker took no activity task eagerly; absent in results from before the server allowed it */
+  eagerActivities?: boolean;
   vsB: number;
   vsAPlain: number;
   vsATransactional: number;
@@ -122,6 +126,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     recordBytes: 200,
     epochSizes: (env.BENCH_EPOCHS ?? '1000,5000,20000').split(',').map(Number),
     directEpochSizes: (env.BENCH_DIRECT_EPOCHS ?? '1000').split(',').filter(Boolean).map(Number),
+    noEagerEpochSizes: (env.BENCH_NO_EAGER_EPOCHS ?? '1000').split(',').filter(Boolean).map(Number),
     latencyRate: num('BENCH_LATENCY_RATE', 0),
     latencySeconds: num('BENCH_LATENCY_SECONDS', 20),
     perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),
@@ -408,16 +413,21 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     log(`B: ${B.recordsPerSec.toFixed(0)} records/s`);
 
     const C: CRun[] = [];
-    const cRuns = [...opts.epochSizes.map((size) => ({ size, mode: 'staged' as const })), ...opts.directEpochSizes.map((size) => ({ size, mode: 'direct' as const }))];
-    for (const { size, mode } of cRuns) {
-      const spec = specFor(`${id}-c${mode === 'direct' ? 'd' : ''}${size}`, source, size, P, mode);
+    const cRuns = [
+      ...opts.epochSizes.map((size) => ({ size, mode: 'staged' as const, eager: true })),
+      ...opts.directEpochSizes.map((size) => ({ size, mode: 'direct' as const, eager: true })),
+      ...opts.noEagerEpochSizes.map((size) => ({ size, mode: 'staged' as const, eager: false })),
+    ];
+    for (const { size, mode, eager } of cRuns) {
+      const spec = specFor(`${id}-c${mode === 'direct' ? 'd' : ''}${eager ? '' : 'n'}${size}`, source, size, P, mode);
       created.push(spec);
-      log(`C: onceflow exactly-once, epoch.maxRecords ${size}, MySQL ${mode}`);
-      const c = await runOnceflow(deps, spec, N);
+      log(`C: onceflow exactly-once, epoch.maxRecords ${size}, MySQL ${mode}${eager ? '' : ', no eager activities'}`);
+      const c = await runOnceflow(deps, spec, N, eager);
       const run: CRun = {
         ...c.run,
         epochMaxRecords: size,
         mysqlMode: mode,
+        eagerActivities: eager,
         vsB: c.run.recordsPerSec / B.recordsPerSec,
         vsAPlain: c.run.recordsPerSec / plain.recordsPerSec,
         vsATransactional: c.run.recordsPerSec / transactional.recordsPerSec,
@@ -426,7 +436,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         failedChecks: c.failedChecks,
       };
       C.push(run);
-      log(`C ${size} ${mode}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
+      log(`C ${size} ${mode}${eager ? '' : ' no-eager'}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
     }
 
     const bestC = Math.max(...C.map((c) => c.recordsPerSec));
@@ -443,7 +453,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       ...(opts.label ? { label: opts.label } : {}),
       command: 'npm run bench',
       machine: { cpus: cpus().length, model: cpus()[0]?.model ?? '?', node: process.version, loadBefore, loadAfter: loadavg() },
-      options: { records: opts.records, partitions: opts.partitions, recordBytes: opts.recordBytes, epochSizes: opts.epochSizes, directEpochSizes: opts.directEpochSizes, latencyRate: rate, latencySeconds: opts.latencySeconds, perfTransactionMs: opts.perfTransactionMs, ...(opts.label ? { label: opts.label } : {}) },
+      options: { records: opts.records, partitions: opts.partitions, recordBytes: opts.recordBytes, epochSizes: opts.epochSizes, directEpochSizes: opts.directEpochSizes, noEagerEpochSizes: opts.noEagerEpochSizes, latencyRate: rate, latencySeconds: opts.latencySeconds, perfTransactionMs: opts.perfTransactionMs, ...(opts.label ? { label: opts.label } : {}) },
       A: { plain, transactional },
       B,
       C,
@@ -482,8 +492,8 @@ async function runBaseline(deps: Deps, spec: PipelineSpec, n: number, partitions
   return engineRun(count(), firstAt, lastAt, startedAt, doneAt, u, [locks0, locks1]);
 }
 
-async function startWorker(deps: Deps, taskQueue: string): Promise<Child> {
-  const child = new Child('worker.ts', { ONCEFLOW_TASK_QUEUE: taskQueue, ONCEFLOW_WORKFLOW_BUNDLE: deps.bundle });
+async function startWorker(deps: Deps, taskQueue: string, eager = true): Promise<Child> {
+  const child = new Child('worker.ts', { ONCEFLOW_TASK_QUEUE: taskQueue, ONCEFLOW_WORKFLOW_BUNDLE: deps.bundle, ONCEFLOW_BENCH_EAGER: eager ? '1' : '0' });
   await child.ready();
   return child;
 }
@@ -493,8 +503,8 @@ async function verify(deps: Deps, spec: PipelineSpec): Promise<{ ok: boolean; fa
   return { ok: r.ok, failed: r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`) };
 }
 
-async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number): Promise<{ run: EngineRun; split: EpochSplit; verified: boolean; failedChecks: string[] }> {
-  const child = await startWorker(deps, `${spec.name}-tq`);
+async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, eager = true): Promise<{ run: EngineRun; split: EpochSplit; verified: boolean; failedChecks: string[] }> {
+  const child = await startWorker(deps, `${spec.name}-tq`, eager);
   const locks0 = await probe(deps.pool);
   child.send({ type: 'mark' });
   const startedAt = Date.now();

@@ -11,10 +11,12 @@ async function main() {
   const taskQueue = process.env.ONCEFLOW_TASK_QUEUE;
   if (!taskQueue) throw new Error('ONCEFLOW_TASK_QUEUE is not set');
   const bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
+  // ONCEFLOW_BENCH_EAGER=0: take no activity task eagerly from a workflow-task completion (the run without eager dispatch).
+  const eager = process.env.ONCEFLOW_BENCH_EAGER !== '0';
   const h = await createOnceflowWorker({
     taskQueue,
     observe: (event) => send({ type: 'event', event }),
-    ...(bundle ? { worker: { workflowBundle: { codePath: bundle } } } : {}),
+    worker: { ...(bundle ? { workflowBundle: { codePath: bundle } } : {}), ...(eager ? {} : { maxEagerActivityReservationsPerWorkflowTask: 0 }) },
   });
   const running = h.run();
   serveUsage(async () => {

@@ -6,7 +6,7 @@
 import type { FaultPoint } from '../faults';
 import { prng } from '../scenario';
 
-export const POINTS: readonly FaultPoint[] = ['prepare.start', 'prepare.kafka-sent', 'prepare.xa-prepared', 'commit.before', 'commit.between', 'redo.start'];
+export const POINTS: readonly FaultPoint[] = ['prepare.start', 'prepare.kafka-sent', 'prepare.xa-prepared', 'commit.before', 'commit.between', 'commit.mysql-committed', 'redo.start'];
 
 /** Faults the campaign injects from outside the engine (plus txn-timeout, a stalled commit). */
 export const INJECTED_KINDS = [

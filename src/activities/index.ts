@@ -97,7 +97,17 @@ export type ObservedEvent =
       /** Date.now() when the activity started */ startedAt: number;
       split: PrepareSplit;
     }
-  | { kind: 'committed'; pipeline: string; partition: number; epoch: number; side: 'kafka' | 'mysql'; ms: number; startedAt: number }
+  | {
+      kind: 'committed';
+      pipeline: string;
+      partition: number;
+      epoch: number;
+      side: 'kafka' | 'mysql';
+      ms: number;
+      startedAt: number;
+      /** MySQL side: the part of `ms` spent applying the staged rows after XA COMMIT */
+      applyMs?: number;
+    }
   | { kind: 'redo'; pipeline: string; partition: number; side: 'kafka' | 'mysql' }
   | { kind: 'retry'; pipeline: string; partition: number; activity: string }
   | { kind: 'rolled-back'; pipeline: string; partition: number; epoch: number; xid: string };
@@ -222,8 +232,9 @@ export function createActivities(deps: ActivityDeps) {
     if (r === 'attached') throw new TransientError(`XA branch ${prepared.xid} is still attached to its preparing session; retrying`);
     if (r === 'committed' || r === 'already') {
       await hit('commit.mysql-committed', { partition, epoch: prepared.epoch });
+      const applyFrom = Date.now();
       await applyStaged(pool, { pipeline: spec.name, partition, epoch: prepared.epoch }, spec.mysqlSink.tables);
-      observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started });
+      observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started, applyMs: Date.now() - applyFrom });
       return 'committed';
     }
     // 'gone': rolled back behind our back. The ledger row decides; redo the MySQL side in a local transaction.

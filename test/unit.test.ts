@@ -6,7 +6,7 @@ import { parseEnvFile } from '../src/config';
 import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
-import { stageTableName } from '../src/mysql/stage';
+import { mysqlMode, stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xa';
 import { applyControl, assertTransition, validateControl } from '../src/protocol';
 import { compareSpec } from '../src/scenario';
@@ -22,6 +22,9 @@ test('definePipeline fills defaults', () => {
   assert.equal(s.progressTopic, 'onceflow.progress.p1');
   assert.equal(s.deadLetterTopic, 'p1.dlq');
   assert.equal(s.mysqlSink.mode, 'staged');
+  // A spec from a run started before the option existed (no staging tables were created) keeps writing directly.
+  assert.equal(mysqlMode({ ...s, mysqlSink: { tables: s.mysqlSink.tables } }), 'direct');
+  assert.equal(mysqlMode(s), 'staged');
 });
 
 test('definePipeline names every wrong field and the fix', () => {

@@ -32,10 +32,11 @@ const KEY_COLUMNS = ['onceflow_pipeline', 'onceflow_partition', 'onceflow_epoch'
 export type MysqlMode = 'staged' | 'direct';
 
 /**
- * The spec's MySQL mode. Runs started before the option existed wrote directly and continue
- * staged; that is safe per epoch, since each epoch's onceflow_staged row says whether it staged rows.
+ * The spec's MySQL mode. definePipeline always sets it (default 'staged'); a spec without it
+ * comes from a run started before the option existed, whose start created no staging tables:
+ * that run keeps writing directly until it is started again.
  */
-export const mysqlMode = (spec: PipelineSpec): MysqlMode => spec.mysqlSink.mode ?? 'staged';
+export const mysqlMode = (spec: PipelineSpec): MysqlMode => spec.mysqlSink.mode ?? 'direct';
 
 /** `onceflow_stage_<table>`, shortened with a hash where that would exceed MySQL's 64 characters. */
 export function stageTableName(table: string): string {

@@ -19,7 +19,7 @@ import { partitionWorkflowId } from '../src/spec';
 import { readAll } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';
 import { openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
-import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
+import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 
 let deps: Deps;
 before(async () => {
@@ -78,25 +78,34 @@ test('the original scenario: failing compare sink, every input exactly once in K
   }
 });
 
-test('a worker killed with SIGKILL after prepare and before commit: a new worker process commits, output exactly once', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'kill', records: 400, partitions: 1 });
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+/**
+ * Runs scenario `s` on a worker process that SIGKILLs itself at `fault`, checks it died so,
+ * calls `whileDead` (the state the kill left), then drains the pipeline on a second worker
+ * process and returns the partition result and the verification.
+ */
+async function killedThenRecovered(s: Scenario, fault: string, whileDead: () => Promise<void> = async () => undefined) {
+  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: `${fault}:crash`, ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   const handle = await start(deps, s);
-  const code = await doomed.exited;
-  assert.equal(code, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
+  assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at ${fault}; its stderr:\n${doomed.stderrText}`);
+  await whileDead();
   const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   try {
     const [result] = await drainAndWait(deps, s, handle);
     assert.ok(result);
-    // The transaction the dead worker prepared was committed by the new one (no redo needed).
-    assert.equal(result.state.redos, 0);
-    const report = await verify(deps, s);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.outputs, 400);
+    return { result, report: await verify(deps, s) };
   } finally {
     second.kill('SIGTERM');
     await second.exited;
   }
+}
+
+test('a worker killed with SIGKILL after prepare and before commit: a new worker process commits, output exactly once', { timeout: 240_000 }, async () => {
+  const s = await prepareScenario(deps, { prefix: 'kill', records: 400, partitions: 1 });
+  const { result, report } = await killedThenRecovered(s, 'commit.before@epoch=1@partition=0');
+  // The transaction the dead worker prepared was committed by the new one (no redo needed).
+  assert.equal(result.state.redos, 0);
+  assert.ok(report.ok, failedChecks(report));
+  assert.equal(report.totals.outputs, 400);
 });
 
 test('a Kafka transaction aborted by the broker (timeout) before commit is redone; MySQL not doubled', { timeout: 240_000 }, async () => {
@@ -262,21 +271,12 @@ test('an XA branch rolled back behind the pipeline before its commit is redone f
 
 test('a worker killed after XA COMMIT and before the staged rows are applied: the next worker applies them, once', { timeout: 240_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'applykill', records: 400, partitions: 1 });
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.mysql-committed@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
-  const handle = await start(deps, s);
-  assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL after XA COMMIT; its stderr:\n${doomed.stderrText}`);
-  // Epoch 1 is committed in MySQL, its rows still staged: the tables lack them right now.
-  assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), [{ partition: 0, epoch: 1 }]);
-  const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
-  try {
-    await drainAndWait(deps, s, handle);
-    const report = await verify(deps, s);
-    assert.ok(report.ok, failedChecks(report));
-    assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), []);
-  } finally {
-    second.kill('SIGTERM');
-    await second.exited;
-  }
+  const { report } = await killedThenRecovered(s, 'commit.mysql-committed@epoch=1@partition=0', async () => {
+    // Epoch 1 is committed in MySQL, its rows still staged: the tables lack them right now.
+    assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), [{ partition: 0, epoch: 1 }]);
+  });
+  assert.ok(report.ok, failedChecks(report));
+  assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), []);
 });
 
 /**

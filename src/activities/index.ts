@@ -232,8 +232,9 @@ export function createActivities(deps: ActivityDeps) {
     if (r === 'attached') throw new TransientError(`XA branch ${prepared.xid} is still attached to its preparing session; retrying`);
     if (r === 'committed' || r === 'already') {
       await hit('commit.mysql-committed', { partition, epoch: prepared.epoch });
+      // Only a staged run's epochs staged rows (and only its start created onceflow_staged).
       const applyFrom = Date.now();
-      await applyStaged(pool, { pipeline: spec.name, partition, epoch: prepared.epoch }, spec.mysqlSink.tables);
+      if (mysqlMode(spec) === 'staged') await applyStaged(pool, { pipeline: spec.name, partition, epoch: prepared.epoch }, spec.mysqlSink.tables);
       observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started, applyMs: Date.now() - applyFrom });
       return 'committed';
     }

@@ -22,7 +22,7 @@ import { createHash } from 'node:crypto';
 import type { Pool, PoolConnection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import type { PipelineSpec, TableSpec } from '../spec';
 import { inLocalTransaction, insertChunked, onDuplicateSql, quoteIdent, tableRows, type RowOp } from './sink';
-import { LEDGER_TABLE } from './xa';
+import { ER_NO_SUCH_TABLE, LEDGER_TABLE, sqlErrno } from './xa';
 
 export const STAGED_TABLE = 'onceflow_staged';
 
@@ -124,13 +124,21 @@ export async function applyStaged(pool: Pool, at: { pipeline: string; partition:
   );
 }
 
-/** Epochs of a partition whose XA branch committed but whose staged rows are not applied yet, in order. */
+/**
+ * Epochs of a partition whose XA branch committed but whose staged rows are not applied yet, in
+ * order. None where onceflow_staged does not exist (no pipeline ever staged rows in this database).
+ */
 export async function pendingEpochs(db: Pool, pipeline: string, partition?: number): Promise<{ partition: number; epoch: number }[]> {
-  const [rows] = await db.execute<RowDataPacket[]>(
-    `SELECT source_partition, epoch FROM \`${STAGED_TABLE}\` WHERE pipeline = ?${partition === undefined ? '' : ' AND source_partition = ?'} ORDER BY source_partition, epoch`,
-    partition === undefined ? [pipeline] : [pipeline, partition],
-  );
-  return rows.map((r) => ({ partition: Number(r.source_partition), epoch: Number(r.epoch) }));
+  try {
+    const [rows] = await db.execute<RowDataPacket[]>(
+      `SELECT source_partition, epoch FROM \`${STAGED_TABLE}\` WHERE pipeline = ?${partition === undefined ? '' : ' AND source_partition = ?'} ORDER BY source_partition, epoch`,
+      partition === undefined ? [pipeline] : [pipeline, partition],
+    );
+    return rows.map((r) => ({ partition: Number(r.source_partition), epoch: Number(r.epoch) }));
+  } catch (e) {
+    if (sqlErrno(e) === ER_NO_SUCH_TABLE) return [];
+    throw e;
+  }
 }
 
 /** Drops a pipeline's target and staging tables and deletes its ledger rows (test and benchmark resets). */

@@ -1,6 +1,6 @@
 /**
  * npm run bench — brings up an isolated service stack (its own ports and data directory, so
- * other test runs do not share the broker), measures A/B/C (see src/bench/run.ts), writes
+ * other test runs do not share the broker), measures A/B/C (see tools/bench/run.ts), writes
  * bench/results/<date>[-<label>].json and the generated part of docs/performance.md + the chart.
  *
  * Environment: BENCH_RECORDS (500000), BENCH_PARTITIONS (4), BENCH_EPOCHS (1000,5000,20000),
@@ -13,8 +13,8 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Runtime, DefaultLogger } from '@temporalio/worker';
-import { markdown, spliceGenerated, svgChart } from '../src/bench/report';
-import { defaultOptions, runBench, type BenchResult } from '../src/bench/run';
+import { markdown, spliceGenerated, svgChart } from '../tools/bench/report';
+import { defaultOptions, runBench, type BenchResult } from '../tools/bench/run';
 
 const ROOT = join(__dirname, '..');
 

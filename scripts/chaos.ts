@@ -1,16 +1,16 @@
 /**
  * `npm run chaos [-- --seed N] [--short] [--out FILE] [--keep-services]`
- * Runs the fault campaign (src/chaos/) on its own isolated service stack, prints the verdict,
+ * Runs the fault campaign (tools/chaos/) on its own isolated service stack, prints the verdict,
  * writes docs/reliability.md (full campaign) and stops the stack. Exit code 1 on any failed
  * check; a failing run prints its seed and the command that replays it.
  */
 import { execSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runCampaign } from '../src/chaos/campaign';
-import { presetOptions } from '../src/chaos/presets';
-import { renderReport } from '../src/chaos/report';
-import { services } from '../src/chaos/stack';
+import { runCampaign } from '../tools/chaos/campaign';
+import { presetOptions } from '../tools/chaos/presets';
+import { renderReport } from '../tools/chaos/report';
+import { services } from '../tools/chaos/stack';
 
 function arg(name: string): string | undefined {
   const i = process.argv.indexOf(name);

@@ -7,9 +7,10 @@
 import { startPipeline, controlPipeline } from '../src/client';
 import { loadSettings } from '../src/config';
 import { openConnections } from '../src/connections';
-import { compareSpec, makeEvents, produceValues, resetPipeline, tableSums } from '../src/scenario';
+import { compareSpec, makeEvents, produceValues, resetPipeline, tableSums } from '../examples/flink-compare/scenario';
 import { verifyPipeline } from '../src/verify';
-import { createOnceflowWorker, defaultTransforms } from '../src/worker';
+import { createOnceflowWorker } from '../src/worker';
+import { compareTransforms } from '../examples/flink-compare/transforms';
 import { printReport } from '../src/cli/report';
 
 const RECORDS = Number(process.env.DEMO_RECORDS ?? 2000);
@@ -35,7 +36,7 @@ async function main() {
     console.log(`produced ${values.length} records (${input.poison} of them poison: not JSON)`);
 
     const taskQueue = 'onceflow-demo';
-    const worker = await createOnceflowWorker({ settings, taskQueue });
+    const worker = await createOnceflowWorker({ settings, taskQueue, transforms: compareTransforms() });
     const running = worker.run();
     const started = Date.now();
     const handle = await startPipeline(client, spec, taskQueue);
@@ -48,7 +49,7 @@ async function main() {
     const epochs = results.reduce((a, r) => a + r.state.committedEpochs, 0);
     console.log(`pipeline drained in ${secs.toFixed(1)} s: ${epochs} epochs committed; failed prepare attempts are in the workflow histories`);
 
-    const report = await verifyPipeline({ cluster, admin, pool, transforms: defaultTransforms() }, spec);
+    const report = await verifyPipeline({ cluster, admin, pool, transforms: compareTransforms() }, spec);
     // The report's own question, in its terms: MySQL sums per key against the sums of the input.
     const sums = await tableSums(pool, 'test_two_step_compare');
     const wrong = [...input.sums].filter(([k, v]) => sums.get(k) !== v).length + [...sums.keys()].filter((k) => !input.sums.has(k)).length;

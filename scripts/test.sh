@@ -11,7 +11,7 @@ if ! command -v chromium >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 fi
 npx tsc --noEmit -p .
-npx eslint src scripts test --ext .ts
+npx eslint src scripts test tools examples --ext .ts
 mkdir -p test/.tmp
 npx tsx scripts/bundle-workflows.ts test/.tmp/workflow-bundle.js
 export ONCEFLOW_WORKFLOW_BUNDLE=$PWD/test/.tmp/workflow-bundle.js

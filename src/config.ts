@@ -37,6 +37,12 @@ export interface Settings {
   temporal: TemporalSettings;
   /** Port of the worker's Prometheus endpoint; 0 disables it. */
   metricsPort: number;
+  /** Module the worker, verify and replay load user transforms from (ONCEFLOW_TRANSFORMS, or --transforms). */
+  transformsModule?: string;
+  /** A prebuilt workflow bundle (ONCEFLOW_WORKFLOW_BUNDLE); absent: the worker bundles src/workflows itself. */
+  workflowBundle?: string;
+  /** Fault injection for tests and the fault campaign; both absent on a production worker. */
+  faults: { rules?: string; file?: string };
 }
 
 export const DEFAULTS = {
@@ -112,7 +118,20 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       taskQueue: get('ONCEFLOW_TASK_QUEUE') ?? DEFAULTS.taskQueue,
     },
     metricsPort: intSetting('ONCEFLOW_METRICS_PORT', get('ONCEFLOW_METRICS_PORT'), DEFAULTS.metricsPort),
+    ...optional('transformsModule', env.ONCEFLOW_TRANSFORMS),
+    ...optional('workflowBundle', workflowBundle(env.ONCEFLOW_WORKFLOW_BUNDLE)),
+    faults: { ...optional('rules', env.ONCEFLOW_FAULTS), ...optional('file', env.ONCEFLOW_FAULTS_FILE) },
   };
+}
+
+const optional = <K extends string>(k: K, v: string | undefined): { [P in K]?: string } => (v ? ({ [k]: v } as { [P in K]?: string }) : {});
+
+function workflowBundle(path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  if (!existsSync(path)) {
+    throw new ConfigError('ONCEFLOW_WORKFLOW_BUNDLE', `names '${path}', which does not exist; build it (npx tsx scripts/bundle-workflows.ts ${path}) or unset the variable`);
+  }
+  return path;
 }
 
 /** Paths of the tools the services script installed (Kafka jars, Temporal CLI). */

@@ -1,6 +1,6 @@
 /**
  * onceflow's errors: each says whether retrying can help. Activities map them to
- * Temporal ApplicationFailures at their edge (see toApplicationFailure), so the
+ * Temporal ApplicationFailures at their edge (`edge` in src/activities/edge.ts), so the
  * workflow's retry policy retries exactly the retryable ones.
  *
  * This module is pure (no Node built-ins) so workflow code may import the type names.
@@ -11,7 +11,7 @@ export const NON_RETRYABLE_TYPES = [
   'ValidationError',
   'ReconcileMismatch',
   'SourceGone',
-  'TransformError',
+  'MissingTransform',
 ] as const;
 
 export class OnceflowError extends Error {
@@ -57,6 +57,18 @@ export class ReconcileMismatch extends OnceflowError {
 export class SourceGone extends OnceflowError {
   constructor(message: string, details: Record<string, unknown>) {
     super(message, { retryable: false, details });
+  }
+}
+
+/** The pipeline names a transform this worker (or verify/replay) was not given. */
+export class MissingTransform extends OnceflowError {
+  constructor(transform: string, registered: string[], pipeline?: string) {
+    super(
+      `${pipeline ? `pipeline '${pipeline}' uses ` : ''}transform '${transform}', which is not registered here (registered: ${registered.join(', ') || 'none'}). ` +
+        'Start the worker with --transforms <module> (or ONCEFLOW_TRANSFORMS), a module exporting `transforms` (a TransformRegistry or a name → transform map), ' +
+        "or fix the pipeline's 'transform' field",
+      { retryable: false, details: { transform, registered, ...(pipeline ? { pipeline } : {}) } },
+    );
   }
 }
 

@@ -1,14 +1,18 @@
 /**
- * Fault injection for tests and the fault campaign, read from ONCEFLOW_FAULTS and, if set, from
- * the file ONCEFLOW_FAULTS_FILE (same syntax; re-read whenever it changes, so a running worker
- * takes new rules — the fault campaign arms one rule at a time this way):
+ * Fault injection for tests and the fault campaign: rules given to the worker (from
+ * ONCEFLOW_FAULTS through src/config.ts) and, if set, from a faults file (ONCEFLOW_FAULTS_FILE;
+ * same syntax; re-read whenever it changes, so a running worker takes new rules — the fault
+ * campaign arms one rule at a time this way):
  *   point[@epoch=N][@partition=P][@attempt=A]:action, …
  * points:  prepare.start, prepare.kafka-sent, prepare.xa-prepared, commit.before,
  *          commit.between, redo.start, commit.mysql (start of the MySQL commit),
  *          commit.mysql-committed (after XA COMMIT, before the staged rows are applied)
- * actions: crash (SIGKILL of this process), throw (a retryable error), stall=MS
- * Off unless the variable is set; production workers never set it.
+ * actions: crash (SIGKILL of this process), throw (a retryable error), stall=MS (the activity
+ *          waits, the process keeps heartbeating), freeze=MS (SIGSTOP of the whole process, as a
+ *          GC pause or a suspended VM would; a detached helper sends SIGCONT after MS)
+ * `new Faults()` arms nothing: a worker started without rules and file has no fault path.
  */
+import { spawn } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
 import { InjectedFault } from './errors';
 
@@ -19,7 +23,7 @@ interface Rule {
   epoch?: number;
   partition?: number;
   attempt?: number;
-  action: 'crash' | 'throw' | 'stall';
+  action: 'crash' | 'throw' | 'stall' | 'freeze';
   ms: number;
 }
 
@@ -39,9 +43,10 @@ export function parseFaults(spec: string | undefined): Rule[] {
         else throw new Error(`ONCEFLOW_FAULTS: unknown condition '${c}' in '${item}'`);
       }
       if (action === 'crash' || action === 'throw') rule.action = action;
-      else if (action.startsWith('stall=')) {
-        rule.action = 'stall';
-        rule.ms = Number(action.slice(6));
+      else if (action.startsWith('stall=') || action.startsWith('freeze=')) {
+        rule.action = action.startsWith('stall=') ? 'stall' : 'freeze';
+        rule.ms = Number(action.slice(action.indexOf('=') + 1));
+        if (!Number.isInteger(rule.ms) || rule.ms <= 0) throw new Error(`ONCEFLOW_FAULTS: '${action}' needs a positive number of milliseconds`);
       } else throw new Error(`ONCEFLOW_FAULTS: unknown action '${action}' in '${item}'`);
       return rule;
     });
@@ -52,9 +57,14 @@ export class Faults {
   private fileStamp = '';
 
   constructor(
-    private readonly rules: Rule[] = parseFaults(process.env.ONCEFLOW_FAULTS),
-    private readonly file: string | undefined = process.env.ONCEFLOW_FAULTS_FILE,
+    private readonly rules: Rule[] = [],
+    private readonly file?: string,
   ) {}
+
+  /** The faults a worker's settings arm (src/config.ts). */
+  static fromSettings(f: { rules?: string; file?: string }): Faults {
+    return new Faults(parseFaults(f.rules), f.file);
+  }
 
   /** Rules of the faults file as of now (a missing or unreadable file means none). */
   private currentFileRules(): Rule[] {
@@ -95,6 +105,13 @@ export class Faults {
       if (r.action === 'throw') {
         process.stderr.write(`[faults] throw at ${where}\n`);
         throw new InjectedFault(point);
+      }
+      if (r.action === 'freeze') {
+        process.stderr.write(`[faults] freeze=${r.ms} at ${where}\n`);
+        // The whole process stops (timers, heartbeats, sockets); a detached shell thaws it.
+        spawn('sh', ['-c', `sleep ${r.ms / 1000}; kill -CONT ${process.pid}`], { detached: true, stdio: 'ignore' }).unref();
+        process.kill(process.pid, 'SIGSTOP');
+        process.stderr.write(`[faults] thawed at ${where}\n`);
       }
       if (r.action === 'stall') {
         process.stderr.write(`[faults] stall=${r.ms} at ${where}\n`);

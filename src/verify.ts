@@ -100,7 +100,7 @@ function compare(expected: string[], actual: string[]) {
 
 export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin; pool: Pool; transforms: TransformRegistry }, spec: PipelineSpec): Promise<VerifyReport> {
   const { cluster, admin, pool } = deps;
-  const transform = deps.transforms.get(spec.transform);
+  const transform = deps.transforms.get(spec.transform, spec.name);
   const tables = tableMap(spec);
   const meta = await admin.fetchTopicMetadata({ topics: [spec.source.topic] });
   const partitions = meta.topics[0]?.partitions.length ?? 0;

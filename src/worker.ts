@@ -1,26 +1,23 @@
 /**
  * An onceflow worker: warm Kafka and MySQL clients, the epoch activities, the workflows.
+ * This file only wires; `onceflow worker --transforms <module>` runs it from the command line.
  *
- *   npx tsx src/worker.ts            (or `onceflow worker`)
+ *   const w = await createOnceflowWorker({ transforms });   // your TransformRegistry
+ *   await w.run();
  *
- * Settings come from the environment (see src/config.ts). Register your own transforms by
- * building a TransformRegistry and calling runWorker({ transforms }).
+ * Settings come from src/config.ts (the environment and the services file).
  */
-import { existsSync } from 'node:fs';
 import { Kafka, logLevel } from 'kafkajs';
 import { createPool } from 'mysql2/promise';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createActivities, type ObservedEvent } from './activities';
+import { createActivities } from './activities';
+import type { ObservedEvent } from './activities/observe';
 import { loadSettings, type Settings } from './config';
 import { Faults } from './faults';
 import { serveMetrics, WorkerMetrics } from './metrics';
 import { connectCluster } from './kafka/internals';
+import { loadTransforms } from './transforms/load';
 import { TransformRegistry } from './transforms/registry';
-import { compareTransform } from './transforms/compare';
-
-export function defaultTransforms(): TransformRegistry {
-  return new TransformRegistry().register('flink-compare', compareTransform);
-}
 
 export interface WorkerHandle {
   worker: Worker;
@@ -32,17 +29,23 @@ export interface WorkerHandle {
   shutdown(): void;
 }
 
+/** The transforms a worker runs: given, else from settings.transformsModule, else none. */
+export function transformsOf(settings: Settings, given?: TransformRegistry): TransformRegistry {
+  return given ?? (settings.transformsModule ? loadTransforms(settings.transformsModule, 'ONCEFLOW_TRANSFORMS') : new TransformRegistry());
+}
+
 export async function createOnceflowWorker(opts: {
   settings?: Settings;
   taskQueue?: string;
   transforms?: TransformRegistry;
   faults?: Faults;
   observe?: (e: ObservedEvent) => void;
-  /** Serve Prometheus metrics on this port (0 = a free port); default ONCEFLOW_METRICS_PORT, off when unset. */
+  /** Serve Prometheus metrics on this port (0 = a free port); default settings.metricsPort, off when 0. */
   metricsPort?: number;
   worker?: Partial<WorkerOptions>;
 } = {}): Promise<WorkerHandle> {
   const settings = opts.settings ?? loadSettings();
+  const transforms = transformsOf(settings, opts.transforms);
   const metrics = new WorkerMetrics();
   const metricsPort = opts.metricsPort ?? (settings.metricsPort > 0 ? settings.metricsPort : undefined);
   const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(metrics, metricsPort);
@@ -52,18 +55,17 @@ export async function createOnceflowWorker(opts: {
   await admin.connect();
   const pool = createPool({ ...settings.mysql, connectionLimit: 16, supportBigNumbers: true, bigNumberStrings: false, enableKeepAlive: true });
   const connection = await NativeConnection.connect({ address: settings.temporal.address });
-  const bundlePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
   const worker = await Worker.create({
     connection,
     namespace: settings.temporal.namespace,
     taskQueue: opts.taskQueue ?? settings.temporal.taskQueue,
-    ...(bundlePath && existsSync(bundlePath) ? { workflowBundle: { codePath: bundlePath } } : { workflowsPath: require.resolve('./workflows') }),
+    ...(settings.workflowBundle ? { workflowBundle: { codePath: settings.workflowBundle } } : { workflowsPath: require.resolve('./workflows') }),
     activities: createActivities({
       cluster,
       admin,
       pool,
-      transforms: opts.transforms ?? defaultTransforms(),
-      faults: opts.faults ?? new Faults(),
+      transforms,
+      faults: opts.faults ?? Faults.fromSettings(settings.faults),
       observe: (e) => {
         metrics.observe(e);
         opts.observe?.(e);

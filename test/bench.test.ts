@@ -5,8 +5,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { markdown, svgChart } from '../src/bench/report';
-import { runBench } from '../src/bench/run';
+import { markdown, svgChart } from '../tools/bench/report';
+import { runBench } from '../tools/bench/run';
 import { quietRuntime } from './support/env';
 
 test('npm run bench, small: A, B and C measured, C verified exactly once, report rendered', { timeout: 180_000 }, async () => {

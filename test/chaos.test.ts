@@ -6,10 +6,10 @@
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { runCampaign } from '../src/chaos/campaign';
-import { presetOptions } from '../src/chaos/presets';
-import { INJECTED_KINDS } from '../src/chaos/schedule';
-import { services } from '../src/chaos/stack';
+import { runCampaign } from '../tools/chaos/campaign';
+import { presetOptions } from '../tools/chaos/presets';
+import { INJECTED_KINDS } from '../tools/chaos/schedule';
+import { services } from '../tools/chaos/stack';
 
 // A fixed seed by default, so the test gate runs the same fault schedule every time (timings
 // still vary); ONCEFLOW_CHAOS_SEED=<n> picks another, =random explores. npm run chaos explores too.

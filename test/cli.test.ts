@@ -13,9 +13,9 @@ import { stringify } from 'yaml';
 import { main } from '../src/cli';
 import { ISOLATION, PreparedTransaction, latestOffset } from '../src/kafka/internals';
 import { epochGtrid, xidSql } from '../src/mysql/xa';
-import { makeEvents, produceValues, resetPipeline, compareSpec } from '../src/scenario';
+import { makeEvents, produceValues, resetPipeline, compareSpec } from '../examples/flink-compare/scenario';
 import { partitionWorkflowId, pipelineWorkflowId, transactionalId } from '../src/spec';
-import { COMPARE_TABLE } from '../src/transforms/compare';
+import { COMPARE_TABLE } from '../examples/flink-compare/transform';
 import { openDeps, quietRuntime, uniqueName, waitUntil, type Deps } from './support/env';
 
 let deps: Deps;
@@ -60,7 +60,7 @@ before(async () => {
   const { values } = makeEvents(600, 11);
   await produceValues(deps.settings.kafka.brokers, spec.source.topic, 2, values);
   // The worker is the CLI's own `onceflow worker` process, with a Prometheus endpoint on a free port.
-  worker = spawn(process.execPath, [join(__dirname, '..', 'bin', 'onceflow.js'), 'worker', '--task-queue', taskQueue, '--metrics-port', '0'], {
+  worker = spawn(process.execPath, [join(__dirname, '..', 'bin', 'onceflow.js'), 'worker', '--transforms', join(__dirname, '..', 'examples', 'flink-compare', 'transforms.ts'), '--task-queue', taskQueue, '--metrics-port', '0'], {
     env: process.env,
     stdio: ['ignore', 'ignore', 'pipe'],
   });
@@ -191,7 +191,7 @@ test('worker, start, status, pause/resume, metrics, transactions, stop --drain -
   r = await cli('transactions', name);
   assert.match(r.out, /nothing in doubt/);
 
-  r = await cli('verify', name);
+  r = await cli('verify', name, '--transforms', join(__dirname, '..', 'examples', 'flink-compare', 'transforms.ts'));
   assert.equal(r.code, 0, r.out);
   assert.match(r.out, /RESULT: exactly once/);
 

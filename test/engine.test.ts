@@ -19,6 +19,7 @@ import { partitionWorkflowId } from '../src/spec';
 import { readAll } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';
 import { openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
+import { compareTransforms } from '../examples/flink-compare/transforms';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 
 let deps: Deps;
@@ -56,7 +57,7 @@ const bundle = () => {
 
 test('the original scenario: failing compare sink, every input exactly once in Kafka and MySQL', { timeout: 240_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'scenario', records: 1200, partitions: 3, poisonEvery: 300, transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 } });
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: bundle() } });
   const running = w.run();
   try {
     const handle = await start(deps, s);
@@ -170,7 +171,7 @@ test('an epoch retried after a failure past XA PREPARE leaves no prepared XA bra
 
 test('verification fails when an output is duplicated, a row is off, a branch stays prepared or a transaction hangs', { timeout: 240_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'tamper', records: 200, partitions: 1 });
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: bundle() } });
   const running = w.run();
   try {
     await drainAndWait(deps, s, await start(deps, s));
@@ -216,7 +217,7 @@ test('verification fails when an output is duplicated, a row is off, a branch st
 
 test('starting a pipeline whose ledger and progress markers disagree fails with the evidence, guessing nothing', { timeout: 240_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'mismatch', records: 200, partitions: 1 });
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: bundle() } });
   const running = w.run();
   try {
     await drainAndWait(deps, s, await start(deps, s));
@@ -247,7 +248,7 @@ test('an XA branch rolled back behind the pipeline before its commit is redone f
   const s = await prepareScenario(deps, { prefix: 'xagone', records: 200, partitions: 1 });
   // The MySQL commit of epoch 0 stalls 4 s; meanwhile the prepared branch is rolled back from outside.
   const faults = new Faults(parseFaults('commit.mysql@epoch=0@partition=0:stall=4000'));
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, faults, worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), faults, worker: { workflowBundle: bundle() } });
   const running = w.run();
   try {
     const handle = await start(deps, s);
@@ -287,7 +288,7 @@ test('a worker killed after XA COMMIT and before the staged rows are applied: th
 async function partitionsPastALingeringBranch(mode: 'staged' | 'direct'): Promise<{ whileLingering: number; total: number }> {
   const s = await prepareScenario(deps, { prefix: `linger-${mode}`, records: 1200, partitions: 2, mysqlMode: mode, epoch: { maxRecords: 50, maxWaitMs: 200 } });
   const faults = new Faults(parseFaults('prepare.xa-prepared@epoch=0@partition=0:stall=8000'));
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, faults, worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), faults, worker: { workflowBundle: bundle() } });
   const running = w.run();
   try {
     const handle = await start(deps, s);

@@ -7,7 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { connectCluster, endTxn, fetchPartition, ISOLATION, latestOffset, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
 import { encodeMarker, findCommittedMarker, waitDecided } from '../src/kafka/progress';
-import { createTopic } from '../src/scenario';
+import { createTopic } from '../examples/flink-compare/scenario';
 import { openDeps, uniqueName, type Deps } from './support/env';
 
 let deps: Deps;

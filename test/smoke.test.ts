@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { Worker } from '@temporalio/worker';
 import type { Consumer } from 'kafkajs';
 import { createConnection } from 'mysql2/promise';
-import { createTopic } from '../src/scenario';
+import { createTopic } from '../examples/flink-compare/scenario';
 import { openDeps, quietRuntime, uniqueName, type Deps } from './support/env';
 
 let deps: Deps;

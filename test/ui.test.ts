@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { createOnceflowWorker } from '../src/worker';
 import { openDeps, quietRuntime, type Deps } from './support/env';
+import { compareTransforms } from '../examples/flink-compare/transforms';
 import { drainAndWait, prepareScenario, start } from './support/pipeline';
 
 const CHROMIUM = process.env.ONCEFLOW_CHROMIUM ?? '/usr/bin/chromium';
@@ -37,7 +38,7 @@ test('the Web UI finds a running pipeline by its search attributes and shows its
   // Slow epochs (a record at a time with waits) keep the pipeline running while the browser looks.
   const s = await prepareScenario(deps, { prefix: 'webui', records: 400, partitions: 2, epoch: { maxRecords: 20, maxWaitMs: 500 } });
   const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, ...(codePath ? { worker: { workflowBundle: { codePath } } } : {}) });
+  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), ...(codePath ? { worker: { workflowBundle: { codePath } } } : {}) });
   const running = w.run();
   try {
     const handle = await start(deps, s);

@@ -9,9 +9,9 @@ import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xa';
 import { applyControl, assertTransition, validateControl } from '../src/protocol';
-import { compareSpec } from '../src/scenario';
+import { compareSpec } from '../examples/flink-compare/scenario';
 import { definePipeline } from '../src/spec';
-import { COMPARE_TABLE, compareTransform, parseEvent } from '../src/transforms/compare';
+import { COMPARE_TABLE, compareTransform, parseEvent } from '../examples/flink-compare/transform';
 
 const base = { name: 'p1', source: { topic: 'in' }, transform: 'flink-compare', kafkaSink: { topic: 'out' }, mysqlSink: { tables: [COMPARE_TABLE] } };
 

@@ -10,7 +10,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
-import { ConfigError, OnceflowError, ReconcileMismatch, TransientError, errorMessage } from '../errors';
+import { ConfigError, OnceflowError, ReconcileMismatch, TransientError } from '../errors';
 import { Faults, type FaultPoint } from '../faults';
 import { PreparedTransaction, earliestOffset, endTxn, latestOffset, ISOLATION, type KafkaCluster } from '../kafka/internals';
 import { committedMarkers, encodeMarker, findCommittedMarker, lastCommittedMarker, waitDecided, type Marker } from '../kafka/progress';
@@ -47,6 +47,7 @@ import { consumerGroupId, transactionalId, type PipelineSpec } from '../spec';
 import type { TransformRegistry } from '../transforms/registry';
 import { applyTransform, tableMap, type Applied, type KafkaMessage } from './apply';
 import { readEpoch, readRange } from './source';
+import type { ObservedEvent, PrepareSplit } from './observe';
 
 export interface ActivityDeps {
   cluster: KafkaCluster;
@@ -59,22 +60,6 @@ export interface ActivityDeps {
 }
 
 /**
- * Where a prepare spent its time (ms): waiting for and reading the source, InitProducerId,
- * the transform, Kafka produce (incl. marker and sendOffsets), MySQL writes (incl. the ledger
- * row), and XA END + XA PREPARE + detaching the session. For the benchmark's per-epoch split.
- */
-export interface PrepareSplit {
-  readMs: number;
-  initMs: number;
-  transformMs: number;
-  kafkaMs: number;
-  /** pipelined epochs: waiting until the previous epoch's MySQL side committed (its row locks are gone) */
-  previousCommitWaitMs: number;
-  mysqlMs: number;
-  xaPrepareMs: number;
-}
-
-/**
  * Arguments of prepareEpoch. `afterCommitOf`: the previous epoch of the partition may still be
  * committing (pipelined epochs); its prepared XA branch holds row locks on the keys this epoch
  * writes, so this prepare opens its own branch only once that epoch's ledger row is committed.
@@ -82,35 +67,6 @@ export interface PrepareSplit {
  * redone: the redo would wait for this branch's locks, this branch for the redo's commit.)
  */
 export type PrepareArgs = EpochArgs & { afterCommitOf?: number };
-
-export type ObservedEvent =
-  | {
-      kind: 'prepared';
-      pipeline: string;
-      partition: number;
-      epoch: number;
-      records: number;
-      deadLetters: number;
-      ms: number;
-      end: number;
-      /** source records not yet in an epoch (LSO − end) */ lag: number;
-      /** Date.now() when the activity started */ startedAt: number;
-      split: PrepareSplit;
-    }
-  | {
-      kind: 'committed';
-      pipeline: string;
-      partition: number;
-      epoch: number;
-      side: 'kafka' | 'mysql';
-      ms: number;
-      startedAt: number;
-      /** MySQL side: the part of `ms` spent applying the staged rows after XA COMMIT */
-      applyMs?: number;
-    }
-  | { kind: 'redo'; pipeline: string; partition: number; side: 'kafka' | 'mysql' }
-  | { kind: 'retry'; pipeline: string; partition: number; activity: string }
-  | { kind: 'rolled-back'; pipeline: string; partition: number; epoch: number; xid: string };
 
 const CHUNK = 1000;
 /** Bytes of records per produce request: below the broker's default message.max.bytes (1 MiB) per batch. */
@@ -240,7 +196,7 @@ export function createActivities(deps: ActivityDeps) {
     }
     // 'gone': rolled back behind our back. The ledger row decides; redo the MySQL side in a local transaction.
     const records = await readRange(cluster, spec.source.topic, partition, prepared.start, prepared.end, heartbeat);
-    const applied = applyTransform(spec, transforms.get(spec.transform), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
+    const applied = applyTransform(spec, transforms.get(spec.transform, spec.name), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
     const outcome = await inLocalTransaction(pool, async (conn) => {
       try {
         await insertLedger(conn, spec.name, partition, { epoch: prepared.epoch, start: prepared.start, end: prepared.end, records: records.length, redo: true });
@@ -395,7 +351,7 @@ export function createActivities(deps: ActivityDeps) {
           }
         };
 
-        const transform = transforms.get(spec.transform);
+        const transform = transforms.get(spec.transform, spec.name);
         const tables = tableMap(spec);
         const d = await getDialect();
         const ctx = transformCtx(spec, partition, epoch);
@@ -496,7 +452,7 @@ export function createActivities(deps: ActivityDeps) {
         const done = (await committedMarkers(cluster, spec.progressTopic, partition, prepared.kafka.markerOffset)).some((m) => m.epoch === prepared.epoch);
         if (done) return { redone: false };
         const records = await readRange(cluster, spec.source.topic, partition, prepared.start, prepared.end, heartbeat);
-        const applied = applyTransform(spec, transforms.get(spec.transform), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
+        const applied = applyTransform(spec, transforms.get(spec.transform, spec.name), records, transformCtx(spec, partition, prepared.epoch), tableMap(spec));
         await sendEpoch(txn, spec, partition, applied, { pipeline: spec.name, partition, epoch: prepared.epoch, start: prepared.start, end: prepared.end, records: records.length, redo: true });
         const outcome = await endTxn(cluster, handle, true);
         if (outcome !== 'ok') throw new TransientError(`redo transaction of epoch ${prepared.epoch} was not committed (${outcome}); retrying the redo`);
@@ -508,4 +464,4 @@ export function createActivities(deps: ActivityDeps) {
 }
 
 export type Activities = ReturnType<typeof createActivities>;
-export { errorMessage };
+export type { ObservedEvent, PrepareSplit } from './observe';

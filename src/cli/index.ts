@@ -11,7 +11,7 @@ import { loadSettings, type Settings } from '../config';
 import { ValidationError, errorMessage } from '../errors';
 import type { PartitionResult } from '../workflows/partition';
 import { verifyPipeline } from '../verify';
-import { createOnceflowWorker, defaultTransforms } from '../worker';
+import { createOnceflowWorker, transformsOf } from '../worker';
 import { printReport } from './report';
 import { loadPipelineConfig } from './config-file';
 import { controlPartitions, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
@@ -24,11 +24,14 @@ commands:
   pause <pipeline>                  pause at the next epoch boundary
   resume <pipeline>                 resume a paused pipeline
   stop <pipeline> [--drain] [--wait]  stop at the next epoch boundary; --drain: first catch up with the source
-  verify <pipeline>                 exactly-once verification (output, MySQL, XA, LSO, ledger vs markers)
+  verify <pipeline> [--transforms m] exactly-once verification (output, MySQL, XA, LSO, ledger vs markers)
   replay <history.json | workflow id>  replay histories with the current workflow code
   export-history <workflow id> [--out file] [--run-id id]
   transactions <pipeline> [--resolve]  list (and resolve) in-doubt XA branches and Kafka transactions
-  worker [--task-queue q] [--metrics-port n]  run a worker
+  worker [--transforms m] [--task-queue q] [--metrics-port n]  run a worker
+
+--transforms <module>: a .js/.ts module exporting 'transforms' (a TransformRegistry or a
+name → transform map); also ONCEFLOW_TRANSFORMS. The worker and verify need the pipeline's transform.
 
 options: --json (machine-readable output), --help`;
 
@@ -83,6 +86,7 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
         'run-id': { type: 'string' },
         'task-queue': { type: 'string' },
         'metrics-port': { type: 'string' },
+        transforms: { type: 'string' },
       },
     });
   } catch (e) {
@@ -98,7 +102,8 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
   const json = Boolean(o.json);
   const out = (human: string, data: unknown) => io.stdout(json ? `${JSON.stringify(data, null, 2)}\n` : `${human}\n`);
   try {
-    const settings = cmd === 'start' ? loadPipelineConfig(need(arg, 'config file')).settings : loadSettings();
+    const base = cmd === 'start' ? loadPipelineConfig(need(arg, 'config file')).settings : loadSettings();
+    const settings = o.transforms ? { ...base, transformsModule: String(o.transforms) } : base;
     const ctx: Ctx = { settings, json, out };
     return await run(cmd, arg, o, ctx, io);
   } catch (e) {
@@ -186,7 +191,7 @@ async function run(
     case 'verify':
       return withServices(settings, async (s) => {
         const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
-        const report = await verifyPipeline({ ...s, transforms: defaultTransforms() }, spec);
+        const report = await verifyPipeline({ ...s, transforms: transformsOf(settings) }, spec);
         if (o.json) out('', report);
         else printReport(report, io.stdout);
         return report.ok ? 0 : 1;

@@ -6,6 +6,7 @@
  * broker-aborted transaction writes the same output. A transform that throws for a record
  * sends that record to the dead-letter topic (exactly once, in the epoch's transaction).
  */
+import { MissingTransform } from '../errors';
 import type { RowOp } from '../mysql/sink';
 
 export interface SourceRecord {
@@ -59,11 +60,10 @@ export class TransformRegistry {
     return this;
   }
 
-  get(name: string): Transform {
+  /** The transform `name`; a MissingTransform (not retryable) names the pipeline and the way to register it. */
+  get(name: string, pipeline?: string): Transform {
     const t = this.transforms.get(name);
-    if (!t) {
-      throw new Error(`transform '${name}' is not registered on this worker (registered: ${[...this.transforms.keys()].join(', ') || 'none'}); register it in the worker or fix the pipeline's 'transform' field`);
-    }
+    if (!t) throw new MissingTransform(name, this.names(), pipeline);
     return t;
   }
 

@@ -28,7 +28,7 @@ const ROOT = join(__dirname, '..', '..');
 export function spawnWorker(taskQueue: string, env: Record<string, string> = {}): ChildProcess & { exited: Promise<number | null>; stderrText: string } {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'worker.ts')], {
     cwd: ROOT,
-    env: { ...process.env, ONCEFLOW_TASK_QUEUE: taskQueue, ...env },
+    env: { ...process.env, ONCEFLOW_TASK_QUEUE: taskQueue, ONCEFLOW_TRANSFORMS: join(ROOT, 'examples', 'flink-compare', 'transforms.ts'), ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -1,11 +1,11 @@
 /** Test helpers around one pipeline run on the real services. */
 import type { WorkflowHandle } from '@temporalio/client';
 import { startPipeline, controlPipeline } from '../../src/client';
-import { compareSpec, makeEvents, produceValues, resetPipeline, type InputSet } from '../../src/scenario';
+import { compareSpec, makeEvents, produceValues, resetPipeline, type InputSet } from '../../examples/flink-compare/scenario';
 import type { PipelineInput, PipelineSpec } from '../../src/spec';
-import type { CompareOptions } from '../../src/transforms/compare';
+import type { CompareOptions } from '../../examples/flink-compare/transform';
 import { verifyPipeline, type VerifyReport } from '../../src/verify';
-import { defaultTransforms } from '../../src/worker';
+import { compareTransforms } from '../../examples/flink-compare/transforms';
 import type { pipelineWorkflow } from '../../src/workflows/pipeline';
 import { uniqueName, type Deps } from './env';
 
@@ -47,7 +47,7 @@ export async function drainAndWait(deps: Deps, s: Scenario, handle: WorkflowHand
 }
 
 export async function verify(deps: Deps, s: Scenario): Promise<VerifyReport> {
-  return verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: defaultTransforms() }, s.spec);
+  return verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: compareTransforms() }, s.spec);
 }
 
 export function failedChecks(r: VerifyReport): string {

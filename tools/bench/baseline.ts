@@ -6,12 +6,12 @@
  */
 import { Kafka, logLevel, type EachBatchPayload } from 'kafkajs';
 import { createPool } from 'mysql2/promise';
-import { applyTransform, tableMap } from '../activities/apply';
-import { loadSettings } from '../config';
-import { createTableSql, detectDialect, inLocalTransaction, writeRows } from '../mysql/sink';
-import type { PipelineSpec } from '../spec';
-import type { SourceRecord } from '../transforms/registry';
-import { defaultTransforms } from '../worker';
+import { applyTransform, tableMap } from '../../src/activities/apply';
+import { loadSettings } from '../../src/config';
+import { createTableSql, detectDialect, inLocalTransaction, writeRows } from '../../src/mysql/sink';
+import type { PipelineSpec } from '../../src/spec';
+import type { SourceRecord } from '../../src/transforms/registry';
+import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { send, serveUsage } from './ipc';
 
 export interface BaselineArgs {
@@ -57,7 +57,7 @@ async function main() {
       const ddl = createTableSql(t);
       if (ddl) await pool.query(ddl);
     }
-    const transform = defaultTransforms().get(spec.transform);
+    const transform = compareTransforms().get(spec.transform);
     consumer = kafka.consumer({ groupId: args.groupId, readUncommitted: false, maxWaitTimeInMs: 100 });
     await consumer.connect();
     await consumer.subscribe({ topic: spec.source.topic, fromBeginning: true });

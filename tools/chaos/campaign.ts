@@ -12,14 +12,14 @@ import { join } from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { createPool, type RowDataPacket } from 'mysql2/promise';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
-import { connectClient, controlPipeline, partitionStatus, startPipeline } from '../client';
-import { loadSettings, toolPaths } from '../config';
-import type { FaultPoint } from '../faults';
-import { connectCluster } from '../kafka/internals';
-import { parseGtrid, recoverXids, xidToString } from '../mysql/xa';
-import { compareSpec, makeEvents, resetPipeline } from '../scenario';
-import { verifyPipeline, type Check, type VerifyReport } from '../verify';
-import { defaultTransforms } from '../worker';
+import { connectClient, controlPipeline, partitionStatus, startPipeline } from '../../src/client';
+import { loadSettings, toolPaths } from '../../src/config';
+import type { FaultPoint } from '../../src/faults';
+import { connectCluster } from '../../src/kafka/internals';
+import { parseGtrid, recoverXids, xidToString } from '../../src/mysql/xa';
+import { compareSpec, makeEvents, resetPipeline } from '../../examples/flink-compare/scenario';
+import { verifyPipeline, type Check, type VerifyReport } from '../../src/verify';
+import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { auditRecords, javaReadCommitted, type JavaReadResult, type RangeStats } from './audit';
 import { InputFeeder } from './feeder';
 import { planFaults, POINTS, type FaultKind, type PlannedFault } from './schedule';
@@ -389,7 +389,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
 
   // ---- verdict
   log('verifying (DESIGN §9) and auditing every record');
-  const verify: VerifyReport = await verifyPipeline({ cluster, admin, pool, transforms: defaultTransforms() }, spec);
+  const verify: VerifyReport = await verifyPipeline({ cluster, admin, pool, transforms: compareTransforms() }, spec);
   const audit = await auditRecords(cluster, pool, spec, o.partitions);
   // Independent of onceflow's and kafkajs's read path: Kafka's own read_committed consumer.
   const kafkaLibs = toolPaths({ ONCEFLOW_SERVICES_ENV: envFile }).kafkaLibs;

@@ -3,8 +3,8 @@
  * protocol step), on which partition and worker, for how long. The same seed gives the same
  * schedule; `npm run chaos -- --seed N` replays it.
  */
-import type { FaultPoint } from '../faults';
-import { prng } from '../scenario';
+import type { FaultPoint } from '../../src/faults';
+import { prng } from '../../examples/flink-compare/scenario';
 
 export const POINTS: readonly FaultPoint[] = ['prepare.start', 'prepare.kafka-sent', 'prepare.xa-prepared', 'commit.before', 'commit.between', 'commit.mysql-committed', 'redo.start'];
 

@@ -3,7 +3,8 @@
  * every observed activity event (with its time split) to the parent.
  */
 import { DefaultLogger, Runtime } from '@temporalio/worker';
-import { createOnceflowWorker } from '../worker';
+import { createOnceflowWorker } from '../../src/worker';
+import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { send, serveUsage } from './ipc';
 
 async function main() {
@@ -15,6 +16,7 @@ async function main() {
   const eager = process.env.ONCEFLOW_BENCH_EAGER !== '0';
   const h = await createOnceflowWorker({
     taskQueue,
+    transforms: compareTransforms(),
     observe: (event) => send({ type: 'event', event }),
     worker: { ...(bundle ? { workflowBundle: { codePath: bundle } } : {}), ...(eager ? {} : { maxEagerActivityReservationsPerWorkflowTask: 0 }) },
   });

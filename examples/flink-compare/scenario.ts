@@ -5,11 +5,11 @@
  */
 import { Kafka, logLevel, type Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
-import { partitionGtridPrefix, recoverXids, rollbackXid } from './mysql/xa';
-import { dropPipelineTables } from './mysql/stage';
-import { quoteIdent } from './mysql/sink';
-import { consumerGroupId, definePipeline, type PipelineInput, type PipelineSpec } from './spec';
-import { COMPARE_TABLE, type CompareEvent, type CompareOptions } from './transforms/compare';
+import { partitionGtridPrefix, recoverXids, rollbackXid } from '../../src/mysql/xa';
+import { dropPipelineTables } from '../../src/mysql/stage';
+import { quoteIdent } from '../../src/mysql/sink';
+import { consumerGroupId, definePipeline, type PipelineInput, type PipelineSpec } from '../../src/spec';
+import { COMPARE_TABLE, type CompareEvent, type CompareOptions } from './transform';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

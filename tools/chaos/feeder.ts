@@ -6,7 +6,7 @@
  * record the idempotent producer could not de-duplicate is still checked like any other.
  */
 import { Kafka, logLevel, type Producer } from 'kafkajs';
-import type { CompareEvent } from '../transforms/compare';
+import type { CompareEvent } from '../../examples/flink-compare/transform';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -6,10 +6,10 @@
  */
 import { spawn } from 'node:child_process';
 import type { Pool, RowDataPacket } from 'mysql2/promise';
-import { ISOLATION, type KafkaCluster } from '../kafka/internals';
-import type { PipelineSpec } from '../spec';
-import { parseEvent } from '../transforms/compare';
-import { readAll } from '../verify';
+import { ISOLATION, type KafkaCluster } from '../../src/kafka/internals';
+import type { PipelineSpec } from '../../src/spec';
+import { parseEvent } from '../../examples/flink-compare/transform';
+import { readAll } from '../../src/verify';
 
 interface PartitionAudit {
   /** Source offset → true if the record is poison (its transform throws). */

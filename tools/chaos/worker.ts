@@ -2,12 +2,12 @@
  * The fault campaign's worker process: an ordinary onceflow worker (src/worker.ts) whose
  * "compare" sink and activity observer also write one line per event to stderr, so the
  * campaign can count what really happened (sink throws, redos, rolled-back branches).
- * Faults come from ONCEFLOW_FAULTS / ONCEFLOW_FAULTS_FILE as for any worker (src/faults.ts);
+ * Faults come from ONCEFLOW_FAULTS / ONCEFLOW_FAULTS_FILE through src/config.ts, as for any worker;
  * the campaign points ONCEFLOW_KAFKA_BROKERS and ONCEFLOW_MYSQL_PORT at its proxies.
  */
-import { compareTransform } from '../transforms/compare';
-import { TransformRegistry, type Transform } from '../transforms/registry';
-import { createOnceflowWorker } from '../worker';
+import { compareTransform } from '../../examples/flink-compare/transform';
+import { TransformRegistry, type Transform } from '../../src/transforms/registry';
+import { createOnceflowWorker } from '../../src/worker';
 
 const say = (line: string) => process.stderr.write(`[chaos] ${line} pid=${process.pid}\n`);
 

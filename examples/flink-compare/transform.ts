@@ -4,8 +4,8 @@
  * indicate)`, plus a "compare" sink that throws after 10 records in some attempts, the way the
  * reporter simulated a failed checkpoint.
  */
-import type { TableSpec } from '../spec';
-import type { Transform, TransformContext } from './registry';
+import type { TableSpec } from '../../src/spec';
+import type { Transform, TransformContext } from '../../src/transforms/registry';
 
 export const COMPARE_TABLE: TableSpec = {
   name: 'test_two_step_compare',

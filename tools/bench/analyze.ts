@@ -2,7 +2,7 @@
  * Pure arithmetic over what a benchmark run observed: percentiles and the per-epoch time split
  * of onceflow's epochs (from the activities' observed events).
  */
-import type { ObservedEvent, PrepareSplit } from '../activities';
+import type { ObservedEvent, PrepareSplit } from '../../src/activities';
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;

@@ -11,17 +11,17 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, homedir, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Admin } from 'kafkajs';
-import type { ObservedEvent } from '../activities';
-import { controlPipeline, startPipeline } from '../client';
-import { openConnections, type Connections } from '../connections';
-import { loadSettings, toolPaths } from '../config';
+import type { ObservedEvent } from '../../src/activities';
+import { controlPipeline, startPipeline } from '../../src/client';
+import { openConnections, type Connections } from '../../src/connections';
+import { loadSettings, toolPaths } from '../../src/config';
 import type { Pool } from 'mysql2/promise';
-import { fetchPartition, ISOLATION, type KafkaCluster } from '../kafka/internals';
-import { dropPipelineTables } from '../mysql/stage';
-import { compareSpec, makeEvents, produceRecords } from '../scenario';
-import type { PipelineSpec } from '../spec';
-import { readAll, verifyPipeline } from '../verify';
-import { defaultTransforms } from '../worker';
+import { fetchPartition, ISOLATION, type KafkaCluster } from '../../src/kafka/internals';
+import { dropPipelineTables } from '../../src/mysql/stage';
+import { compareSpec, makeEvents, produceRecords } from '../../examples/flink-compare/scenario';
+import type { PipelineSpec } from '../../src/spec';
+import { readAll, verifyPipeline } from '../../src/verify';
+import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { activeSpan, epochSplit, percentiles, type EpochSplit, type Percentiles } from './analyze';
 import type { BaselineArgs, BaselineBatch } from './baseline';
 import type { FromChild, ToChild, Usage } from './ipc';
@@ -167,7 +167,7 @@ class Child {
   private failure: Error | undefined;
 
   constructor(file: string, env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'bench', file)], {
+    this.proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'tools', 'bench', file)], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -499,7 +499,7 @@ async function startWorker(deps: Deps, taskQueue: string, eager = true): Promise
 }
 
 async function verify(deps: Deps, spec: PipelineSpec): Promise<{ ok: boolean; failed: string[] }> {
-  const r = await verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: defaultTransforms() }, spec);
+  const r = await verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: compareTransforms() }, spec);
   return { ok: r.ok, failed: r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`) };
 }
 

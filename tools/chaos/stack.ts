@@ -81,7 +81,7 @@ export interface WorkerExit {
 }
 
 /**
- * Worker processes (src/chaos/worker.ts), each restarted shortly after it dies, as a process
+ * Worker processes (tools/chaos/worker.ts), each restarted shortly after it dies, as a process
  * supervisor would. Every stderr line goes to the worker's log file and to `onLine`.
  */
 export class WorkerSupervisor {
@@ -106,7 +106,7 @@ export class WorkerSupervisor {
   }
 
   private spawnOne(i: number): void {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'chaos', 'worker.ts')], { cwd: ROOT, env: this.envFor(i), stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'tools', 'chaos', 'worker.ts')], { cwd: ROOT, env: this.envFor(i), stdio: ['ignore', 'ignore', 'pipe'] });
     this.starts++;
     this.procs[i] = child;
     const log = this.logs[i]!;

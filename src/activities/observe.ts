@@ -1,0 +1,46 @@
+/** What activities report to an observer (the worker's metrics, the benchmark, the fault campaign). */
+
+/**
+ * Where a prepare spent its time (ms): waiting for and reading the source, InitProducerId,
+ * the transform, Kafka produce (incl. marker and sendOffsets), MySQL writes (incl. the ledger
+ * row), and XA END + XA PREPARE + detaching the session. For the benchmark's per-epoch split.
+ */
+export interface PrepareSplit {
+  readMs: number;
+  initMs: number;
+  transformMs: number;
+  kafkaMs: number;
+  /** pipelined epochs: waiting until the previous epoch's MySQL side committed (its row locks are gone) */
+  previousCommitWaitMs: number;
+  mysqlMs: number;
+  xaPrepareMs: number;
+}
+
+export type ObservedEvent =
+  | {
+      kind: 'prepared';
+      pipeline: string;
+      partition: number;
+      epoch: number;
+      records: number;
+      deadLetters: number;
+      ms: number;
+      end: number;
+      /** source records not yet in an epoch (LSO − end) */ lag: number;
+      /** Date.now() when the activity started */ startedAt: number;
+      split: PrepareSplit;
+    }
+  | {
+      kind: 'committed';
+      pipeline: string;
+      partition: number;
+      epoch: number;
+      side: 'kafka' | 'mysql';
+      ms: number;
+      startedAt: number;
+      /** MySQL side: the part of `ms` spent applying the staged rows after XA COMMIT */
+      applyMs?: number;
+    }
+  | { kind: 'redo'; pipeline: string; partition: number; side: 'kafka' | 'mysql' }
+  | { kind: 'retry'; pipeline: string; partition: number; activity: string }
+  | { kind: 'rolled-back'; pipeline: string; partition: number; epoch: number; xid: string };

@@ -18,7 +18,9 @@ import { readRange } from './activities/source';
 import { earliestOffset, fetchPartition, ISOLATION, latestOffset, type KafkaCluster, type RawRecord } from './kafka/internals';
 import { lastCommittedMarker } from './kafka/progress';
 import { quoteIdent, type SqlValue } from './mysql/sink';
-import { lastLedgerRow, partitionGtridPrefix, recoverXids, xidToString } from './mysql/xa';
+import { recoverXids } from './mysql/branch';
+import { lastLedgerRow } from './mysql/ledger';
+import { partitionGtridPrefix, pipelineGtridPrefix, xidToString } from './mysql/xid';
 import { pendingEpochs } from './mysql/stage';
 import type { PipelineSpec } from './spec';
 import type { TransformRegistry } from './transforms/registry';
@@ -162,7 +164,7 @@ export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin
     });
   }
 
-  const prepared = (await recoverXids(pool, `of:${spec.name}:`)).filter((x) => {
+  const prepared = (await recoverXids(pool, pipelineGtridPrefix(spec.name))).filter((x) => {
     return Array.from({ length: partitions }, (_, p) => partitionGtridPrefix(spec.name, p)).some((pre) => x.gtrid.startsWith(pre));
   });
   const unapplied = await pendingEpochs(pool, spec.name);

@@ -7,7 +7,7 @@ import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
-import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xa';
+import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
 import { applyControl, assertTransition, validateControl } from '../src/protocol';
 import { compareSpec } from '../examples/flink-compare/scenario';
 import { definePipeline } from '../src/spec';

@@ -5,7 +5,8 @@
  */
 import { Kafka, logLevel, type Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
-import { partitionGtridPrefix, recoverXids, rollbackXid } from '../../src/mysql/xa';
+import { recoverXids, rollbackXid } from '../../src/mysql/branch';
+import { partitionGtridPrefix } from '../../src/mysql/xid';
 import { dropPipelineTables } from '../../src/mysql/stage';
 import { quoteIdent } from '../../src/mysql/sink';
 import { consumerGroupId, definePipeline, type PipelineInput, type PipelineSpec } from '../../src/spec';

@@ -14,7 +14,7 @@ import { verifyPipeline } from '../verify';
 import { createOnceflowWorker, transformsOf } from '../worker';
 import { printReport } from './report';
 import { loadPipelineConfig } from './config-file';
-import { controlPartitions, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
+import { controlPartitions, describeInDoubt, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
 
 const USAGE = `usage: onceflow <command> [options]
 
@@ -199,7 +199,7 @@ async function run(
     case 'replay': {
       const target = need(arg, 'history file or workflow id');
       const isFile = target.endsWith('.json');
-      const results = isFile ? await replay(null, target) : await withServices(settings, (s) => replay(s.client, target));
+      const results = isFile ? await replay(null, target, settings.workflowBundle) : await withServices(settings, (s) => replay(s.client, target, settings.workflowBundle));
       out(results.map((r) => `${r.ok ? 'ok    ' : 'FAILED'} ${r.run}${r.error ? `\n       ${r.error}` : ''}`).join('\n'), results);
       return results.every((r) => r.ok) ? 0 : 1;
     }
@@ -222,11 +222,7 @@ async function run(
           return 0;
         }
         const found = await inDoubt(s, spec, partitions);
-        const lines = [
-          ...found.xa.map((b) => `XA ${b.xid}  partition ${b.partition} epoch ${b.epoch}  Kafka side ${b.kafkaCommitted ? 'committed' : 'not committed'} → would ${b.action}`),
-          ...found.kafka.map((k) => `Kafka ${k.topic}[${k.partition}] held back by an open transaction: LSO ${k.lso} < high watermark ${k.highWatermark}`),
-          ...found.staged.map((x) => `MySQL partition ${x.partition} epoch ${x.epoch}: committed, staged rows not yet in the tables → would apply`),
-        ];
+        const lines = describeInDoubt(found);
         out(lines.length ? `${lines.join('\n')}\n(resolve with: onceflow transactions ${spec.name} --resolve, once the pipeline is stopped)` : 'nothing in doubt', found);
         return 0;
       });

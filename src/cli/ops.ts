@@ -6,12 +6,12 @@ import type { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import type { Pool } from 'mysql2/promise';
 import { existsSync, readFileSync } from 'node:fs';
-import { ISOLATION, PreparedTransaction, earliestOffset, latestOffset, type KafkaCluster } from '../kafka/internals';
-import { committedMarkers } from '../kafka/progress';
-import { commitBranch, lastLedgerRow, ledgerRow, parseGtrid, recoverXids, rollbackXid, xidToString } from '../mysql/xa';
-import { applyStaged, pendingEpochs } from '../mysql/stage';
+import { ISOLATION, latestOffset, type KafkaCluster } from '../kafka/internals';
+import { lastLedgerRow } from '../mysql/ledger';
+import { applyStaged, mysqlMode } from '../mysql/stage';
+import { carryOut, examinePartition, settleKafka, type PartitionFindings } from '../recovery';
 import type { ControlAction, PartitionStatus } from '../protocol';
-import { partitionWorkflowId, pipelineWorkflowId, transactionalId, type PipelineSpec } from '../spec';
+import { partitionWorkflowId, pipelineWorkflowId, type PipelineSpec } from '../spec';
 
 export interface PartitionRow {
   partition: number;
@@ -98,13 +98,12 @@ export async function loadHistoryFile(file: string) {
   return historyFromJSON(json);
 }
 
-function replayOptions() {
-  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
-  return codePath && existsSync(codePath) ? { workflowBundle: { codePath } } : { workflowsPath: require.resolve('../workflows') };
+function replayOptions(workflowBundle: string | undefined) {
+  return workflowBundle ? { workflowBundle: { codePath: workflowBundle } } : { workflowsPath: require.resolve('../workflows') };
 }
 
 /** Replays a history file, or every run of a workflow id, with the current workflow code. */
-export async function replay(client: Client | null, target: string): Promise<{ run: string; ok: boolean; error?: string }[]> {
+export async function replay(client: Client | null, target: string, workflowBundle?: string): Promise<{ run: string; ok: boolean; error?: string }[]> {
   const histories: { run: string; history: Awaited<ReturnType<typeof loadHistoryFile>> }[] = [];
   if (target.endsWith('.json') || existsSync(target)) histories.push({ run: target, history: await loadHistoryFile(target) });
   else {
@@ -117,7 +116,7 @@ export async function replay(client: Client | null, target: string): Promise<{ r
   const out: { run: string; ok: boolean; error?: string }[] = [];
   for (const h of histories) {
     try {
-      await Worker.runReplayHistory(replayOptions(), h.history, h.run);
+      await Worker.runReplayHistory(replayOptions(workflowBundle), h.history, h.run);
       out.push({ run: h.run, ok: true });
     } catch (e) {
       out.push({ run: h.run, ok: false, error: `${(e as Error).name}: ${(e as Error).message}` });
@@ -131,29 +130,18 @@ export async function exportHistory(client: Client, workflowId: string, runId?: 
 }
 
 export interface InDoubt {
-  xa: { xid: string; partition: number; epoch: number; kafkaCommitted: boolean; ledger: boolean; action: 'commit' | 'rollback' }[];
+  /** Per partition: what the shared recovery path (src/recovery.ts) found and would do. */
+  partitions: PartitionFindings[];
+  /** Partitions held back by an open transaction (LSO below the high watermark). */
   kafka: { topic: string; partition: number; lso: number; highWatermark: number }[];
-  /** Epochs whose XA branch committed but whose staged rows are not in the tables yet. */
-  staged: { partition: number; epoch: number }[];
 }
 
-/** Lists prepared XA branches and partitions held back by open transactions, with the decision each would get. */
+/** Lists what is in doubt and the decision each would get; changes nothing. */
 export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number): Promise<InDoubt> {
-  const xa: InDoubt['xa'] = [];
-  const markersByPartition = new Map<number, Set<number>>();
-  for (const x of await recoverXids(deps.pool, `of:${spec.name}:`)) {
-    const g = parseGtrid(x.gtrid);
-    if (!g || g.pipeline !== spec.name) continue;
-    let epochs = markersByPartition.get(g.partition);
-    if (!epochs) {
-      const from = await earliestOffset(deps.cluster, spec.progressTopic, g.partition);
-      epochs = new Set((await committedMarkers(deps.cluster, spec.progressTopic, g.partition, from)).map((m) => m.epoch));
-      markersByPartition.set(g.partition, epochs);
-    }
-    const kafkaCommitted = epochs.has(g.epoch);
-    const ledger = (await ledgerRow(deps.pool, spec.name, g.partition, g.epoch)) !== null;
-    // The Kafka side is the other participant: if it committed, the decision was commit.
-    xa.push({ xid: xidToString(x), partition: g.partition, epoch: g.epoch, kafkaCommitted, ledger, action: kafkaCommitted ? 'commit' : 'rollback' });
+  const found: PartitionFindings[] = [];
+  for (let p = 0; p < partitions; p++) {
+    const f = await examinePartition(deps, spec, p, Date.now());
+    if (f.refuse || f.epochs.some((e) => e.actions.length)) found.push(f);
   }
   const kafka: InDoubt['kafka'] = [];
   for (const topic of [spec.kafkaSink.topic, spec.progressTopic, spec.deadLetterTopic]) {
@@ -163,14 +151,39 @@ export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool }, spec:
       if (lso < hw) kafka.push({ topic, partition: p, lso, highWatermark: hw });
     }
   }
-  return { xa, kafka, staged: await pendingEpochs(deps.pool, spec.name) };
+  return { partitions: found, kafka };
+}
+
+/** One line per action of `inDoubt`'s findings. */
+export function describeInDoubt(found: InDoubt): string[] {
+  const lines: string[] = [];
+  for (const f of found.partitions) {
+    if (f.refuse) lines.push(`partition ${f.partition}: not decidable: ${f.refuse}`);
+    for (const e of f.epochs) {
+      for (const a of e.actions) {
+        const what = a.do === 'commit-branch' || a.do === 'rollback-branch' || a.do === 'leave' ? `XA ${a.xid}: ` : '';
+        const verb = {
+          'commit-branch': 'would commit (the committed progress marker names it)',
+          'rollback-branch': 'would roll back (not the decided branch)',
+          'apply-staged': 'committed, staged rows not yet in the tables → would apply',
+          'redo-kafka': 'MySQL committed, Kafka did not → starting the pipeline redoes the Kafka side',
+          'redo-mysql': 'Kafka committed, MySQL did not → starting the pipeline redoes the MySQL side',
+          leave: `left alone (${'why' in a ? a.why : ''})`,
+          refuse: `not decidable (${'why' in a ? a.why : ''})`,
+        }[a.do];
+        lines.push(`partition ${f.partition} epoch ${e.epoch}: ${what}${verb}`);
+      }
+    }
+  }
+  for (const k of found.kafka) lines.push(`Kafka ${k.topic}[${k.partition}] held back by an open transaction: LSO ${k.lso} < high watermark ${k.highWatermark} → would abort it (fence the transactional ids)`);
+  return lines;
 }
 
 /**
- * Resolves in-doubt transactions of a pipeline that is not running: XA branches are committed
- * when the epoch's Kafka side committed, else rolled back; open Kafka transactions of the
- * pipeline's transactional ids are aborted (InitProducerId), except where MySQL committed an
- * epoch whose Kafka side did not — that needs the pipeline's redo, so it is refused.
+ * Resolves what is in doubt for a pipeline that is not running, through the same recovery path
+ * as reconcile: fence the partition's transactional ids, commit the branch the committed marker
+ * names, roll back the others, apply committed staged rows. A side that must be redone is left
+ * for reconcile, which runs when the pipeline is started again.
  */
 export async function resolveInDoubt(deps: { client: Client; cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number): Promise<string[]> {
   for (let p = 0; p < partitions; p++) {
@@ -182,33 +195,15 @@ export async function resolveInDoubt(deps: { client: Client; cluster: KafkaClust
   const parent = await workflowStatus(deps.client, pipelineWorkflowId(spec.name));
   if (parent?.status === 'RUNNING') throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
   const done: string[] = [];
-  const found = await inDoubt(deps, spec, partitions);
-  for (const b of found.xa) {
-    const [gtrid, bqual] = b.xid.split('#') as [string, string];
-    if (b.action === 'commit') {
-      const r = await commitBranch(deps.pool, { gtrid, bqual }, { pipeline: spec.name, partition: b.partition, epoch: b.epoch });
-      done.push(`XA ${b.xid}: ${r === 'committed' ? 'committed (its Kafka side had committed)' : r}`);
-    } else {
-      done.push(`XA ${b.xid}: ${await rollbackXid(deps.pool, { gtrid, bqual })}`);
-    }
-  }
-  for (const x of await pendingEpochs(deps.pool, spec.name)) {
-    if (await applyStaged(deps.pool, { pipeline: spec.name, ...x }, spec.mysqlSink.tables)) done.push(`partition ${x.partition} epoch ${x.epoch}: staged rows applied to the tables`);
-  }
+  const token = Date.now();
   for (let p = 0; p < partitions; p++) {
-    const ledger = await lastLedgerRow(deps.pool, spec.name, p);
-    const from = await earliestOffset(deps.cluster, spec.progressTopic, p);
-    const markers = await committedMarkers(deps.cluster, spec.progressTopic, p, from);
-    const lastMarker = markers[markers.length - 1];
-    if (ledger && (!lastMarker || lastMarker.epoch < ledger.epoch)) {
-      done.push(`partition ${p}: MySQL committed epoch ${ledger.epoch} but Kafka did not — not aborting anything; start the pipeline so it can redo, or inspect by hand`);
+    for (const id of await settleKafka(deps.cluster, spec, p)) done.push(`Kafka ${id}: fenced; any open transaction of it was aborted`);
+    const f = await examinePartition(deps, spec, p, token);
+    if (f.refuse) {
+      done.push(`partition ${p}: not decidable: ${f.refuse}`);
       continue;
     }
-    for (let slot = 0; slot < spec.kafkaSink.transactionalIdPool; slot++) {
-      const tid = transactionalId(spec.name, p, slot);
-      const h = await new PreparedTransaction(deps.cluster, tid, spec.kafkaSink.transactionTimeoutMs).begin();
-      done.push(`Kafka ${tid}: fenced (producer ${h.producerId} epoch ${h.producerEpoch}); any open transaction of it was aborted`);
-    }
+    done.push(...(await carryOut(deps, spec, f, { apply: async (epoch) => mysqlMode(spec) === 'staged' && applyStaged(deps.pool, { pipeline: spec.name, partition: p, epoch }, spec.mysqlSink.tables) })));
   }
   return done;
 }

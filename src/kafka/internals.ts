@@ -219,7 +219,7 @@ export interface ProducedOffsets {
 /**
  * One Kafka transaction that is prepared here and may be committed anywhere.
  * begin() bumps the producer epoch (InitProducerId), which fences and aborts any earlier
- * open transaction of the same transactional id — the zombie-fencing step of DESIGN §4.
+ * open transaction of the same transactional id: the zombie fencing of docs/design.md.
  * The transaction is never committed through this object: see endTxn().
  */
 export class PreparedTransaction {

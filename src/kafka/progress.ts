@@ -14,6 +14,8 @@ export interface Marker {
   end: number;
   records: number;
   redo: boolean;
+  /** The XA branch history decided for the epoch ('gtrid#bqual'); absent on markers of older versions and on redos after a restart. */
+  xid?: string;
 }
 
 export const encodeMarker = (m: Marker) => JSON.stringify(m);

@@ -22,7 +22,8 @@ import { createHash } from 'node:crypto';
 import type { Pool, PoolConnection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import type { PipelineSpec, TableSpec } from '../spec';
 import { inLocalTransaction, insertChunked, onDuplicateSql, quoteIdent, tableRows, type RowOp } from './sink';
-import { ER_NO_SUCH_TABLE, LEDGER_TABLE, sqlErrno } from './xa';
+import { ER_NO_SUCH_TABLE, sqlErrno } from './errors';
+import { LEDGER_TABLE } from './ledger';
 
 export const STAGED_TABLE = 'onceflow_staged';
 

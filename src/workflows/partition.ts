@@ -4,7 +4,9 @@
  *   2 commit Kafka ∥ commit MySQL, in one activity             (idempotent, from any worker)
  *   3 redo the Kafka side if the broker aborted it (timeout)
  *   4 offset = end, epoch += 1; continue-as-new when history grows
- * Only offsets, ids and transaction handles enter history.
+ * Each epoch in flight is an EpochState moved by src/protocol/epoch.ts; the status query shows
+ * them (two at once while e commits and e+1 prepares). Only offsets, ids and transaction
+ * handles enter history.
  */
 import {
   CancellationScope,
@@ -33,10 +35,10 @@ import {
   type PartitionState,
   type PartitionStatus,
   type Phase,
-  type KafkaCommitOutcome,
   type PrepareResult,
   type PreparedEpoch,
 } from '../protocol';
+import { afterCommit, describe, nextStep, openEpoch, prepared as preparedEpoch, type EpochState } from '../protocol/epoch';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
 
 export const statusQuery = defineQuery<PartitionStatus>('status');
@@ -114,7 +116,21 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
     if (!quiet) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.phase, value: to }]);
   };
 
-  setHandler(statusQuery, () => ({ pipeline: spec.name, partition, phase, state, control, lastError, runEpochs }));
+  // Epochs in flight (at most two: e committing while e+1 prepares), for the status query only.
+  const inFlight = new Map<number, EpochState>();
+  const staged = (spec.mysqlSink.mode ?? 'direct') === 'staged';
+  let lastCommitAt: number | undefined;
+  setHandler(statusQuery, () => ({
+    pipeline: spec.name,
+    partition,
+    phase,
+    state,
+    control,
+    lastError,
+    runEpochs,
+    inFlight: [...inFlight.values()].map((e) => ({ epoch: e.epoch, kafka: e.kafka, mysql: e.mysql, step: describe(e) })),
+    ...(lastCommitAt !== undefined ? { lastCommitAt } : {}),
+  }));
   setHandler(
     controlUpdate,
     (action) => {
@@ -142,10 +158,18 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
     { key: SEARCH_ATTRIBUTES.epoch, value: state.epoch },
   ]);
 
-  const prepare = (epoch: number, offset: number, afterCommitOf?: number): Promise<PrepareResult> =>
-    acts.prepareEpoch.executeWithOptions({ ...opts.prepare, summary: `epoch ${epoch}: prepare from offset ${offset}` }, [
-      { spec, partition, epoch, offset, noWait: control.drain, ...(afterCommitOf !== undefined ? { afterCommitOf } : {}) },
-    ]);
+  const prepare = (epoch: number, offset: number, afterCommitOf?: number): Promise<PrepareResult> => {
+    inFlight.set(epoch, openEpoch(epoch, staged));
+    return acts.prepareEpoch
+      .executeWithOptions({ ...opts.prepare, summary: `epoch ${epoch}: prepare from offset ${offset}` }, [
+        { spec, partition, epoch, offset, noWait: control.drain, ...(afterCommitOf !== undefined ? { afterCommitOf } : {}) },
+      ])
+      .then((r) => {
+        if (r.kind === 'prepared') inFlight.set(epoch, preparedEpoch(epoch, staged));
+        else inFlight.delete(epoch);
+        return r;
+      });
+  };
   // The next epoch's prepare, started while the current epoch commits (pipelined runs only).
   let next: Promise<PrepareResult> | undefined;
 
@@ -176,8 +200,8 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
         // Awaited in the next iteration; a failure must not count as unhandled before that.
         next.catch(() => undefined);
       }
-      const kafka = await committing;
-      if (kafka === 'aborted') {
+      const epochState = await committing;
+      if (nextStep(epochState) === 'redo-kafka') {
         // Epoch e's Kafka side was aborted by the broker and must be redone. A pipelined e+1 may
         // already have written to the output partitions: withdraw it first, so that e's redo
         // precedes e+1 in the log (source order), and prepare e+1 again afterwards.
@@ -185,11 +209,14 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
           const n = await next;
           next = undefined;
           if (n.kind === 'prepared') {
+            inFlight.delete(n.epoch);
             await acts.abortPrepared.executeWithOptions({ ...opts.commit, summary: `epoch ${n.epoch}: withdraw (epoch ${r.epoch} is redone first)` }, [{ spec, partition, prepared: n }]);
           }
         }
         await redoEpoch(r);
       }
+      inFlight.delete(r.epoch);
+      lastCommitAt = Date.now();
       state = {
         ...state,
         epoch: state.epoch + 1,
@@ -207,8 +234,8 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
     }
   }
 
-  /** Commits both sides; resolves to the Kafka outcome ('aborted' = the caller must redo). */
-  function commitEpoch(p: PreparedEpoch): Promise<KafkaCommitOutcome> {
+  /** Commits both sides; resolves to the epoch's state after the commit (kafka 'aborted' = the caller must redo). */
+  function commitEpoch(p: PreparedEpoch): Promise<EpochState> {
     setPhase('committing');
     // The decision is in history; the commits must finish even if the workflow is cancelled.
     return CancellationScope.nonCancellable(async () => {
@@ -220,7 +247,9 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
             acts.commitMysql.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: XA COMMIT` }, [...args]),
           ]).then(([k, m]) => ({ kafka: k, mysql: m }));
       if (mysql === 'redone') state = { ...state, mysqlRedos: state.mysqlRedos + 1 };
-      return kafka;
+      const after = afterCommit(inFlight.get(p.epoch) ?? preparedEpoch(p.epoch, staged), kafka, mysql);
+      inFlight.set(p.epoch, after);
+      return after;
     });
   }
 

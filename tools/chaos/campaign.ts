@@ -16,7 +16,8 @@ import { connectClient, controlPipeline, partitionStatus, startPipeline } from '
 import { loadSettings, toolPaths } from '../../src/config';
 import type { FaultPoint } from '../../src/faults';
 import { connectCluster } from '../../src/kafka/internals';
-import { parseGtrid, recoverXids, xidToString } from '../../src/mysql/xa';
+import { recoverXids } from '../../src/mysql/branch';
+import { parseGtrid, pipelineGtridPrefix, xidToString } from '../../src/mysql/xid';
 import { compareSpec, makeEvents, resetPipeline } from '../../examples/flink-compare/scenario';
 import { verifyPipeline, type Check, type VerifyReport } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
@@ -226,7 +227,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   };
   const danglingOnce = async (): Promise<string[]> => {
     const max = await ledgerMax();
-    const prepared = await recoverXids(pool, `of:${name}:`);
+    const prepared = await recoverXids(pool, pipelineGtridPrefix(name));
     return prepared
       .filter((x) => {
         const g = parseGtrid(x.gtrid);

@@ -4,7 +4,7 @@
  *
  * Pure module: imported by workflows and activities alike.
  */
-import type { PipelineSpec } from './spec';
+import type { PipelineSpec } from '../spec';
 
 /** A prepared Kafka transaction: enough for any process to commit it with EndTxn. */
 export interface KafkaHandle {
@@ -60,6 +60,8 @@ export interface ReconcileResult {
   rolledBack: string[];
   /** Committed epochs whose staged rows reconcile applied (their commit was cut off). */
   applied?: number[];
+  /** What recovery did (src/recovery.ts), one line per action; absent when nothing was in doubt. */
+  recovered?: string[];
 }
 
 /** Phases of one partition workflow; `phase` is also a search attribute. */
@@ -115,6 +117,10 @@ export interface PartitionStatus {
   control: Control;
   lastError?: string;
   runEpochs: number;
+  /** Epochs in flight and where each participant stands (src/protocol/epoch.ts); absent in runs of older versions. */
+  inFlight?: { epoch: number; kafka: string; mysql: string; step: string }[];
+  /** Workflow time (ms) of the last completed epoch of this run. */
+  lastCommitAt?: number;
 }
 
 export function applyControl(c: Control, action: ControlAction): Control {

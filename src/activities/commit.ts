@@ -1,0 +1,59 @@
+/** Phase 3 of an epoch: commit both sides of the decision in history, from any worker; withdraw an undecided one. */
+import { PreparedTransaction } from '../kafka/internals';
+import { commitOrFindOut } from '../kafka/outcome';
+import { rollbackXid } from '../mysql/branch';
+import { xidFromString } from '../mysql/xid';
+import type { CommitArgs, KafkaCommitOutcome, MysqlCommitOutcome } from '../protocol';
+import { edge, type ActivityContext } from './context';
+import { commitMysqlSide } from './mysql-side';
+
+export function createCommit(ctx: ActivityContext) {
+  /** EndTxn(commit); 'aborted' (the broker aborted it) means the workflow must redo the Kafka side. */
+  async function commitKafkaSide({ spec, partition, prepared }: CommitArgs): Promise<KafkaCommitOutcome> {
+    const started = Date.now();
+    const at = { partition, epoch: prepared.epoch };
+    await ctx.hit('commit.before', at);
+    const outcome = await commitOrFindOut(ctx.cluster, spec, partition, prepared, ctx.heartbeat);
+    if (outcome === 'committed') ctx.observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
+    await ctx.hit('commit.between', at);
+    return outcome;
+  }
+
+  const commitMysql = ({ spec, partition, prepared }: CommitArgs): Promise<MysqlCommitOutcome> => commitMysqlSide(ctx, spec, partition, prepared);
+
+  return {
+    /** Kafka side alone (runs scheduled before commitEpoch existed). */
+    async commitKafka(args: CommitArgs): Promise<KafkaCommitOutcome> {
+      return edge(() => commitKafkaSide(args));
+    },
+
+    /** MySQL side alone (runs scheduled before commitEpoch existed). */
+    async commitMysql(args: CommitArgs): Promise<MysqlCommitOutcome> {
+      return edge(() => commitMysql(args));
+    },
+
+    /**
+     * Both commits in one activity (one dispatch and one completion less per epoch than two).
+     * Each side is idempotent, so a retry after one side failed redoes nothing the other did.
+     */
+    async commitEpoch(args: CommitArgs): Promise<{ kafka: KafkaCommitOutcome; mysql: MysqlCommitOutcome }> {
+      return edge(async () => {
+        const [kafka, mysql] = await Promise.all([commitKafkaSide(args), commitMysql(args)]);
+        return { kafka, mysql };
+      });
+    },
+
+    /**
+     * Withdraws a prepared epoch that was never committed: fences its transactional id
+     * (InitProducerId aborts the open transaction) and rolls back its XA branch. The workflow
+     * uses it for a pipelined epoch e+1 when epoch e must be redone, so that e's redo lands in
+     * the output log before e+1 and source order holds; e+1 is then prepared again.
+     */
+    async abortPrepared({ spec, prepared }: CommitArgs): Promise<void> {
+      return edge(async () => {
+        await new PreparedTransaction(ctx.cluster, prepared.kafka.transactionalId, spec.kafkaSink.transactionTimeoutMs).begin();
+        await rollbackXid(ctx.pool, xidFromString(prepared.xid));
+      });
+    },
+  };
+}

@@ -1,0 +1,64 @@
+/**
+ * What every activity is built from: the injected clients (created once per worker, kept warm),
+ * the transforms, fault injection and the observer — plus the helpers they share.
+ */
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Admin } from 'kafkajs';
+import type { Pool } from 'mysql2/promise';
+import { OnceflowError } from '../errors';
+import { Faults, type FaultPoint } from '../faults';
+import type { KafkaCluster } from '../kafka/internals';
+import { detectDialect, type Dialect } from '../mysql/sink';
+import type { PipelineSpec } from '../spec';
+import type { TransformRegistry } from '../transforms/registry';
+import type { ObservedEvent } from './observe';
+
+export interface ActivityDeps {
+  cluster: KafkaCluster;
+  admin: Admin;
+  pool: Pool;
+  transforms: TransformRegistry;
+  faults?: Faults;
+  /** Observer for metrics (records, phases, redos); optional. */
+  observe?: (event: ObservedEvent) => void;
+}
+
+/** The current activity attempt's number. */
+export const attempt = (): number => Context.current().info.attempt;
+
+/**
+ * The current attempt's fencing token: when the Temporal server scheduled it (ms). A later
+ * attempt of the same activity, or any later activity, has a larger token (src/mysql/xid.ts).
+ */
+export const attemptToken = (): number => Context.current().info.currentAttemptScheduledTimestampMs;
+
+export function activityContext(deps: ActivityDeps) {
+  const faults = deps.faults ?? new Faults();
+  let dialect: Dialect | undefined;
+  return {
+    ...deps,
+    observe: deps.observe ?? (() => undefined),
+    dialect: async () => (dialect ??= await detectDialect(deps.pool)),
+    hit: (point: FaultPoint, at: { partition: number; epoch: number }) => faults.hit(point, { ...at, attempt: attempt() }),
+    heartbeat: () => Context.current().heartbeat(),
+    transformCtx: (spec: PipelineSpec, partition: number, epoch: number) => ({ pipeline: spec.name, partition, epoch, attempt: attempt(), options: spec.transformOptions ?? {} }),
+  };
+}
+
+export type ActivityContext = ReturnType<typeof activityContext>;
+
+/** Maps onceflow's errors to Temporal failures at the activity edge; keeps the worker heartbeating. */
+export async function edge<T>(fn: () => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  const timer = setInterval(() => ctx.heartbeat(), 1000);
+  ctx.heartbeat();
+  try {
+    return await fn();
+  } catch (e) {
+    if (e instanceof OnceflowError) throw ApplicationFailure.create({ message: e.message, type: e.name, nonRetryable: !e.retryable, details: [e.details] });
+    throw e;
+  } finally {
+    clearInterval(timer);
+  }
+}

@@ -1,0 +1,73 @@
+/** An epoch's Kafka side: its records, dead letters, progress marker and source offsets in one transaction; its redo. */
+import { TransientError } from '../errors';
+import { PreparedTransaction, endTxn } from '../kafka/internals';
+import { epochMarker } from '../kafka/outcome';
+import { encodeMarker, type Marker } from '../kafka/progress';
+import { consumerGroupId, transactionalId, type PipelineSpec } from '../spec';
+import { applyTransform, tableMap, type Applied, type KafkaMessage } from './apply';
+import type { ActivityContext } from './context';
+import { readRange } from './source';
+
+/** Bytes of records per produce request: below the broker's default message.max.bytes (1 MiB) per batch. */
+const REQUEST_BYTES = 512 * 1024;
+const messageBytes = (m: KafkaMessage) =>
+  64 + (m.key?.length ?? 0) + (m.value?.length ?? 0) + (m.headers ? Object.entries(m.headers).reduce((a, [k, v]) => a + k.length + v.length, 0) : 0);
+
+/** The transaction of epoch `epoch` uses slot epoch mod pool (a pool ≥ 2 lets e+1 prepare while e awaits its commit). */
+export const epochTransactionalId = (spec: PipelineSpec, partition: number, epoch: number) => transactionalId(spec.name, partition, epoch % spec.kafkaSink.transactionalIdPool);
+
+/**
+ * Outputs and dead letters in requests of up to REQUEST_BYTES, the progress marker with the last
+ * request, then the source offsets. Returns the marker's offset.
+ */
+export async function sendEpoch(ctx: ActivityContext, txn: PreparedTransaction, spec: PipelineSpec, partition: number, applied: Pick<Applied, 'outputs' | 'deadLetters'>, m: Marker): Promise<number> {
+  const all = [...applied.outputs.map((msg) => ({ topic: spec.kafkaSink.topic, msg })), ...applied.deadLetters.map((msg) => ({ topic: spec.deadLetterTopic, msg }))];
+  let markerOffset: number | undefined;
+  let i = 0;
+  do {
+    const out: KafkaMessage[] = [];
+    const dl: KafkaMessage[] = [];
+    let bytes = 0;
+    for (; i < all.length && (bytes === 0 || bytes < REQUEST_BYTES); i++) {
+      const x = all[i]!;
+      (x.topic === spec.kafkaSink.topic ? out : dl).push(x.msg);
+      bytes += messageBytes(x.msg);
+    }
+    const last = i >= all.length;
+    const res = await txn.send([
+      { topic: spec.kafkaSink.topic, messages: out },
+      { topic: spec.deadLetterTopic, messages: dl },
+      ...(last ? [{ topic: spec.progressTopic, messages: [{ key: String(partition), value: encodeMarker(m), partition }] }] : []),
+    ]);
+    if (last) markerOffset = res.find((r) => r.topic === spec.progressTopic && r.partition === partition)?.baseOffset;
+    ctx.heartbeat();
+  } while (i < all.length);
+  if (markerOffset === undefined) throw new Error('progress marker was not acknowledged');
+  await txn.sendOffsets(consumerGroupId(spec.name), spec.source.topic, partition, m.end);
+  return markerOffset;
+}
+
+/**
+ * The broker aborted the epoch's transaction (timeout, or a zombie's InitProducerId): produce the
+ * epoch again in a fresh transaction and commit it. InitProducerId first completes every earlier
+ * transaction of the id, then the marker read says definitively whether one of them (an earlier
+ * redo attempt) committed the epoch after all. Returns false when nothing had to be redone.
+ */
+export async function redoKafkaSide(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  partition: number,
+  e: { epoch: number; start: number; end: number; xid?: string; markerFrom: number },
+): Promise<boolean> {
+  const txn = new PreparedTransaction(ctx.cluster, epochTransactionalId(spec, partition, e.epoch), spec.kafkaSink.transactionTimeoutMs);
+  const handle = await txn.begin();
+  if (await epochMarker(ctx.cluster, spec, partition, e.epoch, e.markerFrom, ctx.heartbeat)) return false;
+  const records = await readRange(ctx.cluster, spec.source.topic, partition, e.start, e.end, ctx.heartbeat);
+  const applied = applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, e.epoch), tableMap(spec));
+  const marker: Marker = { pipeline: spec.name, partition, epoch: e.epoch, start: e.start, end: e.end, records: records.length, redo: true, ...(e.xid ? { xid: e.xid } : {}) };
+  await sendEpoch(ctx, txn, spec, partition, applied, marker);
+  const outcome = await endTxn(ctx.cluster, handle, true);
+  if (outcome !== 'ok') throw new TransientError(`redo transaction of epoch ${e.epoch} was not committed (${outcome}); retrying the redo`);
+  ctx.observe({ kind: 'redo', pipeline: spec.name, partition, side: 'kafka' });
+  return true;
+}

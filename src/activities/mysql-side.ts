@@ -1,0 +1,88 @@
+/** An epoch's MySQL side after its decision: XA COMMIT and the apply of staged rows; its redo. */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { TransientError } from '../errors';
+import { commitBranch, recoverXids, rollbackXid } from '../mysql/branch';
+import { ER_DUP_ENTRY, sqlErrno } from '../mysql/errors';
+import { insertLedger } from '../mysql/ledger';
+import { inLocalTransaction, writeRows } from '../mysql/sink';
+import { applyStaged, mysqlMode } from '../mysql/stage';
+import { bqualToken, epochGtrid, xidFromString, xidToString } from '../mysql/xid';
+import type { MysqlCommitOutcome } from '../protocol';
+import type { PipelineSpec } from '../spec';
+import { applyTransform, tableMap } from './apply';
+import type { ActivityContext } from './context';
+import { readRange } from './source';
+
+/**
+ * Rolls back prepared branches of an epoch: those older than `olderThan` (a fencing token), or
+ * all but `except` (the decided xid, when history decided one). Returns the rolled-back xids.
+ */
+export async function rollbackBranches(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number, which: { olderThan: number } | { except: string }): Promise<string[]> {
+  const gtrid = epochGtrid(spec.name, partition, epoch);
+  const out: string[] = [];
+  for (const x of await recoverXids(ctx.pool, gtrid)) {
+    if (x.gtrid !== gtrid) continue;
+    const keep = 'except' in which ? xidToString(x) === which.except : bqualToken(x.bqual) >= which.olderThan;
+    if (keep) continue;
+    if ((await rollbackXid(ctx.pool, x)) === 'rolled-back') {
+      out.push(xidToString(x));
+      ctx.observe({ kind: 'rolled-back', pipeline: spec.name, partition, epoch, xid: xidToString(x) });
+    }
+  }
+  return out;
+}
+
+/** Applies an epoch's staged rows (staged runs only; once, however often called). */
+export async function applyEpoch(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number): Promise<boolean> {
+  return mysqlMode(spec) === 'staged' && applyStaged(ctx.pool, { pipeline: spec.name, partition, epoch }, spec.mysqlSink.tables);
+}
+
+/**
+ * XA COMMIT of the decided branch from any connection, then its staged rows into the tables.
+ * A branch rolled back behind our back (gone, no ledger row) is redone in a local transaction.
+ */
+export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, p: { epoch: number; start: number; end: number; xid: string }): Promise<MysqlCommitOutcome> {
+  const started = Date.now();
+  const at = { partition, epoch: p.epoch };
+  await ctx.hit('commit.mysql', at);
+  const ledger = { pipeline: spec.name, partition, epoch: p.epoch };
+  let r = await commitBranch(ctx.pool, xidFromString(p.xid), ledger);
+  // Attached: the preparing worker's session is still closing (it was destroyed right after
+  // XA PREPARE). That clears within milliseconds; look again shortly before an activity retry.
+  for (let i = 0; r === 'attached' && i < 40; i++) {
+    await sleep(25);
+    r = await commitBranch(ctx.pool, xidFromString(p.xid), ledger);
+  }
+  if (r === 'attached') throw new TransientError(`XA branch ${p.xid} is still attached to its preparing session; retrying`);
+  if (r === 'gone') return redoMysqlSide(ctx, spec, partition, p);
+  await ctx.hit('commit.mysql-committed', at);
+  const applyFrom = Date.now();
+  await applyEpoch(ctx, spec, partition, p.epoch);
+  ctx.observe({ kind: 'committed', pipeline: spec.name, partition, epoch: p.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started, applyMs: Date.now() - applyFrom });
+  return 'committed';
+}
+
+/**
+ * The decided branch is gone (rolled back behind our back): write the epoch again in a local
+ * transaction, the ledger row first. Every other prepared branch of the epoch is stale (history
+ * decided exactly one), so it is rolled back first: it may hold the ledger row's lock.
+ */
+export async function redoMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, p: { epoch: number; start: number; end: number; xid?: string }): Promise<MysqlCommitOutcome> {
+  await rollbackBranches(ctx, spec, partition, p.epoch, p.xid ? { except: p.xid } : { olderThan: Infinity });
+  const records = await readRange(ctx.cluster, spec.source.topic, partition, p.start, p.end, ctx.heartbeat);
+  const applied = applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, p.epoch), tableMap(spec));
+  const dialect = await ctx.dialect();
+  const outcome = await inLocalTransaction(ctx.pool, async (conn) => {
+    try {
+      await insertLedger(conn, spec.name, partition, { epoch: p.epoch, start: p.start, end: p.end, records: records.length, redo: true });
+    } catch (e) {
+      // Another attempt redid it first: the ledger row is the truth.
+      if (sqlErrno(e) === ER_DUP_ENTRY) return 'committed' as const;
+      throw e;
+    }
+    await writeRows(conn, applied.rows, tableMap(spec), dialect);
+    return 'redone' as const;
+  });
+  if (outcome === 'redone') ctx.observe({ kind: 'redo', pipeline: spec.name, partition, side: 'mysql' });
+  return outcome;
+}

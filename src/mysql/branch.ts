@@ -1,0 +1,87 @@
+/**
+ * MySQL/MariaDB XA branches: prepare on a dedicated connection, commit or roll back from any
+ * connection, list what is prepared. Xids: src/mysql/xid.ts; errors: src/mysql/errors.ts.
+ */
+import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise';
+import { ER_XAER_NOTA, ER_XA_RBROLLBACK, sqlErrno } from './errors';
+import { ledgerRow } from './ledger';
+import { XA_FORMAT_ID, xidSql, type Xid } from './xid';
+
+/** Prepared branches of ours (formatID and gtrid prefix match). */
+export async function recoverXids(db: Pool | PoolConnection, gtridPrefix: string): Promise<Xid[]> {
+  const [rows] = await db.query<RowDataPacket[]>({ sql: 'XA RECOVER', rowsAsArray: false });
+  const out: Xid[] = [];
+  for (const r of rows) {
+    if (Number(r.formatID) !== XA_FORMAT_ID) continue;
+    const data: Buffer = Buffer.isBuffer(r.data) ? r.data : Buffer.from(String(r.data), 'binary');
+    const gl = Number(r.gtrid_length);
+    const bl = Number(r.bqual_length);
+    const gtrid = data.subarray(0, gl).toString('utf8');
+    const bqual = data.subarray(gl, gl + bl).toString('utf8');
+    if (gtrid.startsWith(gtridPrefix)) out.push({ gtrid, bqual });
+  }
+  return out;
+}
+
+export async function rollbackXid(db: Pool, x: Xid): Promise<'rolled-back' | 'gone'> {
+  try {
+    await db.query(`XA ROLLBACK ${xidSql(x)}`);
+    return 'rolled-back';
+  } catch (e) {
+    if (sqlErrno(e) === ER_XAER_NOTA) return 'gone';
+    if (sqlErrno(e) === ER_XA_RBROLLBACK) return 'rolled-back';
+    throw e;
+  }
+}
+
+/**
+ * Runs `body` inside XA START … XA END, XA PREPARE on a dedicated connection, then detaches
+ * the prepared branch by closing the connection: MariaDB and MySQL let another connection
+ * XA COMMIT a prepared branch only once its session is gone. On any error before PREPARE the
+ * branch is rolled back here; a crash leaves it to the next attempt's recovery.
+ */
+export async function prepareBranch(pool: Pool, xid: Xid, body: (conn: PoolConnection) => Promise<void>, hooks?: { afterPrepare?: () => Promise<void> | void }): Promise<void> {
+  const conn = await pool.getConnection();
+  let started = false;
+  let prepared = false;
+  try {
+    await conn.query('SET SESSION innodb_lock_wait_timeout = 10');
+    await conn.query(`XA START ${xidSql(xid)}`);
+    started = true;
+    await body(conn);
+    await conn.query(`XA END ${xidSql(xid)}`);
+    await conn.query(`XA PREPARE ${xidSql(xid)}`);
+    prepared = true;
+    await hooks?.afterPrepare?.();
+  } catch (e) {
+    if (started && !prepared) {
+      await conn.query(`XA END ${xidSql(xid)}`).catch(() => undefined);
+      await conn.query(`XA ROLLBACK ${xidSql(xid)}`).catch(() => undefined);
+    }
+    throw e;
+  } finally {
+    if (prepared) {
+      // Detach the branch: end the session so any worker can XA COMMIT it.
+      conn.destroy();
+    } else conn.release();
+  }
+}
+
+/**
+ * XA COMMIT from any connection. Returns 'committed', 'already' (the ledger row shows it
+ * committed earlier) or 'gone' (neither prepared nor committed: it was rolled back; the caller
+ * redoes the MySQL side). A branch still attached to a live session is reported as retryable.
+ */
+export async function commitBranch(pool: Pool, xid: Xid, ledger: { pipeline: string; partition: number; epoch: number }): Promise<'committed' | 'already' | 'gone' | 'attached'> {
+  try {
+    await pool.query(`XA COMMIT ${xidSql(xid)}`);
+    return 'committed';
+  } catch (e) {
+    if (sqlErrno(e) !== ER_XAER_NOTA) throw e;
+  }
+  // XAER_NOTA: either committed before, rolled back, or still attached to its preparing session.
+  const listed = await recoverXids(pool, xid.gtrid);
+  if (listed.some((x) => x.bqual === xid.bqual)) return 'attached';
+  const row = await ledgerRow(pool, ledger.pipeline, ledger.partition, ledger.epoch);
+  return row ? 'already' : 'gone';
+}

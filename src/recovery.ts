@@ -1,0 +1,150 @@
+/**
+ * The one recovery path of a partition that no workflow is driving: reconcile runs it before a
+ * partition workflow starts its epochs, `onceflow transactions` shows it and (--resolve) runs it
+ * on a stopped pipeline. It gathers the evidence (last ledger row, last committed progress
+ * marker, prepared XA branches, staged rows not yet applied), asks `recoverEpoch`
+ * (src/protocol/epoch.ts) what to do with each epoch, and says where the partition resumes.
+ */
+import type { Pool } from 'mysql2/promise';
+import { ISOLATION, PreparedTransaction, earliestOffset, latestOffset, type KafkaCluster } from './kafka/internals';
+import { DECIDE_TIMEOUT_MS } from './kafka/outcome';
+import { lastCommittedMarker, waitDecided, type Marker } from './kafka/progress';
+import { commitBranch, recoverXids, rollbackXid } from './mysql/branch';
+import { lastLedgerRow, ledgerRow, type LedgerRow } from './mysql/ledger';
+import { pendingEpochs } from './mysql/stage';
+import { bqualToken, parseGtrid, partitionGtridPrefix, xidFromString, xidToString } from './mysql/xid';
+import { recoverEpoch, type EpochEvidence, type RecoveryAction } from './protocol/epoch';
+import { transactionalId, type PipelineSpec } from './spec';
+
+/**
+ * Makes the partition's Kafka side decided, for a recovery that no workflow drives: fences every
+ * transactional id of the partition (InitProducerId aborts a transaction a crashed run left open
+ * and returns only once earlier commits and aborts are complete), then waits until the progress
+ * partition's LSO has passed everything written (EndTxn returns before its markers are written).
+ * Returns the ids fenced.
+ */
+export async function settleKafka(cluster: KafkaCluster, spec: PipelineSpec, partition: number, onWait?: () => void): Promise<string[]> {
+  const fenced: string[] = [];
+  for (let slot = 0; slot < spec.kafkaSink.transactionalIdPool; slot++) {
+    const id = transactionalId(spec.name, partition, slot);
+    await new PreparedTransaction(cluster, id, spec.kafkaSink.transactionTimeoutMs).begin();
+    fenced.push(id);
+  }
+  const hw = await latestOffset(cluster, spec.progressTopic, partition, ISOLATION.READ_UNCOMMITTED);
+  if (hw > 0) await waitDecided(cluster, spec.progressTopic, partition, hw - 1, { timeoutMs: DECIDE_TIMEOUT_MS, ...(onWait ? { onWait } : {}) });
+  return fenced;
+}
+
+export interface PartitionFindings {
+  partition: number;
+  ledger: LedgerRow | null;
+  marker: (Marker & { offset: number }) | null;
+  /** Where the partition resumes; null on a fresh partition (the source's start offset applies). */
+  next: { epoch: number; offset: number } | null;
+  /** Why recovery cannot decide (ledger and marker too far apart or disagreeing); set instead of `next`. */
+  refuse?: string;
+  epochs: { epoch: number; evidence: EpochEvidence; actions: RecoveryAction[] }[];
+}
+
+/**
+ * Examines a partition. `token`: the caller's fencing token (src/mysql/xid.ts); branches of
+ * attempts scheduled after it are left alone. Call settleKafka first when acting on the findings.
+ */
+export async function examinePartition(deps: { cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partition: number, token: number): Promise<PartitionFindings> {
+  const ledger = await lastLedgerRow(deps.pool, spec.name, partition);
+  const marker = await lastCommittedMarker(deps.cluster, spec.progressTopic, partition, await earliestOffset(deps.cluster, spec.progressTopic, partition));
+  const L = ledger?.epoch ?? -1;
+  const M = marker?.epoch ?? -1;
+  let last = -1;
+  let end = 0;
+  let refuse: string | undefined;
+  if (L === M && L >= 0 && ledger!.end !== marker!.end) refuse = `epoch ${L}: the ledger says it ended at offset ${ledger!.end}, the progress marker at ${marker!.end}`;
+  else if (L === M || L === M + 1 || M === L + 1) {
+    last = Math.max(L, M);
+    end = last === L ? ledger!.end : marker!.end;
+  } else {
+    refuse = `the MySQL ledger's last epoch is ${L < 0 ? 'none' : L}, the Kafka progress marker's ${M < 0 ? 'none' : M}: more than one epoch apart, which no crash of onceflow leaves behind`;
+  }
+
+  const branches = new Map<number, { xid: string; token: number }[]>();
+  for (const x of await recoverXids(deps.pool, partitionGtridPrefix(spec.name, partition))) {
+    const g = parseGtrid(x.gtrid);
+    if (!g || g.pipeline !== spec.name || g.partition !== partition) continue;
+    branches.set(g.epoch, [...(branches.get(g.epoch) ?? []), { xid: xidToString(x), token: bqualToken(x.bqual) }]);
+  }
+  const pending = new Set((await pendingEpochs(deps.pool, spec.name, partition)).map((x) => x.epoch));
+  const epochNumbers = [...new Set([...branches.keys(), ...pending, ...(L !== M && last >= 0 ? [last] : [])])].sort((a, b) => a - b);
+
+  const epochs: PartitionFindings['epochs'] = [];
+  for (const epoch of epochNumbers) {
+    let m: EpochEvidence['marker'] = null;
+    let l: EpochEvidence['ledger'] = null;
+    if (epoch === M && marker) m = { start: marker.start, end: marker.end, ...(marker.xid ? { xid: marker.xid } : {}) };
+    if (epoch === L && ledger) l = { start: ledger.start, end: ledger.end };
+    if (epoch < Math.min(L, M)) {
+      // Both sides committed long ago: any branch left of it is stale.
+      const row = await ledgerRow(deps.pool, spec.name, partition, epoch);
+      m = l = row ? { start: row.start, end: row.end } : { start: 0, end: 0 };
+    } else if (epoch === Math.min(L, M) && L !== M) {
+      // The side that is one epoch behind committed this one too.
+      m = l = epoch === L ? { start: ledger!.start, end: ledger!.end } : { start: marker!.start, end: marker!.end };
+    }
+    const evidence: EpochEvidence = { epoch, marker: m, ledger: l, branches: branches.get(epoch) ?? [], pendingApply: pending.has(epoch), token };
+    epochs.push({ epoch, evidence, actions: refuse ? [] : recoverEpoch(evidence) });
+  }
+  return { partition, ledger, marker, next: refuse || last < 0 ? null : { epoch: last + 1, offset: end }, ...(refuse ? { refuse } : {}), epochs };
+}
+
+/** What recovery did, one line per action. */
+export type Done = string[];
+
+/**
+ * Carries out the actions of `examinePartition`. Redos need the pipeline's transform and run
+ * only where `redo` is given (reconcile); elsewhere they are reported as left for reconcile.
+ */
+export async function carryOut(
+  deps: { pool: Pool },
+  spec: PipelineSpec,
+  f: PartitionFindings,
+  handlers: {
+    apply: (epoch: number) => Promise<boolean>;
+    redo?: (epoch: number, a: Extract<RecoveryAction, { do: 'redo-kafka' | 'redo-mysql' }>) => Promise<void>;
+  },
+): Promise<Done> {
+  const done: Done = [];
+  const p = f.partition;
+  for (const { epoch, actions } of f.epochs) {
+    for (const a of actions) {
+      switch (a.do) {
+        case 'commit-branch': {
+          const r = await commitBranch(deps.pool, xidFromString(a.xid), { pipeline: spec.name, partition: p, epoch });
+          done.push(`partition ${p} epoch ${epoch}: XA ${a.xid} ${r === 'committed' ? 'committed (the progress marker names it: its Kafka side committed)' : r}`);
+          if (r === 'gone') throw new Error(`partition ${p} epoch ${epoch}: the decided XA branch ${a.xid} vanished while being committed; run again`);
+          break;
+        }
+        case 'rollback-branch':
+          done.push(`partition ${p} epoch ${epoch}: XA ${a.xid} ${await rollbackXid(deps.pool, xidFromString(a.xid))} (not the decided branch)`);
+          break;
+        case 'apply-staged':
+          if (await handlers.apply(epoch)) done.push(`partition ${p} epoch ${epoch}: staged rows applied to the tables`);
+          break;
+        case 'redo-kafka':
+        case 'redo-mysql':
+          if (handlers.redo) {
+            await handlers.redo(epoch, a);
+            done.push(`partition ${p} epoch ${epoch}: ${a.do === 'redo-kafka' ? 'Kafka' : 'MySQL'} side redone for offsets [${a.start}, ${a.end})`);
+          } else {
+            done.push(`partition ${p} epoch ${epoch}: ${a.do === 'redo-kafka' ? 'MySQL committed it, Kafka did not' : 'Kafka committed it, MySQL did not'} — start the pipeline again: its reconcile redoes that side for offsets [${a.start}, ${a.end})`);
+          }
+          break;
+        case 'leave':
+          done.push(`partition ${p} epoch ${epoch}: XA ${a.xid} left alone: ${a.why}`);
+          break;
+        case 'refuse':
+          done.push(`partition ${p} epoch ${epoch}: not decided: ${a.why}`);
+          break;
+      }
+    }
+  }
+  return done;
+}

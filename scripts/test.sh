@@ -1,20 +1,56 @@
 #!/usr/bin/env bash
-# npm test: install what is missing, start the services, type-check, lint, run every tier.
+# npm test:            install what is missing, start the services, type-check, lint, run every tier.
+# npm run test:unit:   the unit tier only (--unit): no services, no Chromium, no type-check or lint.
+# scripts/test.sh F…:  those test files; services, type-check and lint only if one of them is not
+#                      unit tier, Chromium only for test/ui.test.ts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The unit tier: the test files that need no service (the one place that says so). Everything
+# else under test/*.test.ts needs the services of scripts/services.sh.
+UNIT_TIER=(test/unit.test.ts test/protocol.test.ts test/replay.test.ts)
+
+files=()
+for arg in "$@"; do
+  if [[ $arg == --unit ]]; then files+=("${UNIT_TIER[@]}"); else files+=("$arg"); fi
+done
+if ((${#files[@]} == 0)); then files=(test/*.test.ts); fi
+for f in "${UNIT_TIER[@]}"; do
+  [[ -f $f ]] || { echo "[test] $f is listed in UNIT_TIER (scripts/test.sh) but does not exist" >&2; exit 2; }
+done
+
+in_unit_tier() {
+  local u
+  for u in "${UNIT_TIER[@]}"; do [[ $1 == "$u" || $1 == "./$u" || $1 == "$PWD/$u" ]] && return 0; done
+  return 1
+}
+needs_services=0
+needs_chromium=0
+for f in "${files[@]}"; do
+  in_unit_tier "$f" || needs_services=1
+  [[ $f == *ui.test.ts ]] && needs_chromium=1
+done
+
 if [[ ! -d node_modules || package-lock.json -nt node_modules/.package-lock.json ]]; then npm ci --no-audit --no-fund; fi
-bash scripts/services.sh up
+if ((needs_services)); then
+  bash scripts/services.sh up
+else
+  # Unit tier: every service points at a closed port and no services file is read, so a test
+  # that needs a service fails here instead of passing on a machine where they happen to run.
+  export ONCEFLOW_TEMPORAL_ADDRESS=127.0.0.1:1 ONCEFLOW_KAFKA_BROKERS=127.0.0.1:1 ONCEFLOW_MYSQL_HOST=127.0.0.1 ONCEFLOW_MYSQL_PORT=1 ONCEFLOW_SERVICES_ENV=/dev/null
+fi
 # The Web UI test drives Debian's Chromium (playwright-core never downloads a browser).
-if ! command -v chromium >/dev/null; then
+if ((needs_chromium)) && ! command -v chromium >/dev/null; then
   echo "[test] installing Debian's chromium for the Web UI test"
   apt-cache show chromium >/dev/null 2>&1 || apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 fi
-npx tsc --noEmit -p .
-npx eslint src scripts test tools examples --ext .ts
+if ((needs_services)); then
+  npx tsc --noEmit -p .
+  npx eslint src scripts test tools examples --ext .ts
+fi
 mkdir -p test/.tmp
+# The replay tests and the test workers use one prebuilt workflow bundle (no server needed).
 npx tsx scripts/bundle-workflows.ts test/.tmp/workflow-bundle.js
 export ONCEFLOW_WORKFLOW_BUNDLE=$PWD/test/.tmp/workflow-bundle.js
-files=("$@")
-if ((${#files[@]} == 0)); then files=(test/*.test.ts); fi
 exec node --import tsx --test --test-concurrency=1 --test-reporter=spec "${files[@]}"

@@ -61,7 +61,7 @@ export async function examinePartition(deps: { cluster: KafkaCluster; pool: Pool
   if (L === M && L >= 0 && ledger!.end !== marker!.end) refuse = `epoch ${L}: the ledger says it ended at offset ${ledger!.end}, the progress marker at ${marker!.end}`;
   else if (L === M || L === M + 1 || M === L + 1) {
     last = Math.max(L, M);
-    end = last === L ? ledger!.end : marker!.end;
+    if (last >= 0) end = last === L ? ledger!.end : marker!.end;
   } else {
     refuse = `the MySQL ledger's last epoch is ${L < 0 ? 'none' : L}, the Kafka progress marker's ${M < 0 ? 'none' : M}: more than one epoch apart, which no crash of onceflow leaves behind`;
   }

@@ -1,5 +1,5 @@
 /**
- * Exactly-once verification of a pipeline against the real services (DESIGN §9):
+ * Exactly-once verification of a pipeline against the real services (docs/design.md, "How exactly-once is checked"):
  *  - the read_committed output equals the transform applied once to every committed source
  *    record (same records, no duplicates, none missing, source order per partition);
  *  - the dead-letter topic holds each rejected record once;

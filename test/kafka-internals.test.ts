@@ -1,7 +1,7 @@
 /**
  * The one module that uses kafkajs internals, against the real broker: a transaction prepared
  * on one connection is committed by EndTxn from another; the answers to retried, aborted and
- * fenced commits are the ones DESIGN §5 relies on; reads filter aborted records.
+ * fenced commits are the ones docs/design.md §6.1 relies on; reads filter aborted records.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

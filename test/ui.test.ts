@@ -1,11 +1,12 @@
 /**
  * The Temporal Web UI shows a running pipeline: headless Debian Chromium (driven by
  * playwright-core) searches by the OnceflowPipeline search attribute, finds the partition
- * workflows, opens one, and saves screenshots into docs/.
+ * workflows, opens one, and takes screenshots: into docs/ (the README's pictures) only with
+ * UPDATE_SCREENSHOTS=1, otherwise into test/.tmp/, so a test run leaves the work tree clean.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 import { createOnceflowWorker } from '../src/worker';
@@ -15,11 +16,13 @@ import { drainAndWait, prepareScenario, start } from './support/pipeline';
 
 const CHROMIUM = process.env.ONCEFLOW_CHROMIUM ?? '/usr/bin/chromium';
 const UI = process.env.ONCEFLOW_TEMPORAL_UI ?? 'http://127.0.0.1:8233';
+const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === '1' ? join(__dirname, '..', 'docs') : join(__dirname, '.tmp');
 let deps: Deps;
 let browser: Browser;
 
 before(async () => {
   quietRuntime();
+  mkdirSync(SCREENSHOTS, { recursive: true });
   deps = await openDeps();
   assert.ok(existsSync(CHROMIUM), `Chromium not found at ${CHROMIUM} (scripts/test.sh installs Debian's chromium)`);
   browser = await chromium.launch({
@@ -52,7 +55,7 @@ test('the Web UI finds a running pipeline by its search attributes and shows its
       if ((await partitionLink.isVisible()) && (await otherLink.isVisible())) break;
       await page.waitForTimeout(1000);
     }
-    await page.screenshot({ path: join(__dirname, '..', 'docs', 'web-ui-pipeline.png') });
+    await page.screenshot({ path: join(SCREENSHOTS, 'web-ui-pipeline.png') });
     assert.ok(await partitionLink.isVisible(), 'partition 0 is listed');
     assert.ok(await otherLink.isVisible(), 'partition 1 is listed');
     const row = page.getByRole('row').filter({ has: partitionLink });
@@ -61,7 +64,7 @@ test('the Web UI finds a running pipeline by its search attributes and shows its
     await partitionLink.click();
     // The event history names each epoch's step through the activity summaries.
     await page.getByText(/prepareEpoch|epoch \d+: prepare/).first().waitFor({ state: 'visible', timeout: 30_000 });
-    await page.screenshot({ path: join(__dirname, '..', 'docs', 'web-ui-partition.png') });
+    await page.screenshot({ path: join(SCREENSHOTS, 'web-ui-partition.png') });
     await page.close();
     await drainAndWait(deps, s, handle);
   } finally {

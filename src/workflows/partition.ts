@@ -67,8 +67,9 @@ function activityOptions(spec: PartitionInput['spec']): { prepare: ActivityOptio
  *  - e+1 uses the next transactional id of the pool (≥ 2) and prepare(e+2), which reuses e's id,
  *    starts only after e's commit (and redo) finished: no InitProducerId on an id whose
  *    transaction awaits its decision;
- *  - prepare(e+1) opens its XA branch only once e's ledger row is committed (afterCommitOf), so
- *    it never waits on e's row locks and a MySQL redo of e never waits on e+1's;
+ *  - with direct MySQL writes, prepare(e+1) opens its XA branch only once e's ledger row is
+ *    committed (afterCommitOf), so it never waits on e's row locks and a MySQL redo of e never
+ *    waits on e+1's; staged writes lock only keys private to the epoch and do not wait;
  *  - commits stay in epoch order (commit e+1 is scheduled after commit e completed);
  *  - if the broker aborted e (timeout), a prepared e+1 is withdrawn before e is redone and then
  *    prepared again, so e's redo precedes e+1 in the output log;

@@ -1,5 +1,5 @@
 /**
- * A per-record audit next to verifyPipeline (DESIGN §9): every committed source record must
+ * A per-record audit next to verifyPipeline (docs/design.md §8): every committed source record must
  * have exactly one read_committed output (valid events) or one dead letter carrying the reason
  * and its source coordinates (poison records). Kept per source offset, so duplicates and gaps
  * can be attributed to the epochs a fault touched.

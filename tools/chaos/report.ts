@@ -93,7 +93,7 @@ export function renderReport(r: CampaignResult): string {
   out.push('- `tools/chaos/campaign.ts` brings up an isolated stack (`scripts/services.sh` with its own run directory and port base, and one proxied Kafka listener per worker), starts two worker processes (`tools/chaos/worker.ts`), each talking to Kafka and MySQL through its own TCP proxy (`tools/chaos/proxy.ts`), starts the pipeline and feeds the input as a live stream.');
   out.push('- The schedule (`tools/chaos/schedule.ts`) is drawn from the seed. A fault at a named protocol step is armed as a rule in the workers\' faults file (`ONCEFLOW_FAULTS_FILE`, src/faults.ts) for the next-but-one epoch of a partition: `crash` for a worker kill, otherwise a short stall whose log line tells the campaign that the worker is at that step — then the service restart or network cut is injected while the epoch sits there. `redo.start` is reached by first stalling that epoch\'s commit past the transaction timeout.');
   out.push('- One fault at a time; the next is injected only after the pipeline made progress again. Worker processes that die are restarted after 0.5 s.');
-  out.push('- The verdict is `verifyPipeline` (DESIGN §9) plus a per-record audit (`tools/chaos/audit.ts`) and, as an oracle that shares no code with onceflow\'s read path, Kafka\'s own Java console consumer reading every output partition with `isolation.level=read_committed`.');
+  out.push('- The verdict is `verifyPipeline` (docs/design.md §8) plus a per-record audit (`tools/chaos/audit.ts`) and, as an oracle that shares no code with onceflow\'s read path, Kafka\'s own Java console consumer reading every output partition with `isolation.level=read_committed`.');
   out.push('');
   return out.join('\n');
 }

@@ -119,8 +119,10 @@ interface FaultLine {
   at: number;
 }
 
-const FAULT_RE = /^\[faults\] (SIGKILL|throw|stall=\d+) at (\S+) epoch=(\d+) partition=(\d+) attempt=(\d+) pid=(\d+)/;
+const FAULT_RE = /^\[faults\] (SIGKILL|throw|stall=\d+|freeze=\d+) at (\S+) epoch=(\d+) partition=(\d+) attempt=(\d+) pid=(\d+)/;
 const HOLD_MS = 1500;
+/** A frozen worker stays stopped past the activities' heartbeat timeout (10 s), so its attempts time out and become zombies. */
+const FREEZE_MS = 20_000;
 
 export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   const log = o.log;
@@ -291,7 +293,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           const rules =
             f.kind === 'txn-timeout'
               ? [stallPastTimeout]
-              : [...(point === 'redo.start' ? [stallPastTimeout] : []), `${point}${at}:${f.kind === 'worker-kill' ? 'crash' : `stall=${HOLD_MS}`}`];
+              : [...(point === 'redo.start' ? [stallPastTimeout] : []), `${point}${at}:${f.kind === 'worker-kill' ? 'crash' : f.kind === 'worker-freeze' ? `freeze=${FREEZE_MS}` : `stall=${HOLD_MS}`}`];
           arm(rules);
           const hit = await waitLine((l) => l.point === point && l.epoch === e && l.partition === f.partition && l.attempt === 1, point === 'redo.start' || f.kind === 'txn-timeout' ? T + 60_000 : 45_000);
           arm([]);
@@ -305,7 +307,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           rec.epoch = e;
           rec.hitWorker = hit.worker;
           partitions = [f.partition];
-          if (f.kind !== 'worker-kill' && f.kind !== 'txn-timeout') await inject(f.kind, hit.worker, f);
+          if (f.kind !== 'worker-kill' && f.kind !== 'worker-freeze' && f.kind !== 'txn-timeout') await inject(f.kind, hit.worker, f);
         }
       }
       if (!rec.injected) {
@@ -363,6 +365,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     switch (kind) {
       case 'worker-kill':
         workers.kill(worker);
+        return;
+      case 'worker-freeze':
+        workers.freeze(worker, FREEZE_MS);
         return;
       case 'kafka-restart':
       case 'mariadb-restart':
@@ -451,7 +456,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
 const TRIGGER_ORDER: string[] = [...POINTS, 'random'];
 
 function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit: CampaignResult['audit']): KindSummary[] {
-  const kinds: FaultKind[] = ['worker-kill', 'kafka-restart', 'kafka-restart-hard', 'mariadb-restart', 'mariadb-restart-hard', 'temporal-restart', 'temporal-restart-hard', 'kafka-cut', 'mysql-cut', 'txn-timeout'];
+  const kinds: FaultKind[] = ['worker-kill', 'worker-freeze', 'kafka-restart', 'kafka-restart-hard', 'mariadb-restart', 'mariadb-restart-hard', 'temporal-restart', 'temporal-restart-hard', 'kafka-cut', 'mysql-cut', 'txn-timeout'];
   const out: KindSummary[] = kinds.map((kind) => {
     const fs = faults.filter((f) => f.kind === kind && f.injected);
     const rec = fs.map((f) => f.recoveryMs).filter((x): x is number => x !== undefined);

@@ -5,6 +5,7 @@ const secs = (ms: number | null | undefined) => (ms === null || ms === undefined
 
 const KIND_TEXT: Record<string, string> = {
   'worker-kill': 'SIGKILL of a worker process, then restart',
+  'worker-freeze': 'a worker process frozen (SIGSTOP) past the activity timeouts, then thawed (SIGCONT): its attempts become zombies',
   'kafka-restart': 'Kafka broker, clean restart (SIGTERM)',
   'kafka-restart-hard': 'Kafka broker, hard restart (SIGKILL)',
   'mariadb-restart': 'MariaDB, clean restart',
@@ -84,7 +85,7 @@ export function renderReport(r: CampaignResult): string {
   out.push('|---:|---|---|---|---:|---|---:|---:|---:|---:|---|');
   for (const f of r.faults) {
     const where = f.trigger === 'random' ? 'all' : `${f.partition} / ${f.epoch ?? '—'}`;
-    const worker = f.trigger === 'random' ? (f.kind === 'worker-kill' || f.kind.endsWith('-cut') ? String(f.worker) : '—') : String(f.hitWorker ?? '—');
+    const worker = f.trigger === 'random' ? (f.kind === 'worker-kill' || f.kind === 'worker-freeze' || f.kind.endsWith('-cut') ? String(f.worker) : '—') : String(f.hitWorker ?? '—');
     out.push(`| ${f.n} | ${f.kind} | ${f.trigger} | ${where} | ${worker} | ${f.at ?? 'not injected'} | ${secs(f.recoveryMs)} | ${f.stats?.records ?? '—'} | ${f.stats?.duplicates ?? '—'} | ${f.stats?.missing ?? '—'} | ${f.note.replace(/\|/g, '/')} |`);
   }
   out.push('');

@@ -11,6 +11,7 @@ export const POINTS: readonly FaultPoint[] = ['prepare.start', 'prepare.kafka-se
 /** Faults the campaign injects from outside the engine (plus txn-timeout, a stalled commit). */
 export const INJECTED_KINDS = [
   'worker-kill',
+  'worker-freeze',
   'kafka-restart',
   'kafka-restart-hard',
   'mariadb-restart',

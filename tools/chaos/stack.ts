@@ -135,6 +135,15 @@ export class WorkerSupervisor {
     return i >= 0 ? i : undefined;
   }
 
+  /** SIGSTOP of worker i for `ms`, then SIGCONT (a GC pause, a suspended VM, a throttled container). */
+  freeze(i: number, ms: number): number | undefined {
+    const p = this.procs[i];
+    if (!p?.pid) return undefined;
+    p.kill('SIGSTOP');
+    setTimeout(() => p.kill('SIGCONT'), ms).unref();
+    return p.pid;
+  }
+
   kill(i: number): number | undefined {
     const p = this.procs[i];
     if (!p?.pid) return undefined;

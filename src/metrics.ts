@@ -1,7 +1,8 @@
 /**
  * The worker's Prometheus endpoint (text exposition format 0.0.4), fed by the activities'
- * observed events: records and epochs committed, epoch phase durations, lag, retries, redos,
- * dead letters, rolled-back leftovers. No client library needed for this little.
+ * observed events: records and epochs committed, epoch phase durations, lag, seconds since the
+ * last commit (computed at scrape time), retries, redos, dead letters, rolled-back leftovers.
+ * No client library needed for this little.
  */
 import { createServer, type Server } from 'node:http';
 import type { ObservedEvent } from './activities';
@@ -53,6 +54,27 @@ export class Gauge extends Metric {
   }
 }
 
+/**
+ * Seconds since a mark, computed at scrape time. A mark counts only when its `version` differs
+ * from the series' last one, so repeating a mark (a retried activity reporting the same epoch
+ * again) does not reset the clock.
+ */
+export class SecondsSince extends Metric {
+  private readonly values = new Map<string, { labels: Labels; version: number; at: number }>();
+  constructor(name: string, help: string, private readonly now: () => number = Date.now) {
+    super(name, help, 'gauge');
+  }
+  mark(labels: Labels, version: number): void {
+    const k = key(labels);
+    if (this.values.get(k)?.version === version) return;
+    this.values.set(k, { labels, version, at: this.now() });
+  }
+  lines(): string[] {
+    const now = this.now();
+    return [...this.values.values()].map(({ labels, at }) => `${this.name}${fmt(labels)} ${Math.max(0, (now - at) / 1000).toFixed(3)}`);
+  }
+}
+
 export class Histogram extends Metric {
   private readonly values = new Map<string, { labels: Labels; buckets: number[]; sum: number; count: number }>();
   constructor(name: string, help: string, readonly bounds: number[]) {
@@ -90,7 +112,20 @@ export class WorkerMetrics {
   readonly redos = new Counter('onceflow_redos_total', 'Epochs redone (Kafka side aborted by the broker, or MySQL branch vanished)');
   readonly deadLetters = new Counter('onceflow_dead_letters_total', 'Records sent to the dead-letter topic');
   readonly rolledBack = new Counter('onceflow_rolled_back_branches_total', 'Leftover XA branches rolled back by retried prepares');
-  private readonly all: Metric[] = [this.records, this.epochs, this.commits, this.phase, this.lag, this.retries, this.redos, this.deadLetters, this.rolledBack];
+  /**
+   * Per partition, from the last epoch this worker saw commit (its first side's 'committed'
+   * event; a retried commit reporting the same epoch again does not count). Each worker reports
+   * its own view: take the minimum across workers. A partition appears once this worker has seen
+   * one of its epochs commit, and the value also grows while the pipeline is idle, paused or
+   * stopped: alert on it together with lag.
+   */
+  readonly sinceCommit: SecondsSince;
+  private readonly all: Metric[];
+
+  constructor(now: () => number = Date.now) {
+    this.sinceCommit = new SecondsSince('onceflow_seconds_since_last_commit', 'Seconds since this worker last saw an epoch of the partition commit (take the min across workers)', now);
+    this.all = [this.records, this.epochs, this.commits, this.phase, this.lag, this.sinceCommit, this.retries, this.redos, this.deadLetters, this.rolledBack];
+  }
 
   observe = (e: ObservedEvent): void => {
     const l = { pipeline: e.pipeline, partition: e.partition };
@@ -104,6 +139,7 @@ export class WorkerMetrics {
         break;
       case 'committed':
         this.commits.inc({ ...l, side: e.side });
+        this.sinceCommit.mark(l, e.epoch);
         this.phase.observe({ pipeline: e.pipeline, phase: `commit_${e.side}` }, e.ms / 1000);
         break;
       case 'redo':

@@ -168,6 +168,13 @@ step('worker: the `onceflow worker` process runs the pipeline (an epoch committe
     const rows = await statusRows<{ epoch: number | null }>();
     return rows.length === 2 && rows.every((p) => (p.epoch ?? 0) >= 1);
   }, 60_000, 250);
+  // A healthy running pipeline: time since the last commit known, epochs in flight listed, not stalled.
+  const rows = await statusRows<{ partition: number; phase: string; sinceCommitSec: number | null; inFlight: string | null; attempt: number | null; stalled: boolean }>();
+  for (const r of rows) {
+    assert.ok(typeof r.sinceCommitSec === 'number' && r.sinceCommitSec >= 0, `partition ${r.partition}: sinceCommitSec ${r.sinceCommitSec}`);
+    assert.equal(typeof r.inFlight, 'string', `partition ${r.partition}: inFlight`);
+    assert.equal(r.stalled, false, `partition ${r.partition} is not stalled: ${JSON.stringify(r)}`);
+  }
 });
 
 step('pause: both partitions pause; pausing again is refused as already paused', async () => {
@@ -179,9 +186,23 @@ step('pause: both partitions pause; pausing again is refused as already paused',
   assert.match(r.out, /already paused/);
 });
 
-step('status: a table per partition (phase, epoch, committed, source-end, lag)', async () => {
-  const r = await cli('status', name);
-  assert.match(r.out, /partition\s+phase\s+epoch\s+committed\s+source-end\s+lag/);
+step('status: a table per partition (phase, epoch, committed, source-end, lag, since-commit, in-flight, retrying, stalled)', async () => {
+  let r = await cli('status', name);
+  assert.match(r.out, /partition\s+phase\s+epoch\s+committed\s+source-end\s+lag\s+since-commit\s+in-flight\s+retrying\s+stalled\s+last error/);
+  assert.doesNotMatch(r.out, /STALLED|no commit for/, 'a healthy pipeline shows no stall');
+  // Paused partitions are never stalled, even with a threshold of 0 s.
+  r = await cli('status', name, '--stalled-after', '0', '--json');
+  assert.equal(r.code, 0, r.err);
+  const status = JSON.parse(r.out) as { stalledAfterSec: number; partitions: { phase: string; sinceCommitSec: number | null; stalled: boolean }[] };
+  assert.equal(status.stalledAfterSec, 0);
+  for (const p of status.partitions) {
+    assert.equal(p.phase, 'paused');
+    assert.ok(typeof p.sinceCommitSec === 'number' && p.sinceCommitSec >= 0);
+    assert.equal(p.stalled, false);
+  }
+  r = await cli('status', name, '--stalled-after', 'soon');
+  assert.equal(r.code, 2);
+  assert.match(r.err, /--stalled-after must be a number of seconds/);
 });
 
 step('transactions while running: an in-doubt XA branch is listed; resolving is refused', async () => {
@@ -211,6 +232,7 @@ step("metrics: the worker's Prometheus endpoint counts records, epoch phases and
   assert.ok(recordsLine && Number(recordsLine.split(' ').pop()) > 0, `records counter in:\n${metrics.slice(0, 800)}`);
   assert.match(metrics, /onceflow_epoch_phase_seconds_bucket\{pipeline="[^"]+",phase="prepare",le="0.1"\}/);
   assert.match(metrics, new RegExp(`onceflow_lag_records\\{pipeline="${name}",partition="0"\\} \\d+`));
+  for (const p of [0, 1]) assert.match(metrics, new RegExp(`^onceflow_seconds_since_last_commit\\{pipeline="${name}",partition="${p}"\\} \\d+(\\.\\d+)?$`, 'm'));
 });
 
 step('stop --drain --wait: drains every partition', async () => {

@@ -137,3 +137,61 @@ test('compare events are validated field by field', () => {
   assert.throws(() => parseEvent(Buffer.from('{"id":"x"}')), /field 'slot_time'/);
   assert.throws(() => parseEvent(Buffer.from('{"id":"x","slot_time":"t","key1":"a","key2":"b","key3":"c","indicate":1.5}')), /'indicate' must be an integer/);
 });
+
+// ---- Stalls: `onceflow status` and the worker's seconds-since-last-commit gauge ----
+import { STALLED_AFTER_SEC, describeStall, isStalled } from '../src/cli/ops';
+import { WorkerMetrics } from '../src/metrics';
+
+test('a partition is stalled when it has lag and no commit for longer than the threshold, or an activity is on attempt ≥ 5', () => {
+  const healthy = { phase: 'committing', lag: 120, sinceCommitSec: 2, attempt: null };
+  assert.equal(isStalled(healthy, STALLED_AFTER_SEC), false);
+  assert.equal(isStalled({ ...healthy, sinceCommitSec: 61 }, 60), true);
+  assert.equal(isStalled({ ...healthy, sinceCommitSec: 60 }, 60), false, 'more than the threshold, not equal');
+  assert.equal(isStalled({ ...healthy, sinceCommitSec: 3600, lag: 0 }, 60), false, 'idle: nothing to commit');
+  assert.equal(isStalled({ ...healthy, sinceCommitSec: 3600, lag: null }, 60), false);
+  assert.equal(isStalled({ ...healthy, sinceCommitSec: null }, 60), false, 'unknown time');
+  assert.equal(isStalled({ ...healthy, attempt: 4 }, 60), false);
+  assert.equal(isStalled({ ...healthy, attempt: 5 }, 60), true, 'attempt ≥ 5 whatever the time');
+  assert.equal(isStalled({ ...healthy, attempt: 5, lag: 0 }, 60), true);
+  for (const phase of ['reconciling', 'preparing', 'redoing']) assert.equal(isStalled({ ...healthy, phase, sinceCommitSec: 61 }, 60), true, phase);
+  for (const phase of ['paused', 'stopped', 'done', 'completed', 'terminated', 'not started']) {
+    assert.equal(isStalled({ ...healthy, phase, sinceCommitSec: 3600, attempt: 9 }, 60), false, `${phase} is never stalled`);
+  }
+  assert.equal(isStalled({ ...healthy, phase: 'no answer', sinceCommitSec: null }, 60), true, 'no worker answers while records wait');
+  assert.equal(isStalled({ ...healthy, phase: 'no answer', sinceCommitSec: null, lag: 0 }, 60), false);
+  assert.equal(
+    describeStall({ partition: 1, sinceCommitSec: 95, waitingOn: 'commitEpoch attempt 7', phase: 'committing', lastError: 'Lock wait timeout exceeded; try restarting transaction' }),
+    'partition 1: no commit for 95s, waiting on commitEpoch attempt 7: Lock wait timeout exceeded; try restarting transaction',
+  );
+  assert.equal(describeStall({ partition: 0, sinceCommitSec: null, waitingOn: null, phase: 'reconciling', lastError: null }), 'partition 0: no commit seen, waiting on phase reconciling');
+  assert.equal(
+    describeStall({ partition: 2, sinceCommitSec: null, waitingOn: 'prepareEpoch attempt 2', phase: 'no answer', lastError: 'activity Heartbeat timeout' }),
+    'partition 2: no worker answers its status query, waiting on prepareEpoch attempt 2: activity Heartbeat timeout',
+  );
+});
+
+test('onceflow_seconds_since_last_commit: per partition, at scrape time, a retried commit of the same epoch does not reset it', () => {
+  let now = 1_000_000;
+  const m = new WorkerMetrics(() => now);
+  const committed = (partition: number, epoch: number, side: 'kafka' | 'mysql') => m.observe({ kind: 'committed', pipeline: 'p', partition, epoch, side, ms: 5, startedAt: now });
+  const value = (partition: number) => {
+    const line = m.text().split('\n').find((l) => l.startsWith(`onceflow_seconds_since_last_commit{pipeline="p",partition="${partition}"}`));
+    return line === undefined ? undefined : Number(line.split(' ').pop());
+  };
+  assert.match(m.text(), /# TYPE onceflow_seconds_since_last_commit gauge/);
+  assert.equal(value(0), undefined, 'no series before a commit was seen');
+  committed(0, 7, 'kafka');
+  committed(0, 7, 'mysql');
+  committed(1, 3, 'kafka');
+  now += 2_500;
+  assert.equal(value(0), 2.5);
+  // Epoch 8: the Kafka side commits on every attempt while the MySQL side keeps failing.
+  committed(0, 8, 'kafka');
+  now += 30_000;
+  committed(0, 8, 'kafka');
+  now += 40_000;
+  assert.equal(value(0), 70);
+  assert.equal(value(1), 72.5);
+  committed(0, 9, 'kafka');
+  assert.equal(value(0), 0);
+});

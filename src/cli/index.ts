@@ -14,13 +14,15 @@ import { verifyPipeline } from '../verify';
 import { createOnceflowWorker, transformsOf } from '../worker';
 import { printReport } from './report';
 import { loadPipelineConfig } from './config-file';
-import { controlPartitions, describeInDoubt, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
+import { STALLED_AFTER_SEC, controlPartitions, describeInDoubt, describeStall, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
 
 const USAGE = `usage: onceflow <command> [options]
 
 commands:
   start <config.yaml|json>          start a pipeline (idempotent: a running one is returned)
-  status [pipeline]                 pipelines, or per partition: epoch, committed offset, lag, phase, last error
+  status [pipeline] [--stalled-after s]  pipelines, or per partition: epoch, committed offset, lag, phase,
+                                    time since the last commit, epochs in flight, retried activity, last error;
+                                    stalled = lag > 0 and no commit for s seconds (default ${STALLED_AFTER_SEC}), or attempt ≥ 5
   pause <pipeline>                  pause at the next epoch boundary
   resume <pipeline>                 resume a paused pipeline
   stop <pipeline> [--drain] [--wait]  stop at the next epoch boundary; --drain: first catch up with the source
@@ -58,8 +60,22 @@ async function partitionsOf(admin: Admin, topic: string): Promise<number> {
 }
 
 function table(rows: PartitionRow[]): string {
-  const head = ['partition', 'phase', 'epoch', 'committed', 'source-end', 'lag', 'last error'];
-  const body = rows.map((r) => [r.partition, r.phase, r.epoch ?? '-', r.committedOffset ?? '-', r.sourceEnd, r.lag ?? '-', r.lastError ?? ''].map(String));
+  const head = ['partition', 'phase', 'epoch', 'committed', 'source-end', 'lag', 'since-commit', 'in-flight', 'retrying', 'stalled', 'last error'];
+  const body = rows.map((r) =>
+    [
+      r.partition,
+      r.phase,
+      r.epoch ?? '-',
+      r.committedOffset ?? '-',
+      r.sourceEnd,
+      r.lag ?? '-',
+      r.sinceCommitSec === null ? '-' : `${r.sinceCommitSec}s`,
+      r.inFlight || '-',
+      r.activity ? `${r.activity} attempt ${r.attempt}` : '-',
+      r.stalled ? 'STALLED' : 'no',
+      r.lastError ?? '',
+    ].map(String),
+  );
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
   return [head, ...body].map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }
@@ -86,6 +102,7 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
         'run-id': { type: 'string' },
         'task-queue': { type: 'string' },
         'metrics-port': { type: 'string' },
+        'stalled-after': { type: 'string' },
         transforms: { type: 'string' },
       },
     });
@@ -150,9 +167,25 @@ async function run(
           out(list.length ? list.map((p) => `${p.pipeline.padEnd(32)} ${p.status.padEnd(12)} started ${p.started}`).join('\n') : 'no pipelines', list);
           return 0;
         }
+        const stalledAfterSec = o['stalled-after'] === undefined ? STALLED_AFTER_SEC : Number(o['stalled-after']);
+        if (!Number.isFinite(stalledAfterSec) || stalledAfterSec < 0) throw new UsageError(`--stalled-after must be a number of seconds ≥ 0, got '${o['stalled-after']}'`);
         const spec = await pipelineSpecOf(s.client, arg);
-        const rows = await pipelineStatus(s, spec, await partitionsOf(s.admin, spec.source.topic));
-        out(`pipeline ${spec.name} (source ${spec.source.topic} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${table(rows)}`, { pipeline: spec.name, partitions: rows });
+        const rows = await pipelineStatus(s, spec, await partitionsOf(s.admin, spec.source.topic), { stalledAfterSec });
+        const stalled = rows.filter((r) => r.stalled);
+        const advice = stalled.length
+          ? [
+              '',
+              ...stalled.map(describeStall),
+              `what to do: read the last error. 'onceflow transactions ${spec.name}' lists in-doubt XA branches and Kafka transactions and their decision.`,
+              `A frozen (zombie) worker is fenced automatically. If the error persists: stop the pipeline, 'onceflow transactions ${spec.name} --resolve', start it again`,
+              `(README.md, "Operating pipelines" → "When a partition stalls", also says how to stop a partition whose commit keeps failing).`,
+            ]
+          : [];
+        out(`pipeline ${spec.name} (source ${spec.source.topic} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${table(rows)}${advice.map((l) => `\n${l}`).join('')}`, {
+          pipeline: spec.name,
+          stalledAfterSec,
+          partitions: rows,
+        });
         return 0;
       });
     case 'pause':

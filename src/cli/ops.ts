@@ -22,7 +22,75 @@ export interface PartitionRow {
   sourceEnd: number;
   lag: number | null;
   lastError: string | null;
+  /**
+   * Seconds since the partition's last committed epoch (the status query's `lastCommitAt`, in
+   * workflow time). Before the run's first commit, seconds since the run started — at least
+   * that long without a commit (after continue-as-new that is about the last commit). Null
+   * when the workflow is not running or does not answer.
+   */
+  sinceCommitSec: number | null;
+  /** Epochs in flight and their step, e.g. "e12 committing, e13 preparing"; '' when none, null when unknown. */
+  inFlight: string | null;
+  /** The pending activity being retried (attempt > 1) with the most attempts, and its attempt number. */
+  activity: string | null;
+  attempt: number | null;
+  /** What the partition waits on: the pending activity with its attempt (any attempt), else the epochs in flight, else null. */
+  waitingOn: string | null;
+  /** See `isStalled`. */
+  stalled: boolean;
 }
+
+/** Default of `onceflow status --stalled-after <seconds>`. */
+export const STALLED_AFTER_SEC = 60;
+/** A pending activity on this attempt or later counts as stalled whatever the time since the last commit. */
+export const STALLED_ATTEMPT = 5;
+/** Phases in which a partition is expected to make progress (not paused, stopped, done or closed). */
+const ACTIVE_PHASES = new Set(['reconciling', 'preparing', 'committing', 'redoing', 'no answer']);
+
+/**
+ * Whether a partition is stalled: it should be making progress (running, not paused, stopped or
+ * done) and either an activity is being retried on attempt ≥ 5, or the source has records not
+ * yet committed (lag > 0) while no epoch committed for more than `thresholdSec` seconds — or
+ * the workflow does not even answer its status query (no worker). Pure.
+ */
+export function isStalled(row: Pick<PartitionRow, 'phase' | 'lag' | 'sinceCommitSec' | 'attempt'>, thresholdSec: number): boolean {
+  if (!ACTIVE_PHASES.has(row.phase)) return false;
+  if ((row.attempt ?? 0) >= STALLED_ATTEMPT) return true;
+  if ((row.lag ?? 0) <= 0) return false;
+  return row.phase === 'no answer' || (row.sinceCommitSec !== null && row.sinceCommitSec > thresholdSec);
+}
+
+/** The line `onceflow status` prints under its table for a stalled partition. Pure. */
+export function describeStall(row: Pick<PartitionRow, 'partition' | 'sinceCommitSec' | 'waitingOn' | 'phase' | 'lastError'>): string {
+  const since = row.phase === 'no answer' ? 'no worker answers its status query' : row.sinceCommitSec === null ? 'no commit seen' : `no commit for ${row.sinceCommitSec}s`;
+  const on = row.waitingOn ?? `phase ${row.phase}`;
+  return `partition ${row.partition}: ${since}, waiting on ${on}${row.lastError ? `: ${row.lastError}` : ''}`;
+}
+
+interface PendingActivity {
+  type: string;
+  attempt: number;
+  lastError: string | null;
+}
+
+/** A partition workflow's status, pending activities (most attempts first) and run start; null if it does not exist. */
+async function describePartition(client: Client, id: string): Promise<{ status: string; startedAt: number; pending: PendingActivity[] } | null> {
+  try {
+    const d = await client.workflow.getHandle(id).describe();
+    const pending = (d.raw.pendingActivities ?? [])
+      .map((a) => ({ type: a.activityType?.name ?? 'activity', attempt: Number(a.attempt ?? 1) || 1, lastError: a.lastFailure?.message || null }))
+      .sort((a, b) => b.attempt - a.attempt || Number(b.lastError !== null) - Number(a.lastError !== null));
+    return { status: d.status.name, startedAt: d.startTime.getTime(), pending };
+  } catch (e) {
+    if ((e as { name?: string }).name === 'WorkflowNotFoundError') return null;
+    throw e;
+  }
+}
+
+/** How long `status` waits for a partition workflow to answer its status query (a worker must be polling). */
+const QUERY_DEADLINE_MS = 5_000;
+/** Partitions `status` looks at concurrently. */
+const STATUS_CONCURRENCY = 8;
 
 async function workflowStatus(client: Client, id: string): Promise<{ status: string; lastError: string | null } | null> {
   try {
@@ -36,29 +104,76 @@ async function workflowStatus(client: Client, id: string): Promise<{ status: str
   }
 }
 
-export async function pipelineStatus(deps: { client: Client; cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number): Promise<PartitionRow[]> {
-  const rows: PartitionRow[] = [];
-  for (let p = 0; p < partitions; p++) {
+export async function pipelineStatus(
+  deps: { client: Client; cluster: KafkaCluster; pool: Pool },
+  spec: PipelineSpec,
+  partitions: number,
+  opts: { stalledAfterSec?: number } = {},
+): Promise<PartitionRow[]> {
+  const threshold = opts.stalledAfterSec ?? STALLED_AFTER_SEC;
+  const rowOf = async (p: number): Promise<PartitionRow> => {
     const id = partitionWorkflowId(spec.name, p);
-    const wf = await workflowStatus(deps.client, id);
+    const wf = await describePartition(deps.client, id);
     const sourceEnd = await latestOffset(deps.cluster, spec.source.topic, p, ISOLATION.READ_COMMITTED);
     let phase = wf ? wf.status.toLowerCase() : 'not started';
     let epoch: number | null = null;
     let committedOffset: number | null = null;
+    let sinceCommitSec: number | null = null;
+    let inFlight: string | null = null;
+    let queryError: string | null = null;
     if (wf?.status === 'RUNNING') {
-      const s = await deps.client.workflow.getHandle(id).query<PartitionStatus>('status');
-      phase = s.phase;
-      epoch = s.state.epoch;
-      committedOffset = s.state.offset;
-    } else {
+      let s: PartitionStatus | null = null;
+      try {
+        s = await deps.client.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => deps.client.workflow.getHandle(id).query<PartitionStatus>('status'));
+      } catch (e) {
+        // No worker polls the task queue, or the workflow task fails: that is what it waits on.
+        phase = 'no answer';
+        queryError = `the status query got no answer (${(e as Error).message}); is a worker running on the pipeline's task queue?`;
+      }
+      if (s) {
+        phase = s.phase;
+        epoch = s.state.epoch;
+        committedOffset = s.state.offset;
+        sinceCommitSec = Math.max(0, Math.floor((Date.now() - (s.lastCommitAt ?? wf.startedAt)) / 1000));
+        inFlight = s.inFlight ? s.inFlight.map((e) => `e${e.epoch} ${e.step}`).join(', ') : null;
+      }
+    }
+    if (committedOffset === null) {
       const l = await lastLedgerRow(deps.pool, spec.name, p);
       if (l) {
         epoch = l.epoch + 1;
         committedOffset = l.end;
       }
     }
-    rows.push({ partition: p, workflow: id, phase, epoch, committedOffset, sourceEnd, lag: committedOffset === null ? null : Math.max(0, sourceEnd - committedOffset), lastError: wf?.lastError ?? null });
-  }
+    // A closed run still lists the activities it had pending; only a running one waits on them.
+    const top = wf?.status === 'RUNNING' ? wf.pending[0] : undefined;
+    const retrying = top && top.attempt > 1 ? top : undefined;
+    const lastError = top?.lastError ?? wf?.pending.map((a) => a.lastError).find((m) => m) ?? queryError;
+    const waitingOn = top ? `${top.type} attempt ${top.attempt}` : inFlight || (queryError ? 'a worker' : null);
+    const row = {
+      partition: p,
+      workflow: id,
+      phase,
+      epoch,
+      committedOffset,
+      sourceEnd,
+      lag: committedOffset === null ? null : Math.max(0, sourceEnd - committedOffset),
+      lastError: lastError ?? null,
+      sinceCommitSec,
+      inFlight,
+      activity: retrying?.type ?? null,
+      attempt: retrying?.attempt ?? null,
+      waitingOn,
+    };
+    return { ...row, stalled: isStalled(row, threshold) };
+  };
+  // A few partitions at a time: a partition whose workflow does not answer costs the query deadline.
+  const rows: PartitionRow[] = new Array(partitions);
+  let nextPartition = 0;
+  const lane = async () => {
+    for (let p = nextPartition++; p < partitions; p = nextPartition++) rows[p] = await rowOf(p);
+  };
+  await Promise.all(Array.from({ length: Math.min(STATUS_CONCURRENCY, partitions) }, lane));
   return rows;
 }
 

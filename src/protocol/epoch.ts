@@ -141,8 +141,6 @@ export interface EpochEvidence {
    * (a live worker's) are left alone. Infinity for an actor that knows nothing runs.
    */
   token: number;
-  /** Whether the caller may still expect the epoch to be decided by a running workflow (its prepare may be in flight). */
-  undecidedIsLive?: boolean;
 }
 
 export type RecoveryAction =

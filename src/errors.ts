@@ -72,6 +72,19 @@ export class MissingTransform extends OnceflowError {
   }
 }
 
+/**
+ * An attempt wrote an epoch whose partition has already committed a later one: a zombie (an
+ * attempt that outlived its timeout) or a workflow behind its ledger. Nothing it wrote may stay.
+ */
+export class StaleEpoch extends OnceflowError {
+  constructor(pipeline: string, partition: number, epoch: number, later: number) {
+    super(`pipeline ${pipeline} partition ${partition}: epoch ${epoch} is stale, epoch ${later} is already committed (an attempt that outlived its timeout)`, {
+      retryable: false,
+      details: { pipeline, partition, epoch, later },
+    });
+  }
+}
+
 /** A transient condition (service restarting, lock wait, transaction still being decided). */
 export class TransientError extends OnceflowError {
   constructor(message: string, details?: Record<string, unknown>, cause?: unknown) {

@@ -1,9 +1,9 @@
 /** An epoch's MySQL side after its decision: XA COMMIT and the apply of staged rows; its redo. */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { TransientError } from '../errors';
+import { StaleEpoch, TransientError } from '../errors';
 import { commitBranch, recoverXids, rollbackXid } from '../mysql/branch';
 import { ER_DUP_ENTRY, sqlErrno } from '../mysql/errors';
-import { insertLedger } from '../mysql/ledger';
+import { insertLedger, ledgerPruneDue, pruneLedger } from '../mysql/ledger';
 import { inLocalTransaction, writeRows } from '../mysql/sink';
 import { applyStaged, mysqlMode } from '../mysql/stage';
 import { bqualToken, epochGtrid, xidFromString, xidToString } from '../mysql/xid';
@@ -58,6 +58,7 @@ export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, 
   await ctx.hit('commit.mysql-committed', at);
   const applyFrom = Date.now();
   await applyEpoch(ctx, spec, partition, p.epoch);
+  if (ledgerPruneDue(p.epoch)) await pruneLedger(ctx.pool, spec.name, partition, p.epoch);
   ctx.observe({ kind: 'committed', pipeline: spec.name, partition, epoch: p.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started, applyMs: Date.now() - applyFrom });
   return 'committed';
 }
@@ -76,8 +77,8 @@ export async function redoMysqlSide(ctx: ActivityContext, spec: PipelineSpec, pa
     try {
       await insertLedger(conn, spec.name, partition, { epoch: p.epoch, start: p.start, end: p.end, records: records.length, redo: true });
     } catch (e) {
-      // Another attempt redid it first: the ledger row is the truth.
-      if (sqlErrno(e) === ER_DUP_ENTRY) return 'committed' as const;
+      // Another attempt redid it first, or later epochs are committed: the ledger is the truth.
+      if (sqlErrno(e) === ER_DUP_ENTRY || e instanceof StaleEpoch) return 'committed' as const;
       throw e;
     }
     await writeRows(conn, applied.rows, tableMap(spec), dialect);

@@ -7,6 +7,19 @@ import { ensureStagedTable, ensureStageTable, mysqlMode } from '../mysql/stage';
 import type { PipelineSpec } from '../spec';
 import { edge, type ActivityContext } from './context';
 
+/**
+ * The progress topic keeps what recovery reads and no more: markers are keyed by source
+ * partition, and compaction keeps the newest committed one of each (the log cleaner ignores
+ * aborted transactions). Recovery asks only about the last epoch or the one in flight, and no
+ * marker is compacted away before it is an hour old; small segments let the cleaner run at all.
+ */
+export const PROGRESS_TOPIC_CONFIG = [
+  { name: 'cleanup.policy', value: 'compact' },
+  { name: 'min.compaction.lag.ms', value: String(60 * 60_000) },
+  { name: 'segment.bytes', value: String(8 * 1024 * 1024) },
+  { name: 'segment.ms', value: String(60 * 60_000) },
+];
+
 export function createSetup(ctx: ActivityContext) {
   const { admin, pool } = ctx;
   return {
@@ -26,7 +39,10 @@ export function createSetup(ctx: ActivityContext) {
         ];
         const missing = wanted.filter(([, t]) => !existing.has(t)).map(([, t]) => t);
         if (missing.length) {
-          await admin.createTopics({ waitForLeaders: true, topics: missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: -1 })) });
+          await admin.createTopics({
+            waitForLeaders: true,
+            topics: missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: -1, ...(topic === spec.progressTopic ? { configEntries: PROGRESS_TOPIC_CONFIG } : {}) })),
+          });
         }
         const sinkMeta = await admin.fetchTopicMetadata({ topics: wanted.map(([, t]) => t) });
         for (const [field, t] of wanted) {

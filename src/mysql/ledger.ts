@@ -2,7 +2,8 @@
  * The ledger: one row (pipeline, partition, epoch) written inside the epoch's XA branch. Its
  * presence is the truth about whether the MySQL side of an epoch committed.
  */
-import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise';
+import type { Pool, PoolConnection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
+import { StaleEpoch } from '../errors';
 
 export const LEDGER_TABLE = 'onceflow_ledger';
 
@@ -28,12 +29,20 @@ export interface LedgerRow {
   redo: boolean;
 }
 
+/**
+ * Inserts the epoch's ledger row (inside its XA branch or redo transaction). Refuses with
+ * StaleEpoch when a later epoch of the partition is committed: the row of an old epoch may have
+ * been pruned, so the primary key alone would no longer stop a zombie attempt from writing it
+ * twice.
+ */
 export async function insertLedger(
   conn: PoolConnection,
   pipeline: string,
   partition: number,
   row: { epoch: number; start: number; end: number; records: number; redo: boolean },
 ): Promise<void> {
+  const [later] = await conn.execute<RowDataPacket[]>(`SELECT MAX(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch > ?`, [pipeline, partition, row.epoch]);
+  if (later[0]?.e !== null && later[0]?.e !== undefined) throw new StaleEpoch(pipeline, partition, row.epoch, Number(later[0].e));
   await conn.execute(
     `INSERT INTO \`${LEDGER_TABLE}\` (pipeline, source_partition, epoch, start_offset, end_offset, records, redo) VALUES (?, ?, ?, ?, ?, ?, ?)`,
     [pipeline, partition, row.epoch, row.start, row.end, row.records, row.redo ? 1 : 0],
@@ -58,4 +67,36 @@ export async function lastLedgerRow(db: Pool, pipeline: string, partition: numbe
     [pipeline, partition],
   );
   return rows[0] ? toLedgerRow(rows[0]) : null;
+}
+
+/**
+ * What recovery needs of the ledger: the partition's last row and the one before (reconcile and
+ * `onceflow transactions` compare them with the last progress marker, at most one epoch apart),
+ * and the first row (`onceflow verify` checks the pipeline's output from its first offset on).
+ * Everything between is history. The ledger keeps the first row and the last LEDGER_KEEP_EPOCHS
+ * epochs per partition; every LEDGER_PRUNE_EVERY-th commit deletes the rest.
+ */
+export const LEDGER_KEEP_EPOCHS = 100;
+export const LEDGER_PRUNE_EVERY = 100;
+
+/** True when committing `epoch` should prune the partition's ledger. */
+export const ledgerPruneDue = (epoch: number): boolean => epoch > 0 && epoch % LEDGER_PRUNE_EVERY === 0;
+
+/**
+ * Deletes the partition's rows older than the last LEDGER_KEEP_EPOCHS before `epoch` (a
+ * committed epoch), except the first. Runs outside any XA branch; the range it locks ends
+ * LEDGER_KEEP_EPOCHS below the epochs in flight, so it never waits on a prepared branch.
+ * Returns the number of rows deleted.
+ */
+export async function pruneLedger(db: Pool, pipeline: string, partition: number, epoch: number): Promise<number> {
+  const [first] = await db.execute<RowDataPacket[]>(`SELECT MIN(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ?`, [pipeline, partition]);
+  const firstEpoch = first[0]?.e;
+  if (firstEpoch === null || firstEpoch === undefined) return 0;
+  const [res] = await db.execute<ResultSetHeader>(`DELETE FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch > ? AND epoch < ?`, [
+    pipeline,
+    partition,
+    Number(firstEpoch),
+    epoch - LEDGER_KEEP_EPOCHS,
+  ]);
+  return res.affectedRows;
 }

@@ -1,19 +1,24 @@
 /**
  * Zombie attempts on the real services: a worker process frozen (SIGSTOP, as a GC pause or a
  * suspended VM would) inside a prepare until its activity timed out, thawed after another
- * worker's attempt was decided. Before the xids carried fencing tokens, the thawed attempt
+ * worker's attempt was decided. The first test is the wedge of issue 13 as it happened: the
+ * frozen worker also held the retry (the server handed it to the frozen worker's open poll), and
+ * ran it from the start after the thaw. Before the xids carried fencing tokens, the thawed attempt
  * rolled back every prepared branch of the epoch — the decided one included — and prepared its
  * own, whose ledger-row lock then blocked the MySQL redo forever: the partition never
  * committed again. Now it may roll back only older attempts' branches; the partition must
  * commit again within a bound, exactly once.
  */
 import { test, before, after } from 'node:test';
+import { temporal } from '@temporalio/proto';
 import assert from 'node:assert/strict';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { Faults, parseFaults } from '../src/faults';
 import { createOnceflowWorker } from '../src/worker';
+import type { ObservedEvent } from '../src/activities/observe';
+import { partitionWorkflowId } from '../src/spec';
 import { openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
-import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
+import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 
 let deps: Deps;
 before(async () => {
@@ -24,6 +29,41 @@ after(async () => deps.close());
 
 /** After the thaw, the partition must have drained within this bound. */
 const RECOVERY_BOUND_MS = 90_000;
+
+/** Worker B, in this process: the second worker of a deployment, collecting recovery events. */
+function workerB(s: Scenario, events: unknown[], faults: string, observe?: (e: ObservedEvent) => void) {
+  return createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    worker: { workflowBundle: { codePath: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' } },
+    faults: new Faults(parseFaults(faults)),
+    observe: (e) => {
+      observe?.(e);
+      if (e.kind === 'redo' || e.kind === 'rolled-back' || e.kind === 'retry') events.push(e);
+    },
+  });
+}
+
+/**
+ * Thaws worker A and requires the pipeline to drain within RECOVERY_BOUND_MS, the frozen attempt
+ * to have run on after the thaw (the zombie), and verify to pass with every record once.
+ */
+async function thawAndRecover(s: Scenario, handle: Awaited<ReturnType<typeof start>>, frozen: ReturnType<typeof spawnWorker>, thawed: RegExp, events: unknown[]): Promise<void> {
+  frozen.kill('SIGCONT');
+  const thawedAt = Date.now();
+  const [result] = await Promise.race([
+    drainAndWait(deps, s, handle),
+    new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`partition 0 did not drain within ${RECOVERY_BOUND_MS} ms of the thaw: wedged`)), RECOVERY_BOUND_MS)),
+  ]);
+  assert.ok(result);
+  assert.ok(Date.now() - thawedAt < RECOVERY_BOUND_MS);
+  assert.match(frozen.stderrText, thawed);
+  const report = await verify(deps, s);
+  assert.ok(report.ok, `${failedChecks(report)}\nworker A:\n${frozen.stderrText}`);
+  assert.equal(report.totals.sourceRecords, 600);
+  if (process.env.ONCEFLOW_TEST_VERBOSE) process.stderr.write(`worker A:\n${frozen.stderrText}\nworker B: ${JSON.stringify(events)}\n`);
+}
 
 test('a prepare attempt frozen past its timeout and thawed after the retry was decided does not wedge the partition', { timeout: 300_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'zombie', records: 600, partitions: 1, epoch: { maxRecords: 100, maxWaitMs: 500 } });
@@ -45,34 +85,56 @@ test('a prepare attempt frozen past its timeout and thawed after the retry was d
     // decided branch is prepared and the zombie wakes.
     const stallSeen: string[] = [];
     const events: unknown[] = [];
-    healthy = await createOnceflowWorker({
-      settings: deps.settings,
-      taskQueue: s.taskQueue,
-      transforms: compareTransforms(),
-      worker: { workflowBundle: { codePath } },
-      faults: new Faults(parseFaults('commit.mysql@epoch=2@partition=0:stall=20000')),
-      observe: (e) => {
-        if (e.kind === 'prepared' && e.epoch === 2) stallSeen.push('prepared');
-        if (e.kind === 'redo' || e.kind === 'rolled-back' || e.kind === 'retry') events.push(e);
-      },
+    healthy = await workerB(s, events, 'commit.mysql@epoch=2@partition=0:stall=20000', (e) => {
+      if (e.kind === 'prepared' && e.epoch === 2) stallSeen.push('prepared');
     });
     running = healthy.run();
     await waitUntil('another attempt of epoch 2 to be prepared on worker B (the decision)', async () => stallSeen.length > 0, 150_000);
     // Thaw the zombie while the decided branch awaits its XA COMMIT.
     await new Promise((r) => setTimeout(r, 2000));
+    await thawAndRecover(s, handle, frozen, /thawed at prepare\.start epoch=2/, events);
+  } finally {
     frozen.kill('SIGCONT');
-    const thawedAt = Date.now();
-    await waitUntil('the zombie to run on', async () => /thawed at prepare\.start epoch=2/.test(frozen.stderrText), 10_000);
-    const [result] = await Promise.race([
-      drainAndWait(deps, s, handle),
-      new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`partition 0 did not drain within ${RECOVERY_BOUND_MS} ms of the thaw: wedged`)), RECOVERY_BOUND_MS)),
-    ]);
-    assert.ok(result);
-    assert.ok(Date.now() - thawedAt < RECOVERY_BOUND_MS);
-    const report = await verify(deps, s);
-    assert.ok(report.ok, `${failedChecks(report)}\nworker A:\n${frozen.stderrText}`);
-    assert.equal(report.totals.sourceRecords, 600);
-    if (process.env.ONCEFLOW_TEST_VERBOSE) process.stderr.write(`worker A:\n${frozen.stderrText}\nworker B: ${JSON.stringify(events)}\n`);
+    frozen.kill('SIGTERM');
+    await frozen.exited;
+    healthy?.shutdown();
+    await running;
+  }
+});
+
+test('frozen at prepare.xa-prepared until the attempt times out, thawed after the retry started: the partition commits again within the bound, exactly once', { timeout: 300_000 }, async () => {
+  const s = await prepareScenario(deps, { prefix: 'zombie-xa', records: 600, partitions: 1, epoch: { maxRecords: 100, maxWaitMs: 500 } });
+  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
+  // Worker A alone: epoch 2's first attempt prepares its branch (its ledger row locked, its
+  // session still open) and freezes right after XA PREPARE, for longer than the test waits.
+  const frozen = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: codePath, ONCEFLOW_FAULTS: 'prepare.xa-prepared@epoch=2@partition=0@attempt=1:freeze=400000' });
+  let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
+  let running: Promise<void> | undefined;
+  try {
+    const handle = await start(deps, s);
+    await waitUntil('worker A to freeze after XA PREPARE of epoch 2', async () => /freeze=400000 at prepare\.xa-prepared epoch=2/.test(frozen.stderrText), 120_000).catch((e) => {
+      throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
+    });
+    // Worker B joins, as the second worker of a deployment would.
+    const events: unknown[] = [];
+    healthy = await workerB(s, events, '');
+    running = healthy.run();
+    // The frozen attempt times out (heartbeat timeout) and a retry starts — on B, or on a poll
+    // A left open, to run when A thaws. Either way the frozen branch blocks it until then.
+    const partition = deps.client.workflow.getHandle(partitionWorkflowId(s.spec.name, 0));
+    let pending: unknown = [];
+    await waitUntil(
+      'a retry of prepare(epoch 2) to start',
+      async () => {
+        const activities = (await partition.describe()).raw.pendingActivities ?? [];
+        pending = activities.map((a) => ({ type: a.activityType?.name, attempt: a.attempt, state: a.state, lastFailure: a.lastFailure?.message }));
+        return activities.some((a) => a.activityType?.name === 'prepareEpoch' && (a.attempt ?? 0) >= 2 && a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED);
+      },
+      120_000,
+    ).catch((e) => {
+      throw new Error(`${(e as Error).message}; pending activities: ${JSON.stringify(pending)}`);
+    });
+    await thawAndRecover(s, handle, frozen, /thawed at prepare\.xa-prepared epoch=2/, events);
   } finally {
     frozen.kill('SIGCONT');
     frozen.kill('SIGTERM');

@@ -23,7 +23,7 @@ after(async () => {
   await services({ runDir: options.runDir, portBase: options.portBase, workers: options.workers }, ['down']);
 });
 
-test(`short fault campaign (seed ${seed}; replay: ${options.command}): every fault kind hits, output exactly once`, { timeout: 300_000 }, async () => {
+test(`short fault campaign (seed ${seed}; replay: ${options.command}): every fault kind hits, output exactly once`, { timeout: 600_000 }, async () => {
   const r = await runCampaign(options);
   const failed = r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`);
   assert.deepEqual(failed, [], `seed ${seed} failed (replay: ${options.command}):\n${failed.join('\n')}`);

@@ -16,7 +16,7 @@ interface PartitionAudit {
   source: Map<number, boolean>;
   /** Source offset → read_committed outputs (valid) or dead letters (poison) seen. */
   copies: Map<number, number>;
-  /** Epoch → [start, end) source offsets, from the ledger. */
+  /** Epoch → [start, end) source offsets, as the campaign copied them from the ledger (which prunes). */
   epochs: Map<number, [number, number]>;
 }
 
@@ -37,13 +37,35 @@ const header = (h: Record<string, unknown>, k: string) => {
   return v === undefined ? undefined : String(Array.isArray(v) ? v[v.length - 1] : v);
 };
 
-export async function auditRecords(cluster: KafkaCluster, pool: Pool, spec: PipelineSpec, partitions: number): Promise<Audit> {
+/** Epoch → [start, end) source offsets per partition, copied from the ledger while the pipeline ran. */
+export type EpochSpans = Map<number, Map<number, [number, number]>>;
+
+/**
+ * Copies the ledger's rows as they appear (the ledger keeps only its first and last epochs, see
+ * src/mysql/ledger.ts); `poll` every few seconds — far more often than rows are pruned.
+ */
+export function ledgerCopier(pool: Pool, pipeline: string) {
+  const spans: EpochSpans = new Map();
+  return {
+    spans,
+    async poll(): Promise<void> {
+      const [rows] = await pool.query<RowDataPacket[]>('SELECT source_partition AS p, epoch, start_offset, end_offset FROM onceflow_ledger WHERE pipeline = ?', [pipeline]);
+      for (const r of rows) {
+        const p = Number(r.p);
+        if (!spans.has(p)) spans.set(p, new Map());
+        spans.get(p)!.set(Number(r.epoch), [Number(r.start_offset), Number(r.end_offset)]);
+      }
+    },
+  };
+}
+
+export async function auditRecords(cluster: KafkaCluster, spans: EpochSpans, spec: PipelineSpec, partitions: number): Promise<Audit> {
   const parts: PartitionAudit[] = [];
   const ids = new Map<string, number>();
   let deadLetters = 0;
   let withReason = 0;
   for (let p = 0; p < partitions; p++) {
-    const a: PartitionAudit = { source: new Map(), copies: new Map(), epochs: new Map() };
+    const a: PartitionAudit = { source: new Map(), copies: new Map(), epochs: spans.get(p) ?? new Map() };
     for (const r of await readAll(cluster, spec.source.topic, p, ISOLATION.READ_COMMITTED)) {
       let poison = false;
       try {
@@ -70,8 +92,6 @@ export async function auditRecords(cluster: KafkaCluster, pool: Pool, spec: Pipe
       else bump(-1);
       if (m && reason.startsWith('transform failed:')) withReason++;
     }
-    const [rows] = await pool.query<RowDataPacket[]>('SELECT epoch, start_offset, end_offset FROM onceflow_ledger WHERE pipeline = ? AND source_partition = ?', [spec.name, p]);
-    for (const r of rows) a.epochs.set(Number(r.epoch), [Number(r.start_offset), Number(r.end_offset)]);
     parts.push(a);
   }
 

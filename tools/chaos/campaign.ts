@@ -18,13 +18,14 @@ import type { FaultPoint } from '../../src/faults';
 import { connectCluster } from '../../src/kafka/internals';
 import { recoverXids } from '../../src/mysql/branch';
 import { parseGtrid, pipelineGtridPrefix, xidToString } from '../../src/mysql/xid';
+import { partitionWorkflowId } from '../../src/spec';
 import { compareSpec, makeEvents, resetPipeline } from '../../examples/flink-compare/scenario';
 import { verifyPipeline, type Check, type VerifyReport } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
-import { auditRecords, javaReadCommitted, type JavaReadResult, type RangeStats } from './audit';
+import { auditRecords, javaReadCommitted, ledgerCopier, type JavaReadResult, type RangeStats } from './audit';
 import { InputFeeder } from './feeder';
-import { planFaults, POINTS, type FaultKind, type PlannedFault } from './schedule';
-import { services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
+import { INJECTED_KINDS, planFaults, POINTS, type FaultKind, type PlannedFault } from './schedule';
+import { ServiceFreezer, services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -36,8 +37,15 @@ export interface CampaignOptions {
   workers: number;
   /** Records per second of the live input stream while faults run. */
   ratePerSecond: number;
-  mode: 'every-step' | 'cover';
+  mode: 'every-step' | 'cover' | 'soak';
   randomEach: number;
+  /** soak mode: how many faults, and the quiet time before each. */
+  soakFaults?: number;
+  soakSpacingMs?: [number, number];
+  /** Input values prepared, as a multiple of `records` (the stream may outlast the minimum). */
+  inputMultiplier?: number;
+  /** Samples of worker memory, event-loop delay, history and table sizes this often (soak). */
+  sampleEveryMs?: number;
   txnTimeouts: number;
   transactionTimeoutMs: number;
   maxRecords: number;
@@ -48,7 +56,13 @@ export interface CampaignOptions {
   poisonEvery: number;
   portBase: number;
   runDir: string;
+  /** Give up on a fault (stuck) after this long. */
   recoveryTimeoutMs: number;
+  /**
+   * The recovery bound: every affected partition must commit an epoch prepared after the fault
+   * within this long after the fault ended (a restart returned, a freeze or cut was lifted).
+   */
+  recoveryBoundMs: number;
   /** How the campaign was started (written to the report so it can be replayed). */
   command: string;
   /** Code revision the campaign ran (git), for the report. */
@@ -63,6 +77,8 @@ export interface FaultRecord extends PlannedFault {
   epoch?: number;
   hitWorker?: number;
   recoveryMs?: number;
+  /** From injection until the fault ended (a restart returned, a freeze or cut was lifted). */
+  faultMs?: number;
   affected: { partition: number; afterEpoch: number; throughEpoch: number }[];
   /** XA branches of already committed epochs still prepared after recovery. */
   danglingAfter: number;
@@ -79,6 +95,23 @@ export interface KindSummary {
   missing: number;
   dangling: number;
   longestRecoveryMs: number | null;
+  /** Longest time from the end of a fault of this kind until every affected partition progressed. */
+  longestAfterEndMs: number | null;
+}
+
+/** One soak sample: what a long run must keep bounded. */
+export interface Sample {
+  atS: number;
+  produced: number;
+  committedRecords: number;
+  workerRssMb: (number | null)[];
+  loopDelayP99Ms: (number | null)[];
+  historyEvents: number[];
+  historyBytes: number[];
+  ledgerRows: number;
+  stagedRows: number;
+  tableBytes: number;
+  progressTopicRecords: number;
 }
 
 export interface CampaignResult {
@@ -104,6 +137,7 @@ export interface CampaignResult {
   verify: VerifyReport;
   audit: Awaited<ReturnType<typeof auditRecords>>['totals'];
   javaRead?: JavaReadResult;
+  samples: Sample[];
   checks: Check[];
   ok: boolean;
 }
@@ -138,13 +172,13 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   await services(stack, ['up']);
   const envFile = join(o.runDir, 'services.env');
   const settings = loadSettings({ ONCEFLOW_SERVICES_ENV: envFile });
+  // Started in the try below (the workers are their only users), so that `finally` closes them.
   const proxies = startProxies(stack);
-  await proxies.start();
 
   let bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
   if (!bundle) {
     bundle = join(logDir, 'workflow-bundle.js');
-    const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('WARN') });
+    const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('WARN') });
     writeFileSync(bundle, code);
   }
 
@@ -164,7 +198,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, compareFailAfter: o.compareFailAfter, compareFailEveryNthEpoch: o.compareFailEveryNthEpoch },
   });
   await resetPipeline(admin, pool, spec, o.partitions);
-  const { values } = makeEvents(o.records * 5, o.seed, o.poisonEvery);
+  const { values } = makeEvents(Math.ceil(o.records * (o.inputMultiplier ?? 5)), o.seed, o.poisonEvery);
   const feeder = new InputFeeder(settings.kafka.brokers, spec.source.topic, o.partitions, values, o.ratePerSecond, o.records, log);
 
   // ---- workers and what they report
@@ -172,6 +206,12 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   const waiters = new Set<(l: FaultLine) => void>();
   const evidence = { workerSigkills: 0, workerRestarts: 0, sinkThrows: 0, redosKafka: 0, redosMysql: 0, rolledBackBranches: 0, txnTimeoutPrecursors: 0, proxyResets: 0, inputSendRetries: 0 };
   const ready = new Set<number>();
+  const workerStats: ({ rssMb: number; loopP99Ms: number } | undefined)[] = [];
+  const freezer = new ServiceFreezer();
+  // The ledger keeps only its first and last epochs: copy its rows as they appear, for the audit.
+  const ledgerCopy = ledgerCopier(pool, name);
+  const copyTimer = setInterval(() => void ledgerCopy.poll().catch(() => undefined), 5000);
+  const samples: Sample[] = [];
   const taskQueue = `${name}-tq`;
   const workers = new WorkerSupervisor(
     o.workers,
@@ -198,6 +238,10 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
       else if (line.startsWith('[chaos] redo side=mysql')) evidence.redosMysql++;
       else if (line.startsWith('[chaos] rolled-back')) evidence.rolledBackBranches++;
       else if (line.startsWith('[chaos] ready')) ready.add(worker);
+      else if (line.startsWith('[chaos] stats')) {
+        const m = /rss=(\d+) loop-p99-ms=([\d.]+)/.exec(line);
+        if (m) workerStats[worker] = { rssMb: Number(m[1]) / 2 ** 20, loopP99Ms: Number(m[2]) };
+      }
     },
   );
   const waitLine = (pred: (l: FaultLine) => boolean, timeoutMs: number) =>
@@ -264,9 +308,30 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
 
   const faults: FaultRecord[] = [];
   let stuck: string | undefined;
-  const plan = planFaults({ seed: o.seed, partitions: o.partitions, workers: o.workers, mode: o.mode, randomEach: o.randomEach, txnTimeouts: o.txnTimeouts });
+  const plan = planFaults({
+    seed: o.seed,
+    partitions: o.partitions,
+    workers: o.workers,
+    mode: o.mode,
+    randomEach: o.randomEach,
+    txnTimeouts: o.txnTimeouts,
+    ...(o.soakFaults !== undefined ? { soakFaults: o.soakFaults } : {}),
+    ...(o.soakSpacingMs ? { soakSpacingMs: o.soakSpacingMs } : {}),
+  });
   log(`pipeline ${name}: ${o.partitions} partitions, ${o.workers} workers, ${plan.length} scheduled faults, input ≥ ${o.records} records at ${o.ratePerSecond}/s`);
+  let sampleTimer: NodeJS.Timeout | undefined;
+  if (o.sampleEveryMs) {
+    const take = () =>
+      void sample()
+        .then((x) => {
+          samples.push(x);
+          log(`sample: ${JSON.stringify(x)}`);
+        })
+        .catch((e) => log(`sample failed: ${String(e)}`));
+    sampleTimer = setInterval(take, o.sampleEveryMs);
+  }
   try {
+    await proxies.start();
     workers.start();
     const handle = await startPipeline(client, spec, taskQueue);
     feeder.start();
@@ -290,7 +355,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
       if (f.trigger === 'random') {
         await snapshot();
         partitions = Array.from({ length: o.partitions }, (_, p) => p);
-        await inject(f.kind, f.worker, f);
+        const lasts = await inject(f.kind, f.worker, f);
+        rec.faultMs = Math.max(Date.now() - t0, lasts);
         rec.injected = true;
       } else {
         const point = f.trigger;
@@ -316,7 +382,13 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           rec.epoch = e;
           rec.hitWorker = hit.worker;
           partitions = [f.partition];
-          if (f.kind !== 'worker-kill' && f.kind !== 'worker-freeze' && f.kind !== 'txn-timeout') await inject(f.kind, hit.worker, f);
+          if (f.kind === 'worker-freeze') rec.faultMs = FREEZE_MS;
+          else if (f.kind === 'txn-timeout') rec.faultMs = T + 4000;
+          else if (f.kind === 'worker-kill') rec.faultMs = 0;
+          else {
+            const lasts = await inject(f.kind, hit.worker, f);
+            rec.faultMs = Math.max(Date.now() - t0, lasts);
+          }
         }
       }
       if (!rec.injected) {
@@ -366,44 +438,96 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     }
   } finally {
     arm([]);
+    clearInterval(sampleTimer);
+    freezer.thawAll();
     await feeder.stop();
     await workers.stop();
     await proxies.close();
   }
 
-  async function inject(kind: PlannedFault['kind'], worker: number, f: PlannedFault): Promise<void> {
+  /** Injects a fault; resolves when the injection returned, with how long the fault lasts from its start (cuts and freezes outlast it). */
+  async function inject(kind: PlannedFault['kind'], worker: number, f: PlannedFault): Promise<number> {
     switch (kind) {
       case 'worker-kill':
         workers.kill(worker);
-        return;
+        return 0;
       case 'worker-freeze':
         workers.freeze(worker, FREEZE_MS);
-        return;
+        return FREEZE_MS;
       case 'kafka-restart':
       case 'mariadb-restart':
       case 'temporal-restart':
         await services(stack, ['restart', kind.replace('-restart', '')]);
-        return;
+        return 0;
       case 'kafka-restart-hard':
       case 'mariadb-restart-hard':
       case 'temporal-restart-hard':
         await services(stack, ['restart', kind.replace('-restart-hard', ''), '--hard']);
-        return;
+        return 0;
       case 'kafka-cut':
         proxies.kafka[worker]!.cut(f.cutMs);
-        return;
+        return f.cutMs;
       case 'mysql-cut':
         proxies.mysql[worker]!.cut(f.cutMs);
-        return;
+        return f.cutMs;
+      case 'temporal-freeze':
+      case 'kafka-freeze':
+      case 'mariadb-freeze':
+        await freezer.freeze(stack, kind.replace('-freeze', '') as 'temporal' | 'kafka' | 'mariadb', f.freezeMs);
+        return f.freezeMs;
+      case 'worker-kill+kafka-restart':
+        workers.kill(worker);
+        await services(stack, ['restart', 'kafka']);
+        return 0;
+      case 'workers-kill-all':
+        for (let i = 0; i < o.workers; i++) workers.kill(i);
+        return 0;
+      case 'mariadb+temporal-restart':
+        await Promise.all([services(stack, ['restart', 'mariadb']), services(stack, ['restart', 'temporal'])]);
+        return 0;
       case 'txn-timeout':
-        return;
+        return 0;
     }
+  }
+
+  /** What a long run must keep bounded, read from the services and the workers' own reports. */
+  async function sample(): Promise<Sample> {
+    const history = await Promise.all(
+      Array.from({ length: o.partitions }, async (_, p) => {
+        const d = await client.workflow.getHandle(partitionWorkflowId(name, p)).describe();
+        return { events: d.historyLength, bytes: d.historySize ?? 0 };
+      }),
+    );
+    const count = async (sql: string, params: unknown[]) => Number((await pool.query<RowDataPacket[]>(sql, params))[0][0]!.n);
+    const tables = [spec.transformOptions!.table as string, 'onceflow_ledger', 'onceflow_staged'];
+    const [sizes] = await pool.query<RowDataPacket[]>(
+      `SELECT COALESCE(SUM(data_length + index_length), 0) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND (table_name IN (?) OR table_name LIKE 'onceflow_stage%')`,
+      [tables],
+    );
+    const committed = await pool.query<RowDataPacket[]>('SELECT COALESCE(SUM(end_offset), 0) AS n FROM onceflow_ledger l WHERE pipeline = ? AND epoch = (SELECT MAX(epoch) FROM onceflow_ledger WHERE pipeline = l.pipeline AND source_partition = l.source_partition)', [name]);
+    let progressRecords = 0;
+    for (const x of await admin.fetchTopicOffsets(spec.progressTopic)) progressRecords += Number(x.high) - Number(x.low);
+    return {
+      atS: Math.round((Date.now() - started) / 1000),
+      produced: feeder.produced,
+      committedRecords: Number(committed[0][0]!.n),
+      workerRssMb: Array.from({ length: o.workers }, (_, i) => (workerStats[i] ? Math.round(workerStats[i]!.rssMb) : null)),
+      loopDelayP99Ms: Array.from({ length: o.workers }, (_, i) => (workerStats[i] ? Math.round(workerStats[i]!.loopP99Ms * 10) / 10 : null)),
+      historyEvents: history.map((h) => h.events),
+      historyBytes: history.map((h) => h.bytes),
+      ledgerRows: await count('SELECT COUNT(*) AS n FROM onceflow_ledger WHERE pipeline = ?', [name]),
+      stagedRows: await count('SELECT COUNT(*) AS n FROM onceflow_staged WHERE pipeline = ?', [name]),
+      tableBytes: Number(sizes[0]!.n),
+      progressTopicRecords: progressRecords,
+    };
   }
 
   // ---- verdict
   log('verifying (docs/design.md §8) and auditing every record');
   const verify: VerifyReport = await verifyPipeline({ cluster, admin, pool, transforms: compareTransforms() }, spec);
-  const audit = await auditRecords(cluster, pool, spec, o.partitions);
+  clearInterval(copyTimer);
+  await ledgerCopy.poll();
+  const audit = await auditRecords(cluster, ledgerCopy.spans, spec, o.partitions);
   // Independent of onceflow's and kafkajs's read path: Kafka's own read_committed consumer.
   const kafkaLibs = toolPaths({ ONCEFLOW_SERVICES_ENV: envFile }).kafkaLibs;
   const javaRead: JavaReadResult | undefined = kafkaLibs ? await javaReadCommitted(kafkaLibs, settings.kafka.brokers, spec, o.partitions, cluster) : undefined;
@@ -426,11 +550,25 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   const kinds = summarize(faults, evidence, audit.totals);
   const injectedKinds = kinds.filter((k) => k.kind !== 'poison');
   const minEach = o.mode === 'every-step' ? 5 : 1;
+  const plannedKinds = new Set<FaultKind>([...plan.map((f) => f.kind), 'sink-throw', 'poison']);
   const checks: Check[] = [
     ...verify.checks,
     { name: 'every scheduled fault was injected', ok: faults.length === plan.length && faults.every((f) => f.injected), detail: `${faults.filter((f) => f.injected).length} of ${plan.length}` },
-    { name: `every fault kind injected at least ${minEach}×`, ok: kinds.every((k) => k.injected >= minEach), detail: kinds.map((k) => `${k.kind} ${k.injected}`).join(', ') },
+    {
+      name: o.mode === 'soak' ? 'every planned fault kind injected' : `every fault kind injected at least ${minEach}×`,
+      ok: kinds.filter((k) => plannedKinds.has(k.kind)).every((k) => k.injected >= minEach),
+      detail: kinds.filter((k) => plannedKinds.has(k.kind)).map((k) => `${k.kind} ${k.injected}`).join(', '),
+    },
     { name: 'the pipeline recovered after every fault and drained', ok: stuck === undefined, detail: stuck ?? 'yes' },
+    (() => {
+      const late = faults.filter((f) => f.injected && (afterEndMs(f) ?? Infinity) > o.recoveryBoundMs);
+      const worst = Math.max(0, ...faults.map((f) => afterEndMs(f) ?? 0));
+      return {
+        name: `recovery bound: every affected partition progressed within ${o.recoveryBoundMs / 1000} s after each fault ended`,
+        ok: late.length === 0,
+        detail: late.length ? late.map((f) => `#${f.n} ${f.kind} @ ${f.trigger}: ${f.recoveryMs === undefined ? 'never' : `${((afterEndMs(f) ?? 0) / 1000).toFixed(1)} s`}`).join('; ') : `longest ${(worst / 1000).toFixed(1)} s`,
+      };
+    })(),
     { name: 'per-record audit: one output or dead letter per source record', ok: audit.totals.duplicates === 0 && audit.totals.missing === 0, detail: `${audit.totals.records} records, ${audit.totals.duplicates} duplicate(s), ${audit.totals.missing} missing` },
     {
       name: "Kafka's own read_committed consumer (Java) sees each valid record once",
@@ -458,18 +596,23 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     verify,
     audit: audit.totals,
     ...(javaRead ? { javaRead } : {}),
+    samples,
     checks,
     ok: checks.every((c) => c.ok),
   };
 }
 
+/** How long after the fault ended its partitions took to progress again. */
+export const afterEndMs = (f: FaultRecord): number | undefined => (f.recoveryMs === undefined ? undefined : Math.max(0, f.recoveryMs - (f.faultMs ?? 0)));
+
 const TRIGGER_ORDER: string[] = [...POINTS, 'random'];
 
 function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit: CampaignResult['audit']): KindSummary[] {
-  const kinds: FaultKind[] = ['worker-kill', 'worker-freeze', 'kafka-restart', 'kafka-restart-hard', 'mariadb-restart', 'mariadb-restart-hard', 'temporal-restart', 'temporal-restart-hard', 'kafka-cut', 'mysql-cut', 'txn-timeout'];
+  const kinds: FaultKind[] = [...INJECTED_KINDS, 'txn-timeout'];
   const out: KindSummary[] = kinds.map((kind) => {
     const fs = faults.filter((f) => f.kind === kind && f.injected);
     const rec = fs.map((f) => f.recoveryMs).filter((x): x is number => x !== undefined);
+    const afterEnd = fs.map(afterEndMs).filter((x): x is number => x !== undefined);
     const steps = new Map<string, number>();
     for (const f of fs) steps.set(f.trigger, (steps.get(f.trigger) ?? 0) + 1);
     return {
@@ -484,10 +627,11 @@ function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit:
       missing: fs.reduce((a, f) => a + (f.stats?.missing ?? 0), 0),
       dangling: fs.reduce((a, f) => a + f.danglingAfter, 0),
       longestRecoveryMs: rec.length ? Math.max(...rec) : null,
+      longestAfterEndMs: afterEnd.length ? Math.max(...afterEnd) : null,
     };
   });
-  out.push({ kind: 'sink-throw', injected: ev.sinkThrows, atSteps: 'during prepare, after the batch was written', records: 0, duplicates: 0, missing: 0, dangling: 0, longestRecoveryMs: null });
-  out.push({ kind: 'poison', injected: audit.poison, atSteps: 'in the input', records: audit.poison, duplicates: Math.max(0, audit.deadLetters - audit.poison), missing: Math.max(0, audit.poison - audit.deadLetters), dangling: 0, longestRecoveryMs: null });
+  out.push({ kind: 'sink-throw', injected: ev.sinkThrows, atSteps: 'during prepare, after the batch was written', records: 0, duplicates: 0, missing: 0, dangling: 0, longestRecoveryMs: null, longestAfterEndMs: null });
+  out.push({ kind: 'poison', injected: audit.poison, atSteps: 'in the input', records: audit.poison, duplicates: Math.max(0, audit.deadLetters - audit.poison), missing: Math.max(0, audit.poison - audit.deadLetters), dangling: 0, longestRecoveryMs: null, longestAfterEndMs: null });
   return out;
 }
 

@@ -1,13 +1,38 @@
-/** The two sizes of the campaign: the full one (`npm run chaos`) and the short one in `npm test`. Same code. */
+/**
+ * The sizes of the campaign: the full one (`npm run chaos`), the short one in `npm test`, and
+ * the soak (`npm run soak`: an hour, faults minutes apart, state sampled). Same code.
+ */
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { CampaignOptions } from './campaign';
 
-export type Preset = 'full' | 'short';
+export type Preset = 'full' | 'short' | 'soak' | 'soak-short';
 
 export function presetOptions(preset: Preset, seed: number, log: (s: string) => void): CampaignOptions {
   const home = process.env.ONCEFLOW_HOME || join(homedir(), '.cache', 'onceflow');
-  const common = { seed, partitions: 4, workers: 2, transactionTimeoutMs: 10_000, maxRecords: 500, log, recoveryTimeoutMs: 240_000 };
+  const common = { seed, partitions: 4, workers: 2, transactionTimeoutMs: 10_000, maxRecords: 500, log, recoveryTimeoutMs: 240_000, recoveryBoundMs: 60_000 };
+  if (preset === 'soak' || preset === 'soak-short') {
+    const long = preset === 'soak';
+    return {
+      ...common,
+      // ≥ 2,000,000 records over ≥ an hour: 650/s for the ~60 minutes the faults take.
+      records: long ? 2_100_000 : 20_000,
+      ratePerSecond: long ? 650 : 100,
+      inputMultiplier: 1.3,
+      mode: 'soak',
+      soakFaults: long ? 20 : 3,
+      soakSpacingMs: long ? [150_000, 210_000] : [20_000, 30_000],
+      sampleEveryMs: long ? 60_000 : 15_000,
+      randomEach: 0,
+      txnTimeouts: 0,
+      compareFailEveryNthEpoch: 40,
+      compareFailAfter: 10,
+      poisonEvery: 99_991,
+      portBase: 19000,
+      runDir: join(home, long ? 'soak-run' : 'soak-test-run'),
+      command: long ? `npm run soak -- --seed ${seed}` : `npm run soak -- --short --seed ${seed}`,
+    };
+  }
   if (preset === 'full') {
     return {
       ...common,

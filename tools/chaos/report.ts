@@ -14,6 +14,12 @@ const KIND_TEXT: Record<string, string> = {
   'temporal-restart-hard': 'Temporal dev server, hard restart (SIGKILL, history kept)',
   'kafka-cut': 'a worker cut off from Kafka (its TCP proxy resets and refuses connections)',
   'mysql-cut': 'a worker cut off from MySQL (its TCP proxy resets and refuses connections)',
+  'temporal-freeze': 'the Temporal server frozen (SIGSTOP of its process group) for 5–30 s, then SIGCONT',
+  'kafka-freeze': 'the Kafka broker frozen (SIGSTOP) for 5–30 s, then SIGCONT',
+  'mariadb-freeze': 'MariaDB frozen (SIGSTOP) for 5–30 s, then SIGCONT',
+  'worker-kill+kafka-restart': 'two at once: a worker SIGKILLed while the Kafka broker restarts',
+  'workers-kill-all': 'two at once: both worker processes SIGKILLed',
+  'mariadb+temporal-restart': 'two at once: MariaDB and the Temporal server restarted together',
   'txn-timeout': 'a commit stalled past the Kafka transaction timeout (broker aborts → redo)',
   'sink-throw': 'the "compare" sink throws mid-batch (first attempt of every n-th epoch)',
   poison: 'a poison record (not JSON: the transform throws) → dead-letter topic',
@@ -46,12 +52,12 @@ export function renderReport(r: CampaignResult): string {
   out.push('');
   out.push('## Per fault kind');
   out.push('');
-  out.push('Records, duplicates and missing are counted per source record over the epochs each fault touched (from the last epoch committed before it to the first epoch prepared after it and committed); dangling = XA branches of already committed epochs still prepared right after recovery. Recovery = time from injection until every affected partition committed an epoch that was prepared after the injection (for a service restart it includes the restart itself).');
+  out.push('Records, duplicates and missing are counted per source record over the epochs each fault touched (from the last epoch committed before it to the first epoch prepared after it and committed); dangling = XA branches of already committed epochs still prepared right after recovery. Recovery = time from injection until every affected partition committed an epoch that was prepared after the injection (for a service restart it includes the restart itself). After end = the same, counted from the end of the fault (a restart returned, a freeze or cut was lifted); the recovery bound applies to it.');
   out.push('');
-  out.push('| fault kind | injected | where | records in touched epochs | duplicates | missing | dangling XA | longest recovery |');
-  out.push('|---|---:|---|---:|---:|---:|---:|---:|');
+  out.push('| fault kind | injected | where | records in touched epochs | duplicates | missing | dangling XA | longest recovery | longest after end |');
+  out.push('|---|---:|---|---:|---:|---:|---:|---:|---:|');
   for (const k of r.kinds) {
-    out.push(`| ${k.kind} — ${KIND_TEXT[k.kind] ?? ''} | ${k.injected} | ${k.atSteps} | ${k.kind === 'sink-throw' ? '—' : k.records} | ${k.kind === 'sink-throw' ? '—' : k.duplicates} | ${k.kind === 'sink-throw' ? '—' : k.missing} | ${k.kind === 'sink-throw' || k.kind === 'poison' ? '—' : k.dangling} | ${secs(k.longestRecoveryMs)} |`);
+    out.push(`| ${k.kind} — ${KIND_TEXT[k.kind] ?? ''} | ${k.injected} | ${k.atSteps} | ${k.kind === 'sink-throw' ? '—' : k.records} | ${k.kind === 'sink-throw' ? '—' : k.duplicates} | ${k.kind === 'sink-throw' ? '—' : k.missing} | ${k.kind === 'sink-throw' || k.kind === 'poison' ? '—' : k.dangling} | ${secs(k.longestRecoveryMs)} | ${secs(k.longestAfterEndMs)} |`);
   }
   out.push('');
   out.push(`Also: ${r.evidence.txnTimeoutPrecursors} more commits stalled past the transaction timeout as the way into the redo path for the \`redo.start\` faults; sink throws are counted as the worker saw them (the failing attempt is retried at once, so no recovery time is measured); poison records are checked by the audit below.`);
@@ -95,6 +101,52 @@ export function renderReport(r: CampaignResult): string {
   out.push('- The schedule (`tools/chaos/schedule.ts`) is drawn from the seed. A fault at a named protocol step is armed as a rule in the workers\' faults file (`ONCEFLOW_FAULTS_FILE`, src/faults.ts) for the next-but-one epoch of a partition: `crash` for a worker kill, otherwise a short stall whose log line tells the campaign that the worker is at that step — then the service restart or network cut is injected while the epoch sits there. `redo.start` is reached by first stalling that epoch\'s commit past the transaction timeout.');
   out.push('- One fault at a time; the next is injected only after the pipeline made progress again. Worker processes that die are restarted after 0.5 s.');
   out.push('- The verdict is `verifyPipeline` (docs/design.md §8) plus a per-record audit (`tools/chaos/audit.ts`) and, as an oracle that shares no code with onceflow\'s read path, Kafka\'s own Java console consumer reading every output partition with `isolation.level=read_committed`.');
+  out.push('');
+  return out.join('\n');
+}
+
+/** docs/reliability.md holds the campaign's report, then the soak's from this line on. */
+export const SOAK_MARKER = '<!-- soak report (npm run soak) -->';
+
+/** Replaces the campaign part (before SOAK_MARKER) or the soak part (from it on) of `doc`. */
+export function spliceReport(doc: string, part: 'campaign' | 'soak', body: string): string {
+  const i = doc.indexOf(SOAK_MARKER);
+  const campaign = i >= 0 ? doc.slice(0, i) : doc;
+  const soak = i >= 0 ? doc.slice(i) : '';
+  return part === 'campaign' ? `${body.trimEnd()}\n\n${soak}` : `${campaign.trimEnd()}\n\n${SOAK_MARKER}\n${body}`;
+}
+
+/** The soak's section: samples over a long run with faults every few minutes, and its verdict. */
+export function renderSoak(r: CampaignResult): string {
+  const o = r.options;
+  const v = r.verify;
+  const out: string[] = [];
+  const mb = (b: number) => (b / 2 ** 20).toFixed(1);
+  out.push('# Soak: bounded state over a long run');
+  out.push('');
+  out.push(`Generated by \`${o.command}\` (${r.startedAt}, code \`${o.revision ?? 'unknown'}\`); every figure is measured in that run. Result: **${r.ok ? 'PASS — exactly once, state bounded' : 'FAIL'}**.`);
+  out.push('');
+  out.push(`${(r.durationMs / 60_000).toFixed(1)} minutes; ${v.totals.sourceRecords} input records on ${o.partitions} partitions (live stream at ${o.ratePerSecond}/s), ${o.workers} worker processes, ${r.faults.filter((f) => f.injected).length} faults at random moments ${((o.soakSpacingMs?.[0] ?? 0) / 60_000).toFixed(1)}–${((o.soakSpacingMs?.[1] ?? 0) / 60_000).toFixed(1)} minutes apart (kinds in turn: ${[...new Set(r.faults.map((f) => f.kind))].join(', ')}).`);
+  out.push('');
+  out.push('Sampled every minute. Worker RSS and event-loop delay (p99 over the last 30 s) as each worker process reports them (a killed worker starts again from scratch); history = events and bytes of each partition workflow\'s current run (it continues as new every `epochsPerRun` epochs); ledger rows and staged rows of this pipeline; table bytes = data + index of its target table, the ledger and the staging tables (InnoDB\'s estimate); progress records = records held by the progress topic (compacted).');
+  out.push('');
+  out.push('| t (min) | input | committed | worker RSS MB | loop p99 ms | history events (max) | history KB (max) | ledger rows | staged rows | table MB | progress records |');
+  out.push('|---:|---:|---:|---|---|---:|---:|---:|---:|---:|---:|');
+  for (const x of r.samples) {
+    out.push(
+      `| ${(x.atS / 60).toFixed(0)} | ${x.produced} | ${x.committedRecords} | ${x.workerRssMb.map((n) => n ?? '—').join(' / ')} | ${x.loopDelayP99Ms.map((n) => n ?? '—').join(' / ')} | ${Math.max(...x.historyEvents)} | ${(Math.max(...x.historyBytes) / 1024).toFixed(0)} | ${x.ledgerRows} | ${x.stagedRows} | ${mb(x.tableBytes)} | ${x.progressTopicRecords} |`,
+    );
+  }
+  out.push('');
+  out.push('## Faults');
+  out.push('');
+  out.push('| # | kind | injected at | recovery | after end |');
+  out.push('|---:|---|---|---:|---:|');
+  for (const f of r.faults) out.push(`| ${f.n} | ${f.kind} | ${f.at ?? 'not injected'} | ${secs(f.recoveryMs)} | ${secs(f.recoveryMs === undefined ? undefined : Math.max(0, f.recoveryMs - (f.faultMs ?? 0)))} |`);
+  out.push('');
+  out.push('## Checks');
+  out.push('');
+  for (const c of r.checks) out.push(`- ${c.ok ? 'PASS' : '**FAIL**'} ${c.name}: ${c.detail}`);
   out.push('');
   return out.join('\n');
 }

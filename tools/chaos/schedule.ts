@@ -20,7 +20,17 @@ export const INJECTED_KINDS = [
   'temporal-restart-hard',
   'kafka-cut',
   'mysql-cut',
+  // Each service frozen (SIGSTOP of its process group, SIGCONT 5–30 s later).
+  'temporal-freeze',
+  'kafka-freeze',
+  'mariadb-freeze',
+  // Two faults at once.
+  'worker-kill+kafka-restart',
+  'workers-kill-all',
+  'mariadb+temporal-restart',
 ] as const;
+/** Kinds added after the every-step campaign had grown to ~95 faults: in the full campaign five times each, at mixed triggers. */
+export const FIVE_EACH_KINDS: readonly InjectedKind[] = ['temporal-freeze', 'kafka-freeze', 'mariadb-freeze', 'worker-kill+kafka-restart', 'workers-kill-all', 'mariadb+temporal-restart'];
 export type InjectedKind = (typeof INJECTED_KINDS)[number];
 /** All fault kinds reported: the injected ones, the stalled commit, and the two that live in the data/sink. */
 export type FaultKind = InjectedKind | 'txn-timeout' | 'sink-throw' | 'poison';
@@ -40,6 +50,8 @@ export interface PlannedFault {
   delayMs: number;
   /** How long a network cut lasts. */
   cutMs: number;
+  /** How long a service freeze lasts. */
+  freezeMs: number;
 }
 
 export interface ScheduleOptions {
@@ -49,20 +61,44 @@ export interface ScheduleOptions {
   /**
    * 'every-step': each injected kind at every protocol step plus `randomEach` random moments;
    * 'cover': each injected kind once, the protocol steps spread over the kinds so that every
-   * step is used at least once (the short campaign).
+   * step is used at least once (the short campaign);
+   * 'soak': `soakFaults` faults at random moments, `delayMs` apart, kinds in turn (the soak).
    */
-  mode: 'every-step' | 'cover';
+  mode: 'every-step' | 'cover' | 'soak';
   randomEach: number;
   /** Stand-alone commits stalled past the transaction timeout. */
   txnTimeouts: number;
+  /** soak: number of faults and the quiet time before each. */
+  soakFaults?: number;
+  soakSpacingMs?: [number, number];
 }
 
 export function planFaults(o: ScheduleOptions): PlannedFault[] {
   const rnd = prng(o.seed ^ 0x5eed);
   const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
   const items: { kind: PlannedFault['kind']; trigger: Trigger }[] = [];
+  if (o.mode === 'soak') {
+    const n = o.soakFaults ?? 20;
+    const [lo, hi] = o.soakSpacingMs ?? [150_000, 210_000];
+    return Array.from({ length: n }, (_, i) => ({
+      n: i + 1,
+      kind: INJECTED_KINDS[i % INJECTED_KINDS.length]!,
+      trigger: 'random' as const,
+      partition: int(0, o.partitions - 1),
+      worker: int(0, o.workers - 1),
+      delayMs: int(lo, hi),
+      cutMs: int(3000, 12000),
+      freezeMs: int(5000, 30000),
+    }));
+  }
   if (o.mode === 'every-step') {
     for (const kind of INJECTED_KINDS) {
+      if (FIVE_EACH_KINDS.includes(kind)) {
+        const triggers: Trigger[] = ['random', ...POINTS];
+        shuffle(triggers, rnd);
+        for (const trigger of triggers.slice(0, 5)) items.push({ kind, trigger });
+        continue;
+      }
       for (const p of POINTS) items.push({ kind, trigger: p });
       for (let i = 0; i < o.randomEach; i++) items.push({ kind, trigger: 'random' });
     }
@@ -81,6 +117,7 @@ export function planFaults(o: ScheduleOptions): PlannedFault[] {
     worker: int(0, o.workers - 1),
     delayMs: int(0, 3000),
     cutMs: int(3000, 12000),
+    freezeMs: int(5000, 30000),
   }));
 }
 

@@ -57,6 +57,58 @@ export function services(o: StackOptions, args: string[]): Promise<void> {
   });
 }
 
+/** The pid (process-group leader) of one of the stack's services, from scripts/services.sh. */
+export function servicePid(o: StackOptions, service: 'temporal' | 'kafka' | 'mariadb'): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('bash', [join(ROOT, 'scripts', 'services.sh'), 'pid', service], { cwd: ROOT, env: servicesEnv(o), stdio: ['ignore', 'pipe', 'ignore'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.on('error', reject);
+    child.on('exit', (code) => {
+      const pid = Number(out.trim());
+      if (code === 0 && Number.isInteger(pid) && pid > 0) resolve(pid);
+      else reject(new Error(`services.sh pid ${service}: ${service} is not running`));
+    });
+  });
+}
+
+/**
+ * Freezes a service: SIGSTOP to its whole process group, SIGCONT after `ms` (a paused VM, a
+ * stalled disk). `thawAll` sends SIGCONT at once to everything still frozen (the campaign's
+ * clean-up), so a failing campaign never leaves a service stopped.
+ */
+export class ServiceFreezer {
+  private readonly frozen = new Map<number, NodeJS.Timeout>();
+
+  async freeze(o: StackOptions, service: 'temporal' | 'kafka' | 'mariadb', ms: number): Promise<void> {
+    const pid = await servicePid(o, service);
+    process.kill(-pid, 'SIGSTOP');
+    await new Promise<void>((resolve) => {
+      this.frozen.set(
+        pid,
+        setTimeout(() => {
+          this.thaw(pid);
+          resolve();
+        }, ms),
+      );
+    });
+  }
+
+  private thaw(pid: number): void {
+    clearTimeout(this.frozen.get(pid));
+    this.frozen.delete(pid);
+    try {
+      process.kill(-pid, 'SIGCONT');
+    } catch {
+      // already gone
+    }
+  }
+
+  thawAll(): void {
+    for (const pid of [...this.frozen.keys()]) this.thaw(pid);
+  }
+}
+
 export function startProxies(o: StackOptions): { kafka: TcpProxy[]; mysql: TcpProxy[]; start(): Promise<void>; close(): Promise<void> } {
   const p = stackPorts(o);
   const kafka = Array.from({ length: o.workers }, (_, i) => new TcpProxy(`kafka-${i}`, p.kafkaProxy(i), p.kafkaListener(i)));

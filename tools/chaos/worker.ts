@@ -1,10 +1,12 @@
 /**
  * The fault campaign's worker process: an ordinary onceflow worker (src/worker.ts) whose
  * "compare" sink and activity observer also write one line per event to stderr, so the
- * campaign can count what really happened (sink throws, redos, rolled-back branches).
+ * campaign can count what really happened (sink throws, redos, rolled-back branches), plus a
+ * stats line every 30 s (RSS, event-loop delay) for the soak.
  * Faults come from ONCEFLOW_FAULTS / ONCEFLOW_FAULTS_FILE through src/config.ts, as for any worker;
  * the campaign points ONCEFLOW_KAFKA_BROKERS and ONCEFLOW_MYSQL_PORT at its proxies.
  */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { compareTransform } from '../../examples/flink-compare/transform';
 import { TransformRegistry, type Transform } from '../../src/transforms/registry';
 import { createOnceflowWorker } from '../../src/worker';
@@ -32,6 +34,13 @@ createOnceflowWorker({
   },
 })
   .then((h) => {
+    // What the soak samples: this process's memory and event-loop delay over the last 30 s.
+    const loop = monitorEventLoopDelay({ resolution: 20 });
+    loop.enable();
+    setInterval(() => {
+      say(`stats rss=${process.memoryUsage.rss()} loop-p99-ms=${(loop.percentile(99) / 1e6).toFixed(1)}`);
+      loop.reset();
+    }, 30_000).unref();
     for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => h.shutdown());
     say('ready');
     return h.run();

@@ -27,7 +27,7 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
       txnTimeouts: 0,
       compareFailEveryNthEpoch: 40,
       compareFailAfter: 10,
-      poisonEvery: 99_991,
+      poisonEvery: long ? 99_991 : 4_999,
       portBase: 19000,
       runDir: join(home, long ? 'soak-run' : 'soak-test-run'),
       command: long ? `npm run soak -- --seed ${seed}` : `npm run soak -- --short --seed ${seed}`,

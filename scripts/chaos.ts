@@ -1,6 +1,8 @@
 /**
  * `npm run chaos [-- --seed N] [--short] [--out FILE] [--keep-services]`
  * `npm run soak  [-- --seed N] [--short] [--out FILE] [--keep-services]`  (this file with --soak)
+ * `... --from RESULT.json`: no run; the report rendered again from a saved result (a soak's
+ * bounded-state checks recomputed from its samples)
  * Runs the fault campaign (tools/chaos/) — or the soak, the same campaign over an hour with
  * faults minutes apart and its state sampled — on its own isolated service stack, prints the
  * verdict, writes its part of docs/reliability.md (full runs) and stops the stack. Exit code 1
@@ -9,9 +11,10 @@
 import { execSync } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runCampaign } from '../tools/chaos/campaign';
+import { boundedStateChecks } from '../tools/chaos/bounds';
+import { runCampaign, type CampaignResult } from '../tools/chaos/campaign';
 import { presetOptions } from '../tools/chaos/presets';
-import { renderReport, renderSoak, spliceReport } from '../tools/chaos/report';
+import { renderReport, renderSoak, soakVerdict, spliceReport } from '../tools/chaos/report';
 import { services } from '../tools/chaos/stack';
 
 function arg(name: string): string | undefined {
@@ -36,29 +39,42 @@ async function main() {
   } catch {
     // not a git checkout
   }
-  console.log(`${soak ? 'soak' : 'fault campaign'}, seed ${seed} (replay: ${o.command})`);
+  const from = arg('--from');
+  console.log(from ? `re-rendering the ${soak ? 'soak' : 'campaign'} report from ${from}` : `${soak ? 'soak' : 'fault campaign'}, seed ${seed} (replay: ${o.command})`);
   try {
-    const r = await runCampaign(o);
+    const r = from ? rejudge(JSON.parse(readFileSync(from, 'utf8')) as CampaignResult, o.revision) : await runCampaign(o);
     for (const c of r.checks) console.log(`  ${c.ok ? 'PASS' : 'FAIL'}  ${c.name}: ${c.detail}`);
     for (const k of r.kinds) console.log(`  ${k.kind.padEnd(22)} injected ${String(k.injected).padStart(4)}  longest recovery ${k.longestRecoveryMs === null ? '—' : `${(k.longestRecoveryMs / 1000).toFixed(1)} s`}`);
-    // The raw figures, so a report can be re-rendered or compared later.
-    writeFileSync(join(o.runDir, 'campaign', 'result.json'), JSON.stringify(r, null, 2));
+    // The raw figures, so a report can be re-rendered (--from) or compared later.
+    if (!from) writeFileSync(join(o.runDir, 'campaign', 'result.json'), JSON.stringify(r, null, 2));
     if (out) {
       const doc = existsSync(out) ? readFileSync(out, 'utf8') : '';
       writeFileSync(out, soak ? spliceReport(doc, 'soak', renderSoak(r)) : spliceReport(doc, 'campaign', renderReport(r)));
       console.log(`report written to ${out}`);
     }
-    if (r.ok) console.log(`RESULT: exactly once under every fault${soak ? ', state bounded' : ''} (seed ${seed})`);
-    else console.log(`RESULT: FAILED — seed ${seed}; replay with: ${o.command}`);
+    if (r.ok) console.log(`RESULT: exactly once under every fault${soak ? `, ${soakVerdict(r.samples)}` : ''} (seed ${r.options.seed})`);
+    else console.log(`RESULT: FAILED — seed ${r.options.seed}; replay with: ${r.options.command}`);
     process.exitCode = r.ok ? 0 : 1;
   } catch (e) {
     console.error(`campaign failed: ${e instanceof Error ? e.stack : String(e)}\nseed ${seed}; replay with: ${o.command}`);
     process.exitCode = 1;
   } finally {
-    if (!process.argv.includes('--keep-services')) {
+    if (!from && !process.argv.includes('--keep-services')) {
       await services({ runDir: o.runDir, portBase: o.portBase, workers: o.workers }, ['down']).catch((e) => console.error(String(e)));
     }
   }
+}
+
+/**
+ * A saved result judged again by this code's soak bounds (tools/chaos/bounds.ts): the run's own
+ * checks stay, the bounded-state checks are recomputed from its samples.
+ */
+function rejudge(r: CampaignResult, revision: string | undefined): CampaignResult {
+  if (r.options.mode !== 'soak') return r;
+  const bounds = boundedStateChecks(r.samples, r.options);
+  const names = new Set(bounds.map((c) => c.name));
+  const checks = [...r.checks.filter((c) => !names.has(c.name)), ...bounds];
+  return { ...r, checks, ok: checks.every((c) => c.ok), judgedBy: revision ?? 'unknown' };
 }
 
 void main();

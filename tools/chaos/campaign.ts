@@ -23,6 +23,7 @@ import { compareSpec, makeEvents, resetPipeline } from '../../examples/flink-com
 import { verifyPipeline, type Check, type VerifyReport } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { auditRecords, javaReadCommitted, ledgerCopier, type JavaReadResult, type RangeStats } from './audit';
+import { boundedStateChecks } from './bounds';
 import { InputFeeder } from './feeder';
 import { INJECTED_KINDS, planFaults, POINTS, type FaultKind, type PlannedFault } from './schedule';
 import { ServiceFreezer, services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
@@ -138,6 +139,8 @@ export interface CampaignResult {
   audit: Awaited<ReturnType<typeof auditRecords>>['totals'];
   javaRead?: JavaReadResult;
   samples: Sample[];
+  /** Set when the checks were computed again from a saved result (--from) by this code revision. */
+  judgedBy?: string;
   checks: Check[];
   ok: boolean;
 }
@@ -579,6 +582,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     { name: 'no XA branch of a committed epoch left prepared after any recovery', ok: faults.every((f) => f.danglingAfter === 0), detail: `${faults.reduce((a, f) => a + f.danglingAfter, 0)} found` },
     { name: 'the faults really hit', ok: verify.totals.abortedCopies > 0 && evidence.workerSigkills >= injectedKinds.find((k) => k.kind === 'worker-kill')!.injected && evidence.sinkThrows > 0, detail: `${verify.totals.abortedCopies} aborted copies visible to read_uncommitted, ${evidence.workerSigkills} worker SIGKILLs, ${evidence.sinkThrows} sink throws, ${evidence.redosKafka} Kafka redos` },
     { name: `at least ${o.records} input records`, ok: verify.totals.sourceRecords >= o.records, detail: `${verify.totals.sourceRecords}` },
+    ...(o.mode === 'soak' ? boundedStateChecks(samples, o) : []),
   ];
   await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()]);
   const options: Partial<CampaignOptions> = { ...o };

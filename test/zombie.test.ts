@@ -1,13 +1,13 @@
 /**
  * Zombie attempts on the real services: a worker process frozen (SIGSTOP, as a GC pause or a
- * suspended VM would) inside a prepare until its activity timed out, thawed after another
- * worker's attempt was decided. The first test is the wedge of issue 13 as it happened: the
- * frozen worker also held the retry (the server handed it to the frozen worker's open poll), and
- * ran it from the start after the thaw. Before the xids carried fencing tokens, the thawed attempt
- * rolled back every prepared branch of the epoch — the decided one included — and prepared its
- * own, whose ledger-row lock then blocked the MySQL redo forever: the partition never
- * committed again. Now it may roll back only older attempts' branches; the partition must
- * commit again within a bound, exactly once.
+ * suspended VM would) inside a prepare until its activity timed out, then thawed. The first test
+ * freezes a retry at its start and thaws it while another worker's decided branch waits for its
+ * XA COMMIT; the second follows issue 13's recipe (frozen at prepare.xa-prepared, thawed once a
+ * retry started). Both require the partition to drain within a bound, exactly once.
+ * Not yet a reproduction of the wedge itself: both also pass on the code before the xids carried
+ * fencing tokens (bd018ed, run on 2026-12-02) — there the stale attempt's Kafka produce is fenced
+ * before it prepares a branch. The interleaving in which the stale attempt prepares its own
+ * branch after rolling back the decided one is still to be forced deterministically.
  */
 import { test, before, after } from 'node:test';
 import { temporal } from '@temporalio/proto';

@@ -78,30 +78,26 @@ export function servicePid(o: StackOptions, service: 'temporal' | 'kafka' | 'mar
  * clean-up), so a failing campaign never leaves a service stopped.
  */
 export class ServiceFreezer {
-  private readonly frozen = new Map<number, NodeJS.Timeout>();
+  /** Each frozen process group: its thaw timer and the resolve of the freeze awaiting it. */
+  private readonly frozen = new Map<number, { timer: NodeJS.Timeout; done: () => void }>();
 
   async freeze(o: StackOptions, service: 'temporal' | 'kafka' | 'mariadb', ms: number): Promise<void> {
     const pid = await servicePid(o, service);
     process.kill(-pid, 'SIGSTOP');
-    await new Promise<void>((resolve) => {
-      this.frozen.set(
-        pid,
-        setTimeout(() => {
-          this.thaw(pid);
-          resolve();
-        }, ms),
-      );
-    });
+    await new Promise<void>((done) => this.frozen.set(pid, { timer: setTimeout(() => this.thaw(pid), ms), done }));
   }
 
+  /** SIGCONT to the group; the freeze that stopped it returns (also when thawAll comes first). */
   private thaw(pid: number): void {
-    clearTimeout(this.frozen.get(pid));
+    const f = this.frozen.get(pid);
     this.frozen.delete(pid);
+    if (f) clearTimeout(f.timer);
     try {
       process.kill(-pid, 'SIGCONT');
     } catch {
       // already gone
     }
+    f?.done();
   }
 
   thawAll(): void {

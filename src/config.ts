@@ -37,6 +37,11 @@ export interface Settings {
   temporal: TemporalSettings;
   /** Port of the worker's Prometheus endpoint; 0 disables it. */
   metricsPort: number;
+  /**
+   * Activity tasks one worker runs at once (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES, default 64). A
+   * worker with every slot busy stops polling, so no further task waits on it.
+   */
+  maxConcurrentActivities: number;
   /** Module the worker, verify and replay load user transforms from (ONCEFLOW_TRANSFORMS, or --transforms). */
   transformsModule?: string;
   /** A prebuilt workflow bundle (ONCEFLOW_WORKFLOW_BUNDLE); absent: the worker bundles src/workflows itself. */
@@ -55,6 +60,7 @@ export const DEFAULTS = {
   mysqlDatabase: 'onceflow',
   mysqlUser: 'onceflow',
   metricsPort: 0,
+  maxConcurrentActivities: 64,
 } as const;
 
 export function onceflowHome(env: NodeJS.ProcessEnv = process.env): string {
@@ -77,6 +83,11 @@ export function parseEnvFile(text: string): Record<string, string> {
 function servicesEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   const file = env.ONCEFLOW_SERVICES_ENV || join(env.ONCEFLOW_RUN_DIR || join(onceflowHome(env), 'run'), 'services.env');
   return existsSync(file) ? parseEnvFile(readFileSync(file, 'utf8')) : {};
+}
+
+function positive(name: string, n: number): number {
+  if (n === 0) throw new ConfigError(name, 'must be at least 1 (a worker with no activity slot runs nothing)');
+  return n;
 }
 
 function intSetting(name: string, raw: string | undefined, fallback: number): number {
@@ -118,6 +129,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       taskQueue: get('ONCEFLOW_TASK_QUEUE') ?? DEFAULTS.taskQueue,
     },
     metricsPort: intSetting('ONCEFLOW_METRICS_PORT', get('ONCEFLOW_METRICS_PORT'), DEFAULTS.metricsPort),
+    maxConcurrentActivities: positive('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', intSetting('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', get('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES'), DEFAULTS.maxConcurrentActivities)),
     ...optional('transformsModule', env.ONCEFLOW_TRANSFORMS),
     ...optional('workflowBundle', workflowBundle(env.ONCEFLOW_WORKFLOW_BUNDLE)),
     faults: { ...optional('rules', env.ONCEFLOW_FAULTS), ...optional('file', env.ONCEFLOW_FAULTS_FILE) },

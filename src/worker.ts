@@ -71,7 +71,7 @@ export async function createOnceflowWorker(opts: {
         opts.observe?.(e);
       },
     }),
-    maxConcurrentActivityTaskExecutions: 64,
+    maxConcurrentActivityTaskExecutions: settings.maxConcurrentActivities,
     ...opts.worker,
   });
   const close = async () => {

@@ -1,13 +1,18 @@
 /**
  * Zombie attempts on the real services: a worker process frozen (SIGSTOP, as a GC pause or a
- * suspended VM would) inside a prepare until its activity timed out, then thawed. The first test
- * freezes a retry at its start and thaws it while another worker's decided branch waits for its
- * XA COMMIT; the second follows issue 13's recipe (frozen at prepare.xa-prepared, thawed once a
- * retry started). Both require the partition to drain within a bound, exactly once.
- * Not yet a reproduction of the wedge itself: both also pass on the code before the xids carried
- * fencing tokens (bd018ed, run on 2026-12-02) — there the stale attempt's Kafka produce is fenced
- * before it prepares a branch. The interleaving in which the stale attempt prepares its own
- * branch after rolling back the decided one is still to be forced deterministically.
+ * suspended VM would) inside a prepare until its activity timed out, then thawed.
+ *
+ * Worker A runs with one activity slot: while the frozen attempt holds it, A polls for no other
+ * activity task, so every retry runs on worker B and the interleaving is forced, not left to
+ * which poller the server picks (with free slots, a frozen worker's open polls take retries too,
+ * and which attempt goes stale varies from run to run).
+ *
+ * The first test is issue 13's wedge: a retry (attempt 2) frozen before it cleans up older
+ * branches, thawed once attempt 3 on B was prepared and decided and waits for its XA COMMIT.
+ * Before xids carried fencing tokens (bd018ed), the thawed attempt rolled back the decided branch
+ * and prepared its own, whose ledger row lock then blocked the decided epoch's MySQL redo forever.
+ * The second freezes right after XA PREPARE (the branch's session open, its locks held) and thaws
+ * once a retry started. Both require the partition to drain within a bound, exactly once.
  */
 import { test, before, after } from 'node:test';
 import { temporal } from '@temporalio/proto';
@@ -72,6 +77,7 @@ test('a prepare attempt frozen past its timeout and thawed after the retry was d
   // retry's clean-up of older branches) — for longer than the test will ever wait.
   const frozen = spawnWorker(s.taskQueue, {
     ONCEFLOW_WORKFLOW_BUNDLE: codePath,
+    ONCEFLOW_MAX_CONCURRENT_ACTIVITIES: '1',
     ONCEFLOW_FAULTS: 'prepare.start@epoch=2@partition=0@attempt=1:throw,prepare.start@epoch=2@partition=0@attempt=2:freeze=240000',
   });
   let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
@@ -107,7 +113,7 @@ test('frozen at prepare.xa-prepared until the attempt times out, thawed after th
   const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
   // Worker A alone: epoch 2's first attempt prepares its branch (its ledger row locked, its
   // session still open) and freezes right after XA PREPARE, for longer than the test waits.
-  const frozen = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: codePath, ONCEFLOW_FAULTS: 'prepare.xa-prepared@epoch=2@partition=0@attempt=1:freeze=400000' });
+  const frozen = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: codePath, ONCEFLOW_MAX_CONCURRENT_ACTIVITIES: '1', ONCEFLOW_FAULTS: 'prepare.xa-prepared@epoch=2@partition=0@attempt=1:freeze=400000' });
   let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
   let running: Promise<void> | undefined;
   try {
@@ -119,8 +125,8 @@ test('frozen at prepare.xa-prepared until the attempt times out, thawed after th
     const events: unknown[] = [];
     healthy = await workerB(s, events, '');
     running = healthy.run();
-    // The frozen attempt times out (heartbeat timeout) and a retry starts — on B, or on a poll
-    // A left open, to run when A thaws. Either way the frozen branch blocks it until then.
+    // The frozen attempt times out (heartbeat timeout) and a retry starts on B (A's one slot is
+    // taken); the frozen branch's locks block it until A thaws.
     const partition = deps.client.workflow.getHandle(partitionWorkflowId(s.spec.name, 0));
     let pending: unknown = [];
     await waitUntil(

@@ -126,7 +126,7 @@ export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin
     const from = await firstEpochStart(pool, spec.name, p);
     const records = committedThrough === null || from === null ? [] : await readRange(cluster, spec.source.topic, p, from, committedThrough, () => undefined);
     sourceRecords += records.length;
-    const applied = applyTransform(spec, transform, records, { pipeline: spec.name, partition: p, epoch: 0, attempt: 0, options: spec.transformOptions ?? {} }, tables);
+    const applied = await applyTransform(spec, transform, records, { pipeline: spec.name, partition: p, epoch: 0, attempt: 0, options: spec.transformOptions ?? {} }, tables);
     for (const op of applied.rows) applyRow(expectedRows, tables.get(op.table)!, op.values);
 
     const expectedOut = applied.outputs.filter((o) => o.partition === p).map((o) => fingerprint(o.key, o.value));

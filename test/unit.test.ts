@@ -1,7 +1,7 @@
 /** Pure unit tests: no services. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { applyTransform, tableMap } from '../src/activities/apply';
+import { ASYNC_TRANSFORM_WINDOW, applyTransform, tableMap } from '../src/activities/apply';
 import { parseEnvFile } from '../src/config';
 import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
@@ -118,19 +118,44 @@ test('env files parse KEY=VALUE, keep = inside values, skip comments', () => {
   assert.deepEqual(parseEnvFile('# c\nA=1\n\nB=x=y\n'), { A: '1', B: 'x=y' });
 });
 
-test('poison records and rows that do not fit the table go to the dead-letter list with their coordinates', () => {
+test('poison records and rows that do not fit the table go to the dead-letter list with their coordinates', async () => {
   const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' } });
   const rec = (offset: number, value: string | null) => ({ topic: 'in', partition: 2, offset, key: null, value: value === null ? null : Buffer.from(value), headers: {}, timestamp: '0' });
   const good = JSON.stringify({ id: 'a', slot_time: 't', key1: 'k', key2: 'k', key3: 'k', indicate: 3 });
   const ctx = { pipeline: 'u', partition: 2, epoch: 5, attempt: 1, options: {} };
-  const out = applyTransform(spec, compareTransform, [rec(10, good), rec(11, '{oops'), rec(12, null)], ctx, tableMap(spec));
+  const out = await applyTransform(spec, compareTransform, [rec(10, good), rec(11, '{oops'), rec(12, null)], ctx, tableMap(spec));
   assert.equal(out.outputs.length, 1);
   assert.equal(out.outputs[0]!.partition, 2);
   assert.equal(out.rows.length, 1);
   assert.deepEqual(out.deadLetters.map((d) => d.headers?.['onceflow.source']), ['in/2/11', 'in/2/12']);
   assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /not JSON/);
-  const badRows = applyTransform(spec, { map: () => ({ mysql: [{ table: 'nope', values: {} }] }) }, [rec(13, good)], ctx, tableMap(spec));
+  const badRows = await applyTransform(spec, { map: () => ({ mysql: [{ table: 'nope', values: {} }] }) }, [rec(13, good)], ctx, tableMap(spec));
   assert.match(String(badRows.deadLetters[0]!.headers?.['onceflow.error']), /unknown table 'nope'/);
+});
+
+test('an async transform keeps source order across its window, and a rejected lookup dead-letters only its record', async () => {
+  const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' } });
+  const rec = (offset: number) => ({ topic: 'in', partition: 0, offset, key: null, value: Buffer.from(String(offset)), headers: {}, timestamp: '0' });
+  const ctx = { pipeline: 'u', partition: 0, epoch: 1, attempt: 1, options: {} };
+  let inFlight = 0;
+  let most = 0;
+  const lookup = {
+    async map(r: { offset: number }) {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      // Later records answer first: the results must still come out in offset order.
+      await new Promise((res) => setTimeout(res, (200 - r.offset) % 7));
+      inFlight--;
+      if (r.offset === 99) throw new Error('lookup failed for 99');
+      return { kafka: [{ value: `v${r.offset}` }] };
+    },
+  };
+  const records = Array.from({ length: 200 }, (_, i) => rec(i));
+  const out = await applyTransform(spec, lookup, records, ctx, tableMap(spec));
+  assert.deepEqual(out.outputs.map((o) => o.value), records.filter((r) => r.offset !== 99).map((r) => `v${r.offset}`));
+  assert.deepEqual(out.deadLetters.map((d) => d.headers?.['onceflow.source']), ['in/0/99']);
+  assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /lookup failed for 99/);
+  assert.equal(most, ASYNC_TRANSFORM_WINDOW);
 });
 
 test('compare events are validated field by field', () => {

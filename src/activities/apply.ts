@@ -42,12 +42,43 @@ export function deadLetter(spec: PipelineSpec, record: SourceRecord, epoch: numb
   };
 }
 
-export function applyTransform(spec: PipelineSpec, transform: Transform, records: SourceRecord[], ctx: TransformContext, tables: Map<string, TableSpec>): Applied {
+/** Records whose async transform calls run at once (like the capacity of Flink's async I/O). */
+export const ASYNC_TRANSFORM_WINDOW = 64;
+
+const isThenable = (v: unknown): v is PromiseLike<TransformResult> => typeof v === 'object' && v !== null && typeof (v as PromiseLike<unknown>).then === 'function';
+
+type Outcome = { ok: true; result: TransformResult } | { ok: false; error: unknown };
+
+/**
+ * The transform's results for `records`, in record order. A synchronous transform runs without
+ * a single await; an async one runs up to ASYNC_TRANSFORM_WINDOW records at once.
+ */
+async function mapAll(transform: Transform, records: SourceRecord[], ctx: TransformContext): Promise<Outcome[]> {
+  const outcomes: (Outcome | PromiseLike<TransformResult>)[] = [];
+  for (let i = 0; i < records.length; i += ASYNC_TRANSFORM_WINDOW) {
+    const window = records.slice(i, i + ASYNC_TRANSFORM_WINDOW).map((record): Outcome | PromiseLike<TransformResult> => {
+      try {
+        const r = transform.map(record, ctx);
+        return isThenable(r) ? r : { ok: true, result: r };
+      } catch (error) {
+        return { ok: false, error };
+      }
+    });
+    outcomes.push(...(window.some(isThenable) ? await Promise.all(window.map((w) => (isThenable(w) ? Promise.resolve(w).then((result): Outcome => ({ ok: true, result }), (error): Outcome => ({ ok: false, error })) : w))) : window));
+  }
+  return outcomes as Outcome[];
+}
+
+export async function applyTransform(spec: PipelineSpec, transform: Transform, records: SourceRecord[], ctx: TransformContext, tables: Map<string, TableSpec>): Promise<Applied> {
   const out: Applied = { outputs: [], deadLetters: [], rows: [], processed: [] };
-  for (const record of records) {
+  const outcomes = await mapAll(transform, records, ctx);
+  records.forEach((record, i) => {
+    const outcome = outcomes[i]!;
     let result: TransformResult;
     try {
-      result = transform.map(record, ctx);
+      if (!outcome.ok) throw outcome.error;
+      result = outcome.result;
+      if (typeof result !== 'object' || result === null) throw new Error('the transform returned no result object ({ kafka?, mysql? })');
       const problem = (result.mysql ?? []).map((op) => rowProblem(op, tables)).find((p) => p !== null);
       if (problem) throw new Error(problem);
       for (const o of result.kafka ?? []) {
@@ -55,13 +86,13 @@ export function applyTransform(spec: PipelineSpec, transform: Transform, records
       }
     } catch (e) {
       out.deadLetters.push(deadLetter(spec, record, ctx.epoch, `transform failed: ${errorMessage(e)}`));
-      continue;
+      return;
     }
     for (const o of result.kafka ?? []) {
       out.outputs.push({ key: o.key ?? null, value: o.value, partition: o.partition ?? record.partition, ...(o.headers ? { headers: o.headers } : {}) });
     }
     out.rows.push(...(result.mysql ?? []));
     out.processed.push({ record, result });
-  }
+  });
   return out;
 }

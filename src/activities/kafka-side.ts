@@ -63,7 +63,7 @@ export async function redoKafkaSide(
   const handle = await txn.begin();
   if (await epochMarker(ctx.cluster, spec, partition, e.epoch, e.markerFrom, ctx.heartbeat)) return false;
   const records = await readRange(ctx.cluster, spec.source.topic, partition, e.start, e.end, ctx.heartbeat);
-  const applied = applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, e.epoch), tableMap(spec));
+  const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, e.epoch), tableMap(spec));
   const marker: Marker = { pipeline: spec.name, partition, epoch: e.epoch, start: e.start, end: e.end, records: records.length, redo: true, ...(e.xid ? { xid: e.xid } : {}) };
   await sendEpoch(ctx, txn, spec, partition, applied, marker);
   const outcome = await endTxn(ctx.cluster, handle, true);

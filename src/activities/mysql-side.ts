@@ -71,7 +71,7 @@ export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, 
 export async function redoMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, p: { epoch: number; start: number; end: number; xid?: string }): Promise<MysqlCommitOutcome> {
   await rollbackBranches(ctx, spec, partition, p.epoch, p.xid ? { except: p.xid } : { olderThan: Infinity });
   const records = await readRange(ctx.cluster, spec.source.topic, partition, p.start, p.end, ctx.heartbeat);
-  const applied = applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, p.epoch), tableMap(spec));
+  const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, p.epoch), tableMap(spec));
   const dialect = await ctx.dialect();
   const outcome = await inLocalTransaction(ctx.pool, async (conn) => {
     try {

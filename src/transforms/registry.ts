@@ -42,7 +42,14 @@ export interface TransformContext {
 }
 
 export interface Transform {
-  map(record: SourceRecord, ctx: TransformContext): TransformResult;
+  /**
+   * The output of one record. May be async (a lookup, like Flink's async I/O): up to 64 records
+   * of an epoch are mapped at once and their results kept in source order. Must be
+   * deterministic per record — a redo after a broker-aborted transaction maps the record again
+   * and must write what the first prepare wrote; a lookup whose answer changes between the two
+   * makes the Kafka and MySQL sides disagree. A rejected promise dead-letters the record.
+   */
+  map(record: SourceRecord, ctx: TransformContext): TransformResult | Promise<TransformResult>;
   /**
    * Optional extra sink that sees every processed chunk inside prepare, after it was written
    * to Kafka and MySQL. Throwing fails the epoch attempt (like a failing Flink sink): the

@@ -77,7 +77,7 @@ async function main() {
           timestamp: m.timestamp,
         }));
         const ctx = { pipeline: spec.name, partition: batch.partition, epoch: 0, attempt: 1, options: spec.transformOptions ?? {} };
-        const applied = applyTransform(spec, transform, records, ctx, tables);
+        const applied = await applyTransform(spec, transform, records, ctx, tables);
         const mysql = () => inLocalTransaction(pool, (conn) => writeRows(conn, applied.rows, tables, dialect));
         const kafkaOut = async () => {
           const topicMessages = [

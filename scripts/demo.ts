@@ -3,9 +3,14 @@
  * flink_input (4 partitions) → flink_output + test_two_step_compare, with a "compare" sink that
  * throws after 10 records on the first attempt of every third epoch (the reporter's simulated
  * checkpoint failure). Ends with the verification; exit code 1 if any check fails.
+ * Shows a progress line and one line per expected failure; the full worker log goes to
+ * $ONCEFLOW_HOME/run/demo-worker.log (`npm run demo -- --verbose` prints it instead).
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { startPipeline, controlPipeline } from '../src/client';
-import { loadSettings } from '../src/config';
+import { loadSettings, onceflowHome } from '../src/config';
+import { installWorkerLog, ProgressView } from '../src/cli/progress';
 import { openConnections } from '../src/connections';
 import { compareSpec, makeEvents, produceValues, resetPipeline, tableSums } from '../examples/flink-compare/scenario';
 import { verifyPipeline } from '../src/verify';
@@ -18,6 +23,12 @@ const PARTITIONS = 4;
 
 async function main() {
   const settings = loadSettings();
+  const verbose = process.argv.includes('--verbose');
+  const logFile = join(onceflowHome(), 'run', 'demo-worker.log');
+  mkdirSync(join(logFile, '..'), { recursive: true });
+  writeFileSync(logFile, '');
+  installWorkerLog({ logFile, verbose, echo: (l) => console.log(l) });
+  const progress = new ProgressView((l) => console.log(l));
   const spec = compareSpec({
     name: 'flink-compare-demo',
     source: { topic: 'flink_input' },
@@ -36,13 +47,17 @@ async function main() {
     console.log(`produced ${values.length} records (${input.poison} of them poison: not JSON)`);
 
     const taskQueue = 'onceflow-demo';
-    const worker = await createOnceflowWorker({ settings, taskQueue, transforms: compareTransforms() });
+    const worker = await createOnceflowWorker({ settings, taskQueue, transforms: compareTransforms(), observe: progress.observe });
     const running = worker.run();
     const started = Date.now();
     const handle = await startPipeline(client, spec, taskQueue);
     console.log(`started workflow ${handle.workflowId} — watch it at http://127.0.0.1:8233/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`);
+    if (!verbose) console.log(`the worker's full log: ${logFile}; expected failures (the compare sink's) show as one line each:`);
+    progress.start(2000);
     await controlPipeline(client, spec.name, 'drain');
     const results = await handle.result();
+    progress.stop();
+    console.log(progress.line());
     worker.shutdown();
     await running;
     const secs = (Date.now() - started) / 1000;

@@ -34,6 +34,16 @@ export function transformsOf(settings: Settings, given?: TransformRegistry): Tra
   return given ?? (settings.transformsModule ? loadTransforms(settings.transformsModule, 'ONCEFLOW_TRANSFORMS') : new TransformRegistry());
 }
 
+/**
+ * Creates a worker for onceflow's workflows and activities on one task queue.
+ *
+ * @param opts.transforms - the transforms your pipelines name (default: the module in
+ *   `settings.transformsModule`, i.e. `--transforms` / ONCEFLOW_TRANSFORMS)
+ * @param opts.settings - service addresses and credentials (default: {@link loadSettings})
+ * @param opts.taskQueue - default: `settings.temporal.taskQueue`
+ * @param opts.worker - Temporal WorkerOptions that override onceflow's
+ * @returns a handle: `run()` until `shutdown()`; both close every client the worker opened
+ */
 export async function createOnceflowWorker(opts: {
   settings?: Settings;
   taskQueue?: string;

@@ -13,12 +13,18 @@ import type { PartitionResult } from '../workflows/partition';
 import { verifyPipeline } from '../verify';
 import { createOnceflowWorker, transformsOf } from '../worker';
 import { printReport } from './report';
+import { initProject } from './init';
+import { installWorkerLog, ProgressView } from './progress';
+import { runPipeline } from './run';
 import { loadPipelineConfig } from './config-file';
 import { STALLED_AFTER_SEC, controlPartitions, describeInDoubt, describeStall, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
 
 const USAGE = `usage: onceflow <command> [options]
 
 commands:
+  init <dir> [--onceflow spec]      scaffold a project: a transform, its test, pipeline.yaml, a README
+  run <config.yaml|json> [--transforms m] [--drain]  a worker in this process and the pipeline on its
+                                    task queue, with a progress view; --drain: catch up, then exit
   start <config.yaml|json>          start a pipeline (idempotent: a running one is returned)
   status [pipeline] [--stalled-after s]  pipelines, or per partition: epoch, committed offset, lag, phase,
                                     time since the last commit, epochs in flight, retried activity, last error;
@@ -31,6 +37,9 @@ commands:
   export-history <workflow id> [--out file] [--run-id id]
   transactions <pipeline> [--resolve]  list (and resolve) in-doubt XA branches and Kafka transactions
   worker [--transforms m] [--task-queue q] [--metrics-port n]  run a worker
+
+worker and run print a progress line every 5 s and one line per retried activity; the full
+worker log goes to --log-file f (default: none), or to stderr with --verbose.
 
 --transforms <module>: a .js/.ts module exporting 'transforms' (a TransformRegistry or a
 name → transform map); also ONCEFLOW_TRANSFORMS. The worker and verify need the pipeline's transform.
@@ -104,6 +113,9 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
         'metrics-port': { type: 'string' },
         'stalled-after': { type: 'string' },
         transforms: { type: 'string' },
+        onceflow: { type: 'string' },
+        verbose: { type: 'boolean', default: false },
+        'log-file': { type: 'string' },
       },
     });
   } catch (e) {
@@ -119,7 +131,8 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
   const json = Boolean(o.json);
   const out = (human: string, data: unknown) => io.stdout(json ? `${JSON.stringify(data, null, 2)}\n` : `${human}\n`);
   try {
-    const base = cmd === 'start' ? loadPipelineConfig(need(arg, 'config file')).settings : loadSettings();
+    if (cmd === 'init') return initCommand(need(arg, 'directory'), o.onceflow as string | undefined, out);
+    const base = cmd === 'start' || cmd === 'run' ? loadPipelineConfig(need(arg, 'config file')).settings : loadSettings();
     const settings = o.transforms ? { ...base, transformsModule: String(o.transforms) } : base;
     const ctx: Ctx = { settings, json, out };
     return await run(cmd, arg, o, ctx, io);
@@ -137,6 +150,13 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
   }
 }
 
+function initCommand(dir: string, dependency: string | undefined, out: Ctx['out']): number {
+  const version = (require('../../package.json') as { version: string }).version;
+  const { name, files } = initProject(dir, dependency ?? `^${version}`);
+  out(`created pipeline project '${name}' in ${dir}: ${files.join(', ')}\nnext: cd ${dir} && npm install && npm test && npm start`, { name, dir, files });
+  return 0;
+}
+
 async function run(
   cmd: string,
   arg: string | undefined,
@@ -145,6 +165,13 @@ async function run(
   io: { stdout: (s: string) => void; stderr: (s: string) => void },
 ): Promise<number> {
   switch (cmd) {
+    case 'run': {
+      const cfg = loadPipelineConfig(need(arg, 'config file'));
+      installWorkerLog({ ...(o['log-file'] ? { logFile: String(o['log-file']) } : {}), verbose: Boolean(o.verbose), echo: (l) => io.stderr(`${l}\n`) });
+      const results = await runPipeline({ ...cfg, settings: { ...cfg.settings, ...(settings.transformsModule ? { transformsModule: settings.transformsModule } : {}) } }, { drain: Boolean(o.drain), print: (l) => io.stderr(`${l}\n`) });
+      if (results) out(results.map((r) => `partition ${r.partition}: ${r.reason}, offset ${r.state.offset}`).join('\n'), results);
+      return 0;
+    }
     case 'start': {
       const cfg = loadPipelineConfig(need(arg, 'config file'));
       return withServices(cfg.settings, async ({ client }) => {
@@ -263,10 +290,17 @@ async function run(
       const metricsPort = o['metrics-port'] === undefined ? undefined : Number(o['metrics-port']);
       if (metricsPort !== undefined && (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535)) throw new UsageError(`--metrics-port must be a port number, got '${o['metrics-port']}'`);
       const taskQueue = (o['task-queue'] as string | undefined) ?? settings.temporal.taskQueue;
-      const w = await createOnceflowWorker({ settings, taskQueue, ...(metricsPort !== undefined ? { metricsPort } : {}) });
+      installWorkerLog({ ...(o['log-file'] ? { logFile: String(o['log-file']) } : {}), verbose: Boolean(o.verbose), echo: (l) => io.stderr(`${l}\n`) });
+      const progress = new ProgressView((l) => io.stderr(`${l}\n`));
+      const w = await createOnceflowWorker({ settings, taskQueue, observe: progress.observe, ...(metricsPort !== undefined ? { metricsPort } : {}) });
       for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => w.shutdown());
       io.stderr(`onceflow worker on task queue '${taskQueue}'${w.metricsPort ? `, metrics at http://127.0.0.1:${w.metricsPort}/metrics` : ''}\n`);
-      await w.run();
+      progress.start();
+      try {
+        await w.run();
+      } finally {
+        progress.stop();
+      }
       return 0;
     }
     default:

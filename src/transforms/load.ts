@@ -1,18 +1,35 @@
 /**
  * Loads user transforms from a module (`onceflow worker|verify|replay --transforms <module>`):
- * a .js module, or a .ts one when the process runs with tsx. The module exports `transforms`
- * (or a default export): a TransformRegistry, or a plain object mapping names to transforms.
+ * a .js module, or a .ts one through tsx (the user's own, or the one next to onceflow). The
+ * module exports `transforms` (or a default export): a TransformRegistry, or a plain object
+ * mapping names to transforms.
  */
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { resolve } from 'node:path';
 import { ConfigError } from '../errors';
 import { TransformRegistry, type Transform } from './registry';
 
 const isTransform = (t: unknown): t is Transform => typeof t === 'object' && t !== null && typeof (t as Transform).map === 'function';
 
+/** Makes require() understand TypeScript, with tsx from the module's project or from onceflow's. */
+function registerTypeScript(file: string, field: string, modulePath: string): void {
+  if (require.extensions['.ts']) return; // already running under tsx
+  for (const from of [file, __filename]) {
+    try {
+      (createRequire(from)('tsx/cjs/api') as { register(): unknown }).register();
+      return;
+    } catch {
+      // not installed there; try the next place
+    }
+  }
+  throw new ConfigError(field, `'${modulePath}' is TypeScript, and tsx is not installed in its project: run 'npm install --save-dev tsx' there, or compile the module and give the .js file`);
+}
+
 export function loadTransforms(modulePath: string, field = '--transforms'): TransformRegistry {
   const file = resolve(modulePath);
   if (!existsSync(file)) throw new ConfigError(field, `names '${modulePath}', which does not exist; give the path of a module that exports 'transforms'`);
+  if (/\.[cm]?ts$/.test(file)) registerTypeScript(file, field, modulePath);
   let mod: Record<string, unknown>;
   try {
     mod = require(file) as Record<string, unknown>;

@@ -58,6 +58,21 @@ export interface Transform {
   sink?(chunk: { record: SourceRecord; result: TransformResult }[], ctx: TransformContext & { writtenInAttempt: number }): void;
 }
 
+/**
+ * Declares a transform, with its record and result types checked:
+ *
+ * ```ts
+ * export const upper = defineTransform({
+ *   map: (record) => ({ kafka: [{ key: record.key, value: String(record.value).toUpperCase() }] }),
+ * });
+ * ```
+ */
+export function defineTransform(t: Transform): Transform {
+  if (typeof t?.map !== 'function') throw new TypeError('defineTransform: a transform needs a map(record, ctx) function');
+  return t;
+}
+
+/** Transforms by name: what a worker runs, and what `--transforms <module>` exports as `transforms`. */
 export class TransformRegistry {
   private readonly transforms = new Map<string, Transform>();
 

@@ -1,0 +1,79 @@
+/**
+ * What a person running `onceflow worker` or `onceflow run` sees: a progress line every few
+ * seconds and one line per expected failure (a retried activity, a redo), while the full worker
+ * log — with stack traces — goes to a file (or to stderr with --verbose).
+ */
+import { appendFileSync } from 'node:fs';
+import { DefaultLogger, Runtime, type LogEntry } from '@temporalio/worker';
+import type { ObservedEvent } from '../activities/observe';
+
+/** Sends the Temporal runtime's log to `logFile` (or `echo` when verbose), a one-line summary of each warning to `echo`. */
+export function installWorkerLog(opts: { logFile?: string; verbose: boolean; echo: (line: string) => void }): void {
+  const { logFile, verbose, echo } = opts;
+  const full = (e: LogEntry) => `${new Date(Number(e.timestampNanos / 1_000_000n)).toISOString()} [${e.level}] ${e.message} ${JSON.stringify(e.meta ?? {}, (_k, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : typeof v === 'bigint' ? String(v) : v))}`;
+  Runtime.install({
+    logger: new DefaultLogger(verbose ? 'INFO' : 'WARN', (e) => {
+      if (verbose) return echo(full(e));
+      if (logFile) appendFileSync(logFile, `${full(e)}\n`);
+      if (e.level === 'WARN' || e.level === 'ERROR') echo(summarize(e));
+    }),
+  });
+}
+
+/** One line for a worker warning: the activity, its attempt and the first line of its error. */
+export function summarize(e: Pick<LogEntry, 'level' | 'message' | 'meta'>): string {
+  const m = (e.meta ?? {}) as { activityType?: string; attempt?: number; workflowId?: string; error?: unknown };
+  const err = m.error instanceof Error ? m.error.message : m.error === undefined ? '' : String((m.error as { message?: unknown }).message ?? m.error);
+  const where = m.activityType ? `${m.activityType} attempt ${m.attempt ?? '?'}${m.workflowId ? ` of ${m.workflowId}` : ''}` : e.message;
+  return `  ${e.level === 'ERROR' ? 'error' : 'retry'}: ${where}${err ? ` — ${err.split('\n')[0]}` : ''}`;
+}
+
+/** Counts what the activities report and prints a progress line at most every `everyMs`. */
+export class ProgressView {
+  private epochs = 0;
+  private records = 0;
+  private deadLetters = 0;
+  private retries = 0;
+  private redos = 0;
+  private readonly lag = new Map<string, number>();
+  /** prepared, not yet committed: records and dead letters by pipeline/partition/epoch */
+  private readonly pending = new Map<string, { records: number; deadLetters: number }>();
+  private last = { at: Date.now(), records: 0 };
+  private timer?: NodeJS.Timeout;
+
+  constructor(private readonly print: (line: string) => void) {}
+
+  observe = (e: ObservedEvent): void => {
+    if (e.kind === 'prepared') {
+      this.lag.set(`${e.pipeline}/${e.partition}`, e.lag);
+      this.pending.set(`${e.pipeline}/${e.partition}/${e.epoch}`, { records: e.records, deadLetters: e.deadLetters });
+    } else if (e.kind === 'committed' && e.side === 'mysql') {
+      // Counted at the commit: a prepared epoch may still be rolled back and prepared again.
+      const key = `${e.pipeline}/${e.partition}/${e.epoch}`;
+      const p = this.pending.get(key);
+      this.pending.delete(key);
+      this.epochs++;
+      this.records += p?.records ?? 0;
+      this.deadLetters += p?.deadLetters ?? 0;
+    } else if (e.kind === 'retry') this.retries++;
+    else if (e.kind === 'redo') this.redos++;
+  };
+
+  line(now = Date.now()): string {
+    const rate = ((this.records - this.last.records) * 1000) / Math.max(1, now - this.last.at);
+    this.last = { at: now, records: this.records };
+    const lag = [...this.lag.values()].reduce((a, b) => a + b, 0);
+    const n = (x: number) => x.toLocaleString('en-US');
+    return `${new Date(now).toISOString().slice(11, 19)}  epochs ${n(this.epochs)}  records ${n(this.records)} (${n(Math.round(rate))}/s)  lag ${n(lag)}  dead letters ${n(this.deadLetters)}  retries ${n(this.retries)}  redos ${n(this.redos)}`;
+  }
+
+  start(everyMs = 5000): this {
+    this.timer = setInterval(() => this.print(this.line()), everyMs);
+    this.timer.unref();
+    return this;
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * `onceflow run <config> --transforms <module> [--drain]`: a worker in this process and the
+ * pipeline started on its task queue — the one command a project needs to run its pipeline.
+ * Without --drain it runs until SIGINT/SIGTERM (the pipeline keeps its state in Temporal and goes
+ * on when a worker returns); with --drain it catches up with the source, waits until every
+ * partition has ended, and exits.
+ */
+import type { PartitionResult } from '../workflows/partition';
+import { connectClient, controlPipeline, startPipeline } from '../client';
+import { createOnceflowWorker } from '../worker';
+import type { PipelineConfig } from './config-file';
+import { ProgressView } from './progress';
+
+export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; progressEveryMs?: number; print: (line: string) => void }): Promise<PartitionResult[] | null> {
+  const progress = new ProgressView(opts.print);
+  const worker = await createOnceflowWorker({ settings: cfg.settings, taskQueue: cfg.taskQueue, observe: progress.observe });
+  const running = worker.run();
+  const client = await connectClient(cfg.settings);
+  try {
+    const handle = await startPipeline(client, cfg.spec, cfg.taskQueue);
+    opts.print(`pipeline ${cfg.spec.name} running on task queue ${cfg.taskQueue} (workflow ${handle.workflowId})${opts.drain ? '; draining: it ends once caught up with the source' : '; Ctrl-C stops this worker, the pipeline resumes with the next one'}`);
+    progress.start(opts.progressEveryMs);
+    let results: PartitionResult[] | null = null;
+    if (opts.drain) {
+      await controlPipeline(client, cfg.spec.name, 'drain');
+      results = (await handle.result()) as PartitionResult[];
+    } else {
+      await new Promise<void>((resolve) => {
+        for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
+        void running.finally(resolve);
+      });
+    }
+    opts.print(progress.line());
+    return results;
+  } finally {
+    progress.stop();
+    try {
+      worker.shutdown();
+    } catch {
+      // the worker had already stopped; `running` says why
+    }
+    await running.catch(() => undefined);
+    await client.connection.close();
+  }
+}

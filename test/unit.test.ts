@@ -259,3 +259,66 @@ test('soak bounds: a steady run passes; each kind of growth fails its own check'
   assert.equal(growthJudged(soakSamples(20)), false);
   assert.equal(growthJudged(soakSamples(31)), true);
 });
+
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { initProject, projectName } from '../src/cli/init';
+import { ProgressView, summarize } from '../src/cli/progress';
+import { loadTransforms } from '../src/transforms/load';
+import { orders, parseOrder } from '../examples/orders/transforms';
+import { loadPipelineConfig } from '../src/cli/config-file';
+
+test('onceflow init: a valid pipeline from the directory name, a scaffold whose config is valid, and no overwriting', () => {
+  assert.equal(projectName('/x/My Project!'), 'my-project-');
+  assert.equal(projectName('/x/__'), 'my-pipeline');
+  const dir = join(mkdtempSync(join(tmpdir(), 'onceflow-init-')), 'Word Count');
+  const { name, files } = initProject(dir, '^0.1.0');
+  assert.equal(name, 'word-count');
+  assert.deepEqual(files.sort(), ['README.md', 'package.json', 'pipeline.yaml', 'src/transforms.ts', 'test/transforms.test.ts']);
+  const cfg = loadPipelineConfig(join(dir, 'pipeline.yaml'), {});
+  assert.equal(cfg.spec.transform, 'words');
+  assert.equal(cfg.spec.mysqlSink.tables[0]!.name, 'word_count_word_counts');
+  assert.equal(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).dependencies.onceflow, '^0.1.0');
+  assert.throws(() => initProject(dir, '^0.1.0'), /not empty/);
+});
+
+test('--transforms: a JS name → transform map loads; a module without transforms or with a non-transform is refused by name', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'onceflow-transforms-'));
+  writeFileSync(join(dir, 'ok.js'), 'exports.transforms = { a: { map: () => ({}) } };');
+  writeFileSync(join(dir, 'none.js'), 'exports.other = 1;');
+  writeFileSync(join(dir, 'bad.js'), 'exports.transforms = { a: { map: () => ({}) }, b: 42 };');
+  assert.deepEqual(loadTransforms(join(dir, 'ok.js')).names(), ['a']);
+  assert.throws(() => loadTransforms(join(dir, 'none.js')), /exports no 'transforms'/);
+  assert.throws(() => loadTransforms(join(dir, 'bad.js')), /'b' is not a transform/);
+  assert.throws(() => loadTransforms(join(dir, 'missing.js')), /does not exist/);
+  assert.throws(() => loadTransforms(join(dir, 'ok.js')).get('zz', 'pipe'), /pipeline 'pipe' uses transform 'zz', which is not registered here \(registered: a\).*--transforms <module>/);
+});
+
+test('the progress view counts committed epochs only, and a warning is one line without its stack', () => {
+  const lines: string[] = [];
+  const p = new ProgressView((l) => lines.push(l));
+  const split = { readMs: 0, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
+  const prepared = (epoch: number) => ({ kind: 'prepared' as const, pipeline: 'p', partition: 0, epoch, records: 10, deadLetters: 1, ms: 1, end: 0, lag: 5, startedAt: 0, split });
+  p.observe(prepared(1));
+  p.observe(prepared(1)); // prepared again after a failed attempt
+  p.observe({ kind: 'committed', pipeline: 'p', partition: 0, epoch: 1, side: 'mysql', ms: 1, startedAt: 0 });
+  p.observe(prepared(2)); // not committed yet
+  p.observe({ kind: 'retry', pipeline: 'p', partition: 0, activity: 'prepareEpoch' });
+  assert.match(p.line(), /epochs 1 {2}records 10 .* lag 5 {2}dead letters 1 {2}retries 1 {2}redos 0/);
+  const err = new Error('injected fault at prepare.start\n    at x (y.ts:1:1)');
+  assert.equal(summarize({ level: 'WARN', message: 'Activity failed', meta: { activityType: 'prepareEpoch', attempt: 2, workflowId: 'onceflow/p/0', error: err } }), '  retry: prepareEpoch attempt 2 of onceflow/p/0 — injected fault at prepare.start');
+});
+
+test('the orders example: an enriched event in the customer\'s partition, both tables, and malformed orders rejected by field', async () => {
+  const rec = (v: string) => ({ topic: 'o', partition: 0, offset: 0, key: null, value: Buffer.from(v), headers: {}, timestamp: '0' });
+  const ctx = { pipeline: 'x', partition: 0, epoch: 1, attempt: 1, options: { outputPartitions: 3 } };
+  const out = await orders.map(rec('{"id":"o1","customer":"c7","items":[{"sku":"a","qty":2,"price":4.5}],"status":"paid"}'), ctx);
+  assert.equal(out.kafka![0]!.key, 'c7');
+  assert.deepEqual(JSON.parse(String(out.kafka![0]!.value)), { order: 'o1', customer: 'c7', tier: 'standard', status: 'paid', items: 1, totalCents: 900 });
+  assert.equal(out.kafka![0]!.partition, (await orders.map(rec('{"id":"o2","customer":"c7","items":[{"sku":"b","qty":1,"price":1}]}'), ctx)).kafka![0]!.partition);
+  assert.deepEqual(out.mysql!.map((r) => r.table), ['orders_latest', 'customer_totals']);
+  assert.throws(() => parseOrder(rec('{"id":"o3","items":[]}')), /order o3: no 'customer'/);
+  assert.throws(() => parseOrder(rec('{"id":"o4","customer":"c","items":[{"sku":"a","qty":1.5,"price":1}]}')), /items\[0\] needs a sku, a positive integer qty/);
+  assert.throws(() => parseOrder(rec('nope')), /not JSON/);
+});

@@ -7,6 +7,8 @@
  * - Run a worker with your transforms ({@link createOnceflowWorker}); its `worker` option takes
  *   any Temporal `WorkerOptions`, e.g. a prebuilt bundle of the `onceflow/workflows` entry.
  * - Start and control a pipeline with a Temporal `Client` ({@link startPipeline}, {@link controlPipeline}).
+ * - Read and write Avro, Protobuf or JSON Schema records through a schema registry
+ *   ({@link withSchemaRegistry}).
  * - Prove a run exactly once ({@link verifyPipeline}) and replay histories against this code
  *   ({@link replayHistories}).
  *
@@ -28,3 +30,5 @@ export { openConnections, type Connections } from './connections';
 export { verifyPipeline, type VerifyReport, type Check } from './verify';
 export { replay as replayHistories } from './cli/ops';
 export { OnceflowError, ConfigError, ValidationError, MissingTransform } from './errors';
+export { withSchemaRegistry, UndecodableRecord, SchemaRegistryUnavailable } from './serde/schema-registry';
+export type { SchemaRegistryClient, SchemaRegistryOptions, SchemaRef, SchemaRegistryTransform, DecodedRecord, EncodableOutputRecord, EncodableResult } from './serde/schema-registry';

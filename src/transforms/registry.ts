@@ -47,7 +47,9 @@ export interface Transform {
    * of an epoch are mapped at once and their results kept in source order. Must be
    * deterministic per record — a redo after a broker-aborted transaction maps the record again
    * and must write what the first prepare wrote; a lookup whose answer changes between the two
-   * makes the Kafka and MySQL sides disagree. A rejected promise dead-letters the record.
+   * makes the Kafka and MySQL sides disagree. A thrown error or rejected promise dead-letters
+   * the record — except onceflow's own errors (OnceflowError, e.g. SchemaRegistryUnavailable),
+   * which fail the epoch's attempt: retried when retryable, failing the pipeline when not.
    */
   map(record: SourceRecord, ctx: TransformContext): TransformResult | Promise<TransformResult>;
   /**

@@ -11,6 +11,7 @@ export const NON_RETRYABLE_TYPES = [
   'ValidationError',
   'ReconcileMismatch',
   'SourceGone',
+  'SourceTopicGone',
   'MissingTransform',
 ] as const;
 
@@ -57,6 +58,16 @@ export class ReconcileMismatch extends OnceflowError {
 export class SourceGone extends OnceflowError {
   constructor(message: string, details: Record<string, unknown>) {
     super(message, { retryable: false, details });
+  }
+}
+
+/** A source topic of the pipeline no longer exists on the brokers (deleted): its partitions cannot go on. */
+export class SourceTopicGone extends OnceflowError {
+  constructor(topic: string, partition: number, pipeline: string) {
+    super(
+      `source topic '${topic}' of pipeline '${pipeline}' does not exist any more (partition ${partition} cannot be read); recreate the topic and start the pipeline again, or remove it from the pipeline definition`,
+      { retryable: false, details: { topic, partition, pipeline } },
+    );
   }
 }
 

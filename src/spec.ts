@@ -36,7 +36,13 @@ export interface EpochBounds {
 export interface PipelineSpec {
   /** [a-z0-9][a-z0-9._-]{0,39}; names workflows, transactional ids, xids and the consumer group. */
   name: string;
-  source: { topic: string; startFrom: 'earliest' | 'latest' };
+  /**
+   * `topic`: the source topic; with several (`topics`), the first of them — read every topic
+   * with `sourceTopics(spec)`. `topics` is present only when the definition listed several.
+   * `discoveryIntervalMs`: how often the pipeline looks for partitions added to its topics
+   * (absent in runs started before discovery).
+   */
+  source: { topic: string; topics?: string[]; startFrom: 'earliest' | 'latest'; discoveryIntervalMs?: number };
   /** Name of a transform registered on the workers. */
   transform: string;
   /** Free-form, JSON-serialisable options handed to the transform (no secrets). */
@@ -68,7 +74,8 @@ export type PipelineInput = Omit<
   PipelineSpec,
   'source' | 'kafkaSink' | 'deadLetterTopic' | 'progressTopic' | 'epoch' | 'epochsPerRun'
 > & {
-  source: { topic: string; startFrom?: 'earliest' | 'latest' };
+  /** Exactly one of `topic` and `topics`. */
+  source: { topic?: string; topics?: string[]; startFrom?: 'earliest' | 'latest'; discoveryIntervalMs?: number };
   kafkaSink: { topic: string; transactionTimeoutMs?: number; transactionalIdPool?: number };
   deadLetterTopic?: string;
   progressTopic?: string;
@@ -82,7 +89,12 @@ export const SPEC_DEFAULTS = {
   transactionalIdPool: 2,
   epoch: { maxRecords: 5_000, maxBytes: 4 * 1024 * 1024, maxWaitMs: 1_000 },
   epochsPerRun: 500,
+  /** Like Flink's partition.discovery.interval.ms default of 30 s. */
+  discoveryIntervalMs: 30_000,
 };
+
+/** Bounds of source.discoveryIntervalMs: often enough to matter, rarely enough to cost nothing. */
+export const DISCOVERY_INTERVAL_BOUNDS = { min: 1_000, max: 3_600_000 };
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,39}$/;
 const TOPIC_RE = /^[a-zA-Z0-9._-]{1,249}$/;
@@ -106,7 +118,27 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   const topic = (field: string, v: unknown) => {
     if (typeof v !== 'string' || !TOPIC_RE.test(v)) bad(field, `must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${JSON.stringify(v)}`);
   };
-  topic('source.topic', i.source?.topic);
+  const src = i.source as PipelineInput['source'] | undefined;
+  let topics: string[] = [];
+  if (src?.topic !== undefined && src?.topics !== undefined) bad('source', "give either 'topic' or 'topics', not both");
+  else if (src?.topics !== undefined) {
+    if (!Array.isArray(src.topics) || src.topics.length === 0) bad('source.topics', `must be a non-empty list of topic names, got ${JSON.stringify(src.topics)}`);
+    else {
+      src.topics.forEach((t, k) => topic(`source.topics[${k}]`, t));
+      src.topics.forEach((t, k) => {
+        if (src.topics!.indexOf(t) !== k) bad(`source.topics[${k}]`, `'${t}' is listed twice`);
+      });
+      topics = src.topics;
+    }
+  } else {
+    topic('source.topic', src?.topic);
+    if (typeof src?.topic === 'string') topics = [src.topic];
+  }
+  const discoveryIntervalMs = src?.discoveryIntervalMs ?? SPEC_DEFAULTS.discoveryIntervalMs;
+  const { min, max } = DISCOVERY_INTERVAL_BOUNDS;
+  if (!positiveInt(discoveryIntervalMs) || discoveryIntervalMs < min || discoveryIntervalMs > max) {
+    bad('source.discoveryIntervalMs', `must be an integer from ${min} to ${max} ms (how often new partitions are looked for), got ${JSON.stringify(discoveryIntervalMs)}`);
+  }
   const startFrom = i.source?.startFrom ?? SPEC_DEFAULTS.startFrom;
   if (startFrom !== 'earliest' && startFrom !== 'latest') bad('source.startFrom', `must be 'earliest' or 'latest', got ${JSON.stringify(startFrom)}`);
   if (typeof i.transform !== 'string' || i.transform.length === 0) bad('transform', 'must name a transform registered on the workers');
@@ -114,8 +146,8 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
     bad('transformOptions', 'must be an object');
   }
   topic('kafkaSink.topic', i.kafkaSink?.topic);
-  if (i.kafkaSink?.topic !== undefined && i.kafkaSink.topic === i.source?.topic) {
-    bad('kafkaSink.topic', 'must differ from source.topic (a pipeline reading its own output never ends)');
+  if (i.kafkaSink?.topic !== undefined && topics.includes(i.kafkaSink.topic)) {
+    bad('kafkaSink.topic', `must differ from the source topic${topics.length > 1 ? 's' : ''} (a pipeline reading its own output never ends)`);
   }
   const txTimeout = i.kafkaSink?.transactionTimeoutMs ?? SPEC_DEFAULTS.transactionTimeoutMs;
   if (!positiveInt(txTimeout) || txTimeout < 1000) bad('kafkaSink.transactionTimeoutMs', `must be an integer ≥ 1000 ms, got ${JSON.stringify(txTimeout)}`);
@@ -180,7 +212,7 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   if (problems.length) throw new ValidationError(`pipeline ${JSON.stringify(i.name ?? '?')}`, problems);
   return {
     name,
-    source: { topic: i.source!.topic, startFrom },
+    source: { topic: topics[0]!, ...(src?.topics !== undefined ? { topics } : {}), startFrom, discoveryIntervalMs },
     transform: i.transform!,
     ...(i.transformOptions ? { transformOptions: i.transformOptions } : {}),
     kafkaSink: { topic: i.kafkaSink!.topic, transactionTimeoutMs: txTimeout, transactionalIdPool: pool },
@@ -191,6 +223,9 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
     epochsPerRun,
   };
 }
+
+/** Every source topic of a pipeline, in definition order. */
+export const sourceTopics = (spec: PipelineSpec): string[] => spec.source.topics ?? [spec.source.topic];
 
 /** Workflow id of a pipeline's parent workflow and of one partition's workflow. */
 export const pipelineWorkflowId = (pipeline: string) => `onceflow/${pipeline}`;

@@ -4,7 +4,7 @@
  * table definitions, goes to the dead-letter topic with the reason and its source coordinates.
  * Used by prepare and by both redo paths, so a redo writes what the prepare wrote.
  */
-import { errorMessage } from '../errors';
+import { OnceflowError, errorMessage } from '../errors';
 import { rowProblem, type RowOp } from '../mysql/sink';
 import type { PipelineSpec, TableSpec } from '../spec';
 import type { SourceRecord, Transform, TransformContext, TransformResult } from '../transforms/registry';
@@ -27,11 +27,22 @@ export function tableMap(spec: PipelineSpec): Map<string, TableSpec> {
   return new Map(spec.mysqlSink.tables.map((t) => [t.name, t]));
 }
 
-export function deadLetter(spec: PipelineSpec, record: SourceRecord, epoch: number, reason: string): KafkaMessage {
+/**
+ * Partition counts of the sink and dead-letter topics: the default output partition of source
+ * partition id i is i mod the count, so each source partition maps to one output partition (its
+ * order holds) however many partitions the source has. Without a layout (runs started before),
+ * outputs go to the record's own partition number.
+ */
+export interface OutputLayout {
+  outputPartitions: number;
+  deadLetterPartitions: number;
+}
+
+export function deadLetter(spec: PipelineSpec, record: SourceRecord, epoch: number, reason: string, partition = record.partition): KafkaMessage {
   return {
     key: record.key,
     value: record.value,
-    partition: record.partition,
+    partition,
     headers: {
       ...record.headers,
       'onceflow.error': reason.slice(0, 2000),
@@ -69,8 +80,11 @@ async function mapAll(transform: Transform, records: SourceRecord[], ctx: Transf
   return outcomes as Outcome[];
 }
 
-export async function applyTransform(spec: PipelineSpec, transform: Transform, records: SourceRecord[], ctx: TransformContext, tables: Map<string, TableSpec>): Promise<Applied> {
+export async function applyTransform(spec: PipelineSpec, transform: Transform, records: SourceRecord[], ctx: TransformContext, tables: Map<string, TableSpec>, layout?: OutputLayout): Promise<Applied> {
   const out: Applied = { outputs: [], deadLetters: [], rows: [], processed: [] };
+  // ctx.partition is the source partition id (src/protocol/index.ts, SourceRef).
+  const defaultOut = (record: SourceRecord) => (layout ? ctx.partition % layout.outputPartitions : record.partition);
+  const deadLetterPartition = (record: SourceRecord) => (layout ? ctx.partition % layout.deadLetterPartitions : record.partition);
   const outcomes = await mapAll(transform, records, ctx);
   records.forEach((record, i) => {
     const outcome = outcomes[i]!;
@@ -83,13 +97,20 @@ export async function applyTransform(spec: PipelineSpec, transform: Transform, r
       if (problem) throw new Error(problem);
       for (const o of result.kafka ?? []) {
         if (o.value !== null && typeof o.value !== 'string' && !Buffer.isBuffer(o.value)) throw new Error('output record value must be a string, a Buffer or null');
+        if (layout && o.partition !== undefined && o.partition !== null && !(Number.isInteger(o.partition) && o.partition >= 0 && o.partition < layout.outputPartitions)) {
+          throw new Error(`output partition ${JSON.stringify(o.partition)} does not exist: '${spec.kafkaSink.topic}' has partitions 0 to ${layout.outputPartitions - 1}`);
+        }
       }
     } catch (e) {
-      out.deadLetters.push(deadLetter(spec, record, ctx.epoch, `transform failed: ${errorMessage(e)}`));
+      // onceflow's own errors are not the record's fault (a schema registry that is down, a
+      // misconfigured output schema): they fail the attempt — retried if retryable — instead of
+      // dead-lettering a good record.
+      if (e instanceof OnceflowError) throw e;
+      out.deadLetters.push(deadLetter(spec, record, ctx.epoch, `transform failed: ${errorMessage(e)}`, deadLetterPartition(record)));
       return;
     }
     for (const o of result.kafka ?? []) {
-      out.outputs.push({ key: o.key ?? null, value: o.value, partition: o.partition ?? record.partition, ...(o.headers ? { headers: o.headers } : {}) });
+      out.outputs.push({ key: o.key ?? null, value: o.value, partition: o.partition ?? defaultOut(record), ...(o.headers ? { headers: o.headers } : {}) });
     }
     out.rows.push(...(result.mysql ?? []));
     out.processed.push({ record, result });

@@ -6,6 +6,7 @@ import { xidFromString } from '../mysql/xid';
 import type { CommitArgs, KafkaCommitOutcome, MysqlCommitOutcome } from '../protocol';
 import { edge, type ActivityContext } from './context';
 import { commitMysqlSide } from './mysql-side';
+import { sourceOf } from './source';
 
 export function createCommit(ctx: ActivityContext) {
   /** EndTxn(commit); 'aborted' (the broker aborted it) means the workflow must redo the Kafka side. */
@@ -19,7 +20,7 @@ export function createCommit(ctx: ActivityContext) {
     return outcome;
   }
 
-  const commitMysql = ({ spec, partition, prepared }: CommitArgs): Promise<MysqlCommitOutcome> => commitMysqlSide(ctx, spec, partition, prepared);
+  const commitMysql = (args: CommitArgs): Promise<MysqlCommitOutcome> => commitMysqlSide(ctx, args.spec, args.partition, args.prepared, sourceOf(args));
 
   return {
     /** Kafka side alone (runs scheduled before commitEpoch existed). */

@@ -6,7 +6,7 @@ import { encodeMarker, type Marker } from '../kafka/progress';
 import { consumerGroupId, transactionalId, type PipelineSpec } from '../spec';
 import { applyTransform, tableMap, type Applied, type KafkaMessage } from './apply';
 import type { ActivityContext } from './context';
-import { readRange } from './source';
+import { readingSource, readRange, type Src } from './source';
 
 /** Bytes of records per produce request: below the broker's default message.max.bytes (1 MiB) per batch. */
 const REQUEST_BYTES = 512 * 1024;
@@ -20,7 +20,7 @@ export const epochTransactionalId = (spec: PipelineSpec, partition: number, epoc
  * Outputs and dead letters in requests of up to REQUEST_BYTES, the progress marker with the last
  * request, then the source offsets. Returns the marker's offset.
  */
-export async function sendEpoch(ctx: ActivityContext, txn: PreparedTransaction, spec: PipelineSpec, partition: number, applied: Pick<Applied, 'outputs' | 'deadLetters'>, m: Marker): Promise<number> {
+export async function sendEpoch(ctx: ActivityContext, txn: PreparedTransaction, spec: PipelineSpec, partition: number, applied: Pick<Applied, 'outputs' | 'deadLetters'>, m: Marker, src: Src): Promise<number> {
   const all = [...applied.outputs.map((msg) => ({ topic: spec.kafkaSink.topic, msg })), ...applied.deadLetters.map((msg) => ({ topic: spec.deadLetterTopic, msg }))];
   let markerOffset: number | undefined;
   let i = 0;
@@ -43,7 +43,7 @@ export async function sendEpoch(ctx: ActivityContext, txn: PreparedTransaction, 
     ctx.heartbeat();
   } while (i < all.length);
   if (markerOffset === undefined) throw new Error('progress marker was not acknowledged');
-  await txn.sendOffsets(consumerGroupId(spec.name), spec.source.topic, partition, m.end);
+  await txn.sendOffsets(consumerGroupId(spec.name), src.topic, src.partition, m.end);
   return markerOffset;
 }
 
@@ -58,14 +58,15 @@ export async function redoKafkaSide(
   spec: PipelineSpec,
   partition: number,
   e: { epoch: number; start: number; end: number; xid?: string; markerFrom: number },
+  src: Src,
 ): Promise<boolean> {
   const txn = new PreparedTransaction(ctx.cluster, epochTransactionalId(spec, partition, e.epoch), spec.kafkaSink.transactionTimeoutMs);
   const handle = await txn.begin();
   if (await epochMarker(ctx.cluster, spec, partition, e.epoch, e.markerFrom, ctx.heartbeat)) return false;
-  const records = await readRange(ctx.cluster, spec.source.topic, partition, e.start, e.end, ctx.heartbeat);
-  const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, e.epoch), tableMap(spec));
+  const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, e.start, e.end, ctx.heartbeat));
+  const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, e.epoch), tableMap(spec), src.layout);
   const marker: Marker = { pipeline: spec.name, partition, epoch: e.epoch, start: e.start, end: e.end, records: records.length, redo: true, ...(e.xid ? { xid: e.xid } : {}) };
-  await sendEpoch(ctx, txn, spec, partition, applied, marker);
+  await sendEpoch(ctx, txn, spec, partition, applied, marker, src);
   const outcome = await endTxn(ctx.cluster, handle, true);
   if (outcome !== 'ok') throw new TransientError(`redo transaction of epoch ${e.epoch} was not committed (${outcome}); retrying the redo`);
   ctx.observe({ kind: 'redo', pipeline: spec.name, partition, side: 'kafka' });

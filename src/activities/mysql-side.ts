@@ -11,7 +11,7 @@ import type { MysqlCommitOutcome } from '../protocol';
 import type { PipelineSpec } from '../spec';
 import { applyTransform, tableMap } from './apply';
 import type { ActivityContext } from './context';
-import { readRange } from './source';
+import { readingSource, readRange, type Src } from './source';
 
 /**
  * Rolls back prepared branches of an epoch: those older than `olderThan` (a fencing token), or
@@ -41,7 +41,7 @@ export async function applyEpoch(ctx: ActivityContext, spec: PipelineSpec, parti
  * XA COMMIT of the decided branch from any connection, then its staged rows into the tables.
  * A branch rolled back behind our back (gone, no ledger row) is redone in a local transaction.
  */
-export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, p: { epoch: number; start: number; end: number; xid: string }): Promise<MysqlCommitOutcome> {
+export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, p: { epoch: number; start: number; end: number; xid: string }, src: Src): Promise<MysqlCommitOutcome> {
   const started = Date.now();
   const at = { partition, epoch: p.epoch };
   await ctx.hit('commit.mysql', at);
@@ -54,7 +54,7 @@ export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, 
     r = await commitBranch(ctx.pool, xidFromString(p.xid), ledger);
   }
   if (r === 'attached') throw new TransientError(`XA branch ${p.xid} is still attached to its preparing session; retrying`);
-  if (r === 'gone') return redoMysqlSide(ctx, spec, partition, p);
+  if (r === 'gone') return redoMysqlSide(ctx, spec, partition, p, src);
   await ctx.hit('commit.mysql-committed', at);
   const applyFrom = Date.now();
   await applyEpoch(ctx, spec, partition, p.epoch);
@@ -68,10 +68,10 @@ export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, 
  * transaction, the ledger row first. Every other prepared branch of the epoch is stale (history
  * decided exactly one), so it is rolled back first: it may hold the ledger row's lock.
  */
-export async function redoMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, p: { epoch: number; start: number; end: number; xid?: string }): Promise<MysqlCommitOutcome> {
+export async function redoMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, p: { epoch: number; start: number; end: number; xid?: string }, src: Src): Promise<MysqlCommitOutcome> {
   await rollbackBranches(ctx, spec, partition, p.epoch, p.xid ? { except: p.xid } : { olderThan: Infinity });
-  const records = await readRange(ctx.cluster, spec.source.topic, partition, p.start, p.end, ctx.heartbeat);
-  const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, p.epoch), tableMap(spec));
+  const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, p.start, p.end, ctx.heartbeat));
+  const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, p.epoch), tableMap(spec), src.layout);
   const dialect = await ctx.dialect();
   const outcome = await inLocalTransaction(ctx.pool, async (conn) => {
     try {

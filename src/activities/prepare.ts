@@ -14,7 +14,7 @@ import { attempt, attemptToken, edge, type ActivityContext } from './context';
 import { epochTransactionalId, sendEpoch } from './kafka-side';
 import { rollbackBranches } from './mysql-side';
 import type { PrepareSplit } from './observe';
-import { readEpoch } from './source';
+import { readEpoch, readingSource, sourceOf } from './source';
 
 /**
  * Arguments of prepareEpoch. `afterCommitOf`: the previous epoch of the partition may still be
@@ -43,6 +43,7 @@ export function createPrepare(ctx: ActivityContext) {
     async prepareEpoch(args: PrepareArgs): Promise<PrepareResult> {
       return edge(async () => {
         const { spec, partition, epoch, offset } = args;
+        const src = sourceOf(args);
         const started = Date.now();
         const at = { partition, epoch };
         const token = attemptToken();
@@ -55,7 +56,7 @@ export function createPrepare(ctx: ActivityContext) {
           ctx.observe({ kind: 'retry', pipeline: spec.name, partition, activity: 'prepareEpoch' });
         }
         const waitMs = args.noWait ? 0 : spec.epoch.maxWaitMs;
-        const { records, end, sourceEnd } = await readEpoch(cluster, spec.source.topic, partition, offset, spec.epoch, waitMs, ctx.heartbeat);
+        const { records, end, sourceEnd } = await readingSource(ctx.admin, spec, src, () => readEpoch(cluster, src.topic, src.partition, offset, spec.epoch, waitMs, ctx.heartbeat));
         if (end === offset) return { kind: 'empty', offset };
         const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
         const timed = async <T>(k: keyof PrepareSplit, fn: () => Promise<T> | T): Promise<T> => {
@@ -74,13 +75,13 @@ export function createPrepare(ctx: ActivityContext) {
         // The marker names the branch: a committed marker tells recovery which branch was decided.
         const marker: Marker = { pipeline: spec.name, partition, epoch, start: offset, end, records: records.length, redo: false, xid: xidToString(xid) };
         // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
-        const applied = await timed('transformMs', () => applyTransform(spec, transform, records, tctx, tables));
+        const applied = await timed('transformMs', () => applyTransform(spec, transform, records, tctx, tables, src.layout));
         const deadLetters = applied.deadLetters.length;
         // InitProducerId on this epoch's transactional id: fences zombies and aborts their open transaction.
         const txn = new PreparedTransaction(cluster, epochTransactionalId(spec, partition, epoch), spec.kafkaSink.transactionTimeoutMs);
         const handle = await timed('initMs', () => txn.begin());
         try {
-          const markerOffset = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, partition, applied, marker));
+          const markerOffset = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, partition, applied, marker, src));
           await ctx.hit('prepare.kafka-sent', at);
           const staged = mysqlMode(spec) === 'staged';
           if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(spec, partition, args.afterCommitOf!));

@@ -11,6 +11,7 @@ import { carryOut, examinePartition, settleKafka } from '../recovery';
 import { attemptToken, edge, type ActivityContext } from './context';
 import { redoKafkaSide } from './kafka-side';
 import { applyEpoch, redoMysqlSide } from './mysql-side';
+import { readingSource, sourceOf } from './source';
 
 export function createReconcile(ctx: ActivityContext) {
   const { cluster } = ctx;
@@ -18,6 +19,8 @@ export function createReconcile(ctx: ActivityContext) {
     async reconcile(args: ReconcileArgs): Promise<ReconcileResult> {
       return edge(async () => {
         const { spec, partition, expected } = args;
+        const src = sourceOf(args);
+        const startFrom = args.source?.startFrom ?? spec.source.startFrom;
         // No epoch of this partition awaits a decision from this workflow now: settle what a
         // crashed run left open on the Kafka side, then read the evidence.
         await settleKafka(cluster, spec, partition, ctx.heartbeat);
@@ -36,7 +39,9 @@ export function createReconcile(ctx: ActivityContext) {
         }
         const next = f.next ?? {
           epoch: 0,
-          offset: spec.source.startFrom === 'earliest' ? await earliestOffset(cluster, spec.source.topic, partition) : await latestOffset(cluster, spec.source.topic, partition, ISOLATION.READ_COMMITTED),
+          offset: await readingSource(ctx.admin, spec, src, () =>
+            startFrom === 'earliest' ? earliestOffset(cluster, src.topic, src.partition) : latestOffset(cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED),
+          ),
         };
         if (expected && (expected.epoch !== next.epoch || expected.offset !== next.offset)) {
           throw new ReconcileMismatch(
@@ -47,8 +52,8 @@ export function createReconcile(ctx: ActivityContext) {
         const done = await carryOut(ctx, spec, f, {
           apply: (epoch) => applyEpoch(ctx, spec, partition, epoch),
           redo: async (epoch, a) => {
-            if (a.do === 'redo-kafka') await redoKafkaSide(ctx, spec, partition, { epoch, start: a.start, end: a.end, markerFrom: f.marker?.offset ?? 0 });
-            else await redoMysqlSide(ctx, spec, partition, { epoch, start: a.start, end: a.end });
+            if (a.do === 'redo-kafka') await redoKafkaSide(ctx, spec, partition, { epoch, start: a.start, end: a.end, markerFrom: f.marker?.offset ?? 0 }, src);
+            else await redoMysqlSide(ctx, spec, partition, { epoch, start: a.start, end: a.end }, src);
           },
         });
         const rolledBack = f.epochs.flatMap((e) => e.actions.flatMap((a) => (a.do === 'rollback-branch' ? [a.xid] : [])));

@@ -4,7 +4,9 @@ import { ER_NO_SUCH_TABLE, sqlErrno } from '../mysql/errors';
 import { ensureLedger } from '../mysql/ledger';
 import { createTableSql } from '../mysql/sink';
 import { ensureStagedTable, ensureStageTable, mysqlMode } from '../mysql/stage';
-import type { PipelineSpec } from '../spec';
+import { ensureSourcesTable, assignSources } from '../mysql/sources';
+import type { SourceRef } from '../protocol';
+import { sourceTopics, type PipelineSpec } from '../spec';
 import { edge, type ActivityContext } from './context';
 
 /**
@@ -20,18 +22,47 @@ export const PROGRESS_TOPIC_CONFIG = [
   { name: 'segment.ms', value: String(60 * 60_000) },
 ];
 
+/** What describeSource found: every source partition of the pipeline with its id, and where outputs go. */
+export interface SourceLayout {
+  /** Number of source partition ids (the largest id + 1); for a single topic its partition count. */
+  partitions: number;
+  /** Absent in results recorded before several topics and discovery. */
+  sources?: (SourceRef & { id: number })[];
+  /** Source topics that do not exist (any more); only in discovery, which skips them. */
+  missingTopics?: string[];
+}
+
 export function createSetup(ctx: ActivityContext) {
   const { admin, pool } = ctx;
+  const partitionCount = async (topics: string[]) => {
+    const meta = await admin.fetchTopicMetadata({ topics });
+    return new Map(meta.topics.map((t) => [t.name, t.partitions.length]));
+  };
   return {
-    /** Checks the source, creates missing sink/progress/dead-letter topics and tables; returns the partition count. */
-    async describeSource(spec: PipelineSpec): Promise<{ partitions: number }> {
+    /**
+     * Checks the source topics, creates missing sink/progress/dead-letter topics and tables,
+     * assigns ids to source partitions not seen before (src/mysql/sources.ts) and grows the
+     * progress topic to one partition per id. With `discovery` (the periodic look for new
+     * partitions), a source topic that is gone is reported and skipped rather than refused.
+     */
+    async describeSource(spec: PipelineSpec, opts: { discovery?: boolean } = {}): Promise<SourceLayout> {
       return edge(async () => {
+        const topics = sourceTopics(spec);
         const existing = new Set(await admin.listTopics());
-        if (!existing.has(spec.source.topic)) {
-          throw new ConfigError('source.topic', `'${spec.source.topic}' does not exist on the brokers; create it or fix the pipeline definition`);
+        const missingTopics = topics.filter((t) => !existing.has(t));
+        if (missingTopics.length && !opts.discovery) {
+          const field = spec.source.topics ? `source.topics[${topics.indexOf(missingTopics[0]!)}]` : 'source.topic';
+          throw new ConfigError(field, `'${missingTopics[0]}' does not exist on the brokers; create it or fix the pipeline definition`);
         }
-        const meta = await admin.fetchTopicMetadata({ topics: [spec.source.topic] });
-        const partitions = meta.topics[0]?.partitions.length ?? 0;
+        const present = topics.filter((t) => existing.has(t));
+        const counts = present.length ? await partitionCount(present) : new Map<string, number>();
+        await ensureSourcesTable(pool);
+        const { all } = await assignSources(
+          pool,
+          spec.name,
+          present.flatMap((topic) => Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ topic, partition }))),
+        );
+        const partitions = all.length;
         const wanted: [string, string][] = [
           ['kafkaSink.topic', spec.kafkaSink.topic],
           ['deadLetterTopic', spec.deadLetterTopic],
@@ -41,15 +72,23 @@ export function createSetup(ctx: ActivityContext) {
         if (missing.length) {
           await admin.createTopics({
             waitForLeaders: true,
-            topics: missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: -1, ...(topic === spec.progressTopic ? { configEntries: PROGRESS_TOPIC_CONFIG } : {}) })),
+            topics: missing.map((topic) => ({ topic, numPartitions: Math.max(1, partitions), replicationFactor: -1, ...(topic === spec.progressTopic ? { configEntries: PROGRESS_TOPIC_CONFIG } : {}) })),
           });
         }
-        const sinkMeta = await admin.fetchTopicMetadata({ topics: wanted.map(([, t]) => t) });
+        const sinks = await partitionCount(wanted.map(([, t]) => t));
+        // The progress topic has one partition per source partition id; the sink and dead-letter
+        // topics are the user's and are never grown: outputs go to id mod their partition count.
+        const progress = sinks.get(spec.progressTopic) ?? 0;
+        if (progress < partitions) {
+          await admin.createPartitions({ topicPartitions: [{ topic: spec.progressTopic, count: partitions }] }).catch(async (e: unknown) => {
+            // Another attempt grew it first.
+            if (((await partitionCount([spec.progressTopic])).get(spec.progressTopic) ?? 0) < partitions) throw e;
+          });
+        }
+        const outputPartitions = sinks.get(spec.kafkaSink.topic) ?? 0;
+        const deadLetterPartitions = sinks.get(spec.deadLetterTopic) ?? 0;
         for (const [field, t] of wanted) {
-          const n = sinkMeta.topics.find((x) => x.name === t)?.partitions.length ?? 0;
-          if (n < partitions) {
-            throw new ConfigError(field, `topic '${t}' has ${n} partitions but the source has ${partitions}; onceflow writes each source partition's output to the same partition number. Add partitions to '${t}' or use another topic`);
-          }
+          if ((sinks.get(t) ?? 0) === 0) throw new ConfigError(field, `topic '${t}' has no partitions`);
         }
         for (const [n, t] of spec.mysqlSink.tables.entries()) {
           const ddl = createTableSql(t);
@@ -63,7 +102,10 @@ export function createSetup(ctx: ActivityContext) {
         }
         await ensureLedger(pool);
         await ensureStagedTable(pool);
-        return { partitions };
+        const sources = all
+          .filter((a) => existing.has(a.topic))
+          .map((a) => ({ id: a.id, topic: a.topic, partition: a.partition, outputPartitions, deadLetterPartitions, ...(a.discovered ? { startFrom: 'earliest' as const } : {}) }));
+        return { partitions, sources, ...(missingTopics.length ? { missingTopics } : {}) };
       });
     },
   };

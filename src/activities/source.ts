@@ -2,7 +2,11 @@
  * Reading the source: an epoch's records (bounded by the epoch limits, closing once caught up)
  * and an exact offset range again for a redo. Always read_committed.
  */
-import { SourceGone } from '../errors';
+import type { Admin } from 'kafkajs';
+import { SourceGone, SourceTopicGone } from '../errors';
+import type { SourceRef } from '../protocol';
+import type { PipelineSpec } from '../spec';
+import type { OutputLayout } from './apply';
 import { fetchPartition, ISOLATION, type KafkaCluster, type RawRecord } from '../kafka/internals';
 import type { EpochBounds } from '../spec';
 import type { SourceRecord } from '../transforms/registry';
@@ -89,4 +93,33 @@ export async function readRange(cluster: KafkaCluster, topic: string, partition:
     next = Math.max(next, r.nextOffset);
   }
   return out;
+}
+
+/** Where an activity reads (topic, partition) and how it partitions outputs, for the source partition id `partition`. */
+export interface Src {
+  id: number;
+  topic: string;
+  partition: number;
+  /** Absent for runs started before SourceRef: outputs go to the record's partition. */
+  layout?: OutputLayout;
+}
+
+export function sourceOf(a: { spec: PipelineSpec; partition: number; source?: SourceRef }): Src {
+  if (!a.source) return { id: a.partition, topic: a.spec.source.topic, partition: a.partition };
+  const { topic, partition, outputPartitions, deadLetterPartitions } = a.source;
+  return { id: a.partition, topic, partition, layout: { outputPartitions, deadLetterPartitions } };
+}
+
+/**
+ * Runs a read of the source; if it fails and the topic no longer exists, fails with
+ * SourceTopicGone (not retryable: retrying cannot bring a deleted topic back).
+ */
+export async function readingSource<T>(admin: Admin, spec: PipelineSpec, src: Src, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    const topics = await admin.listTopics().catch(() => null);
+    if (topics && !topics.includes(src.topic)) throw new SourceTopicGone(src.topic, src.partition, spec.name);
+    throw e;
+  }
 }

@@ -97,13 +97,25 @@ export async function connectCluster(opts: ClusterOptions): Promise<KafkaCluster
 }
 
 async function leaderOf(cluster: KafkaCluster, topic: string, partition: number): Promise<any> {
-  await cluster.raw.addTargetTopic(topic);
-  await cluster.raw.refreshMetadataIfNecessary();
-  const byLeader = cluster.raw.findLeaderForPartitions(topic, [partition]);
-  const nodeId = Object.keys(byLeader)[0];
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await cluster.raw.addTargetTopic(topic);
+      await cluster.raw.refreshMetadataIfNecessary();
+      break;
+    } catch (e) {
+      // kafkajs refreshes the metadata of every topic this client ever read at once and fails the
+      // whole refresh if one of them was deleted. Forget them all and try once more with this
+      // topic alone (each caller adds its own back): a deleted topic fails only its own reads.
+      if ((e as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION' || attempt > 0) throw e;
+      cluster.raw.targetTopics = new Set();
+    }
+  }
+  let nodeId = Object.keys(cluster.raw.findLeaderForPartitions(topic, [partition]))[0];
   if (nodeId === undefined) {
+    // Metadata older than the partition (the topic grew): refresh once and look again.
     await cluster.raw.refreshMetadata();
-    throw new Error(`no leader known for ${topic}[${partition}]`);
+    nodeId = Object.keys(cluster.raw.findLeaderForPartitions(topic, [partition]))[0];
+    if (nodeId === undefined) throw new Error(`no leader known for ${topic}[${partition}]`);
   }
   return cluster.raw.findBroker({ nodeId });
 }

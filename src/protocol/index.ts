@@ -29,9 +29,29 @@ export interface PreparedEpoch {
 
 export type PrepareResult = PreparedEpoch | { kind: 'empty'; offset: number };
 
+/**
+ * Where a partition workflow reads and writes, for pipelines started since several source
+ * topics and partition discovery (src/workflows/pipeline.ts). `partition` in the args of a
+ * partition workflow and its activities is the pipeline's *source partition id*: the key of
+ * workflow ids, transactional ids, XA gtrids, ledger rows and the progress partition. For a
+ * single-topic pipeline the id equals the topic partition. Absent in runs started before:
+ * those read spec.source.topic[partition] and write outputs to the record's partition.
+ */
+export interface SourceRef {
+  topic: string;
+  /** The partition of `topic`. */
+  partition: number;
+  /** Partition counts of the sink and dead-letter topics when the partition workflow started: the default output partition is id mod this (fixed, so a redo writes where the prepare wrote). */
+  outputPartitions: number;
+  deadLetterPartitions: number;
+  /** Overrides spec.source.startFrom (a partition discovered after the pipeline started is read from its start). */
+  startFrom?: 'earliest' | 'latest';
+}
+
 export interface EpochArgs {
   spec: PipelineSpec;
   partition: number;
+  source?: SourceRef;
   epoch: number;
   offset: number;
   /** Return at once when no data is available (drain). */
@@ -41,6 +61,7 @@ export interface EpochArgs {
 export interface CommitArgs {
   spec: PipelineSpec;
   partition: number;
+  source?: SourceRef;
   prepared: PreparedEpoch;
 }
 
@@ -50,6 +71,7 @@ export type MysqlCommitOutcome = 'committed' | 'redone';
 export interface ReconcileArgs {
   spec: PipelineSpec;
   partition: number;
+  source?: SourceRef;
   /** The workflow's own view (after continue-as-new); absent on a fresh start. */
   expected?: { epoch: number; offset: number };
 }
@@ -104,6 +126,8 @@ export interface Control {
 export interface PartitionInput {
   spec: PipelineSpec;
   partition: number;
+  /** Set by pipelines started since source discovery: the child then also reports its end to the pipeline workflow. */
+  source?: SourceRef;
   /** Carried across continue-as-new. */
   state?: PartitionState;
   control?: Control;

@@ -10,7 +10,9 @@
  */
 import {
   CancellationScope,
+  ContinueAsNew,
   condition,
+  getExternalWorkflowHandle,
   continueAsNew,
   defineQuery,
   patched,
@@ -40,10 +42,23 @@ import {
 } from '../protocol';
 import { afterCommit, describe, nextStep, openEpoch, prepared as preparedEpoch, type EpochState } from '../protocol/epoch';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
+import { pipelineWorkflowId } from '../spec';
 
 export const statusQuery = defineQuery<PartitionStatus>('status');
 export const controlUpdate = defineUpdate<Control, [ControlAction]>('control');
 export const controlSignal = defineSignal<[ControlAction]>('control');
+
+/** How a partition workflow ended: its result, or the failure that ended it. */
+export interface PartitionEnd {
+  partition: number;
+  result?: PartitionResult;
+  error?: string;
+  /** The innermost failure's type (e.g. 'ReconcileMismatch', 'SourceTopicGone'). */
+  errorType?: string;
+}
+
+/** Sent by a partition workflow to its pipeline workflow when it ends (runs started with a SourceRef only). */
+export const partitionEndedSignal = defineSignal<[PartitionEnd]>('partitionEnded');
 
 const retry = {
   initialInterval: '500ms',
@@ -95,8 +110,44 @@ export interface PartitionResult {
   reason: 'drained' | 'stopped';
 }
 
+/** The innermost message of a failure chain (an activity failure's cause names what went wrong). */
+export function failureOf(e: unknown): { error: string; errorType?: string } {
+  let error = e instanceof Error ? e.message : String(e);
+  let errorType: string | undefined;
+  for (let c: unknown = e; c instanceof Error; c = (c as { cause?: unknown }).cause) {
+    error = c.message || error;
+    const type = (c as { type?: unknown }).type;
+    if (typeof type === 'string' && type) errorType = type;
+  }
+  return { error, ...(errorType ? { errorType } : {}) };
+}
+
+/**
+ * A partition workflow started by a discovering pipeline (input.source set) tells the pipeline
+ * workflow how it ended, by a signal to the pipeline's workflow id: the pipeline may have
+ * continued as new since it started this child, and a new run cannot await the result of a
+ * child of an earlier run (src/workflows/pipeline.ts). Runs without a SourceRef — every run
+ * recorded before — issue no such command, so their histories replay unchanged.
+ */
 export async function partitionWorkflow(input: PartitionInput): Promise<PartitionResult> {
+  if (!input.source) return runPartition(input);
+  const tell = (end: PartitionEnd) =>
+    CancellationScope.nonCancellable(() => getExternalWorkflowHandle(pipelineWorkflowId(input.spec.name)).signal(partitionEndedSignal, end).catch(() => undefined));
+  let result: PartitionResult;
+  try {
+    result = await runPartition(input);
+  } catch (e) {
+    if (!(e instanceof ContinueAsNew)) await tell({ partition: input.partition, ...failureOf(e) });
+    throw e;
+  }
+  await tell({ partition: input.partition, result });
+  return result;
+}
+
+async function runPartition(input: PartitionInput): Promise<PartitionResult> {
   const { spec, partition } = input;
+  // Where to read and how to partition outputs; passed to every activity (absent in older runs).
+  const src = input.source ? { source: input.source } : {};
   const opts = activityOptions(spec);
   const acts = proxyActivities<Activities>(opts.commit);
   const pipelined = patched(PIPELINED_EPOCHS_PATCH);
@@ -150,7 +201,7 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
   });
 
   const reconciled = await acts.reconcile.executeWithOptions({ ...opts.admin, summary: `reconcile partition ${partition}` }, [
-    { spec, partition, ...(input.state ? { expected: { epoch: state.epoch, offset: state.offset } } : {}) },
+    { spec, partition, ...src, ...(input.state ? { expected: { epoch: state.epoch, offset: state.offset } } : {}) },
   ]);
   state = { ...state, epoch: reconciled.epoch, offset: reconciled.offset };
   upsertSearchAttributes([
@@ -163,7 +214,7 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
     inFlight.set(epoch, openEpoch(epoch, staged));
     return acts.prepareEpoch
       .executeWithOptions({ ...opts.prepare, summary: `epoch ${epoch}: prepare from offset ${offset}` }, [
-        { spec, partition, epoch, offset, noWait: control.drain, ...(afterCommitOf !== undefined ? { afterCommitOf } : {}) },
+        { spec, partition, ...src, epoch, offset, noWait: control.drain, ...(afterCommitOf !== undefined ? { afterCommitOf } : {}) },
       ])
       .then((r) => {
         if (r.kind === 'prepared') inFlight.set(epoch, preparedEpoch(epoch, staged));
@@ -211,7 +262,7 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
           next = undefined;
           if (n.kind === 'prepared') {
             inFlight.delete(n.epoch);
-            await acts.abortPrepared.executeWithOptions({ ...opts.commit, summary: `epoch ${n.epoch}: withdraw (epoch ${r.epoch} is redone first)` }, [{ spec, partition, prepared: n }]);
+            await acts.abortPrepared.executeWithOptions({ ...opts.commit, summary: `epoch ${n.epoch}: withdraw (epoch ${r.epoch} is redone first)` }, [{ spec, partition, ...src, prepared: n }]);
           }
         }
         await redoEpoch(r);
@@ -231,7 +282,7 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
     runEpochs++;
     if (!next && (runEpochs >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested)) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof partitionWorkflow>({ spec, partition, state, control });
+      return continueAsNew<typeof partitionWorkflow>({ spec, partition, ...src, state, control });
     }
   }
 
@@ -240,7 +291,7 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
     setPhase('committing');
     // The decision is in history; the commits must finish even if the workflow is cancelled.
     return CancellationScope.nonCancellable(async () => {
-      const args = [{ spec, partition, prepared: p }] as const;
+      const args = [{ spec, partition, ...src, prepared: p }] as const;
       const { kafka, mysql } = oneCommit
         ? await acts.commitEpoch.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: commit (EndTxn ∥ XA COMMIT)` }, [...args])
         : await Promise.all([
@@ -258,7 +309,7 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
     setPhase('redoing');
     lastError = `epoch ${p.epoch}: Kafka aborted the prepared transaction (transaction timeout); redone`;
     return CancellationScope.nonCancellable(async () => {
-      await acts.redoKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: redo Kafka side` }, [{ spec, partition, prepared: p }]);
+      await acts.redoKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: redo Kafka side` }, [{ spec, partition, ...src, prepared: p }]);
       state = { ...state, redos: state.redos + 1 };
     });
   }

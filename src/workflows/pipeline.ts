@@ -2,27 +2,86 @@
  * A pipeline: describes the source, then runs one partition workflow per source partition and
  * forwards control (pause, resume, drain, stop) to them. Adds no coordination of its own: each
  * partition's epochs are coordinated by its own workflow history.
+ *
+ * Since `source-discovery-v1` it also looks for partitions added to its source topics every
+ * `source.discoveryIntervalMs` and starts a partition workflow for each, with the control state
+ * of the moment. The design, and why it is the simplest one that stays correct:
+ *  - Every (topic, partition) has a *source partition id* assigned once by describeSource and
+ *    kept in MySQL (src/mysql/sources.ts): ids survive continue-as-new and a new start, and for
+ *    a single topic the id is the partition number, so the ids of older pipelines do not change.
+ *  - The discovery loop would grow history without end, so the pipeline continues as new every
+ *    DISCOVERIES_PER_RUN rounds. A child of a run that continued as new is not carried over and
+ *    REQUEST_CANCEL would cancel it, so children are started with ParentClosePolicy.ABANDON and
+ *    the run carries what it knows (control state, the children started, how they ended).
+ *  - A new run cannot await the result of a child started by an earlier run. Each child
+ *    therefore signals the pipeline's workflow id (partitionEndedSignal) when it ends; within
+ *    a run the child's result is tracked too. A signal arriving during continue-as-new is
+ *    delivered to the run that continues, so none is lost.
+ *  - Control is forwarded by signal to every child that has not ended, by workflow id, which
+ *    reaches the children of earlier runs as well.
+ *  - The pipeline ends once every child has ended (drained, stopped or failed) after one last
+ *    discovery found nothing new — partitions added before a drain are drained, not skipped.
+ *    If the partitions were told to drain or stop directly (not through the pipeline), their
+ *    results say so, and new partitions found in that last discovery get the same.
+ * Runs recorded before the patch replay the start-once loop below it.
  */
 import {
+  ApplicationFailure,
   ParentClosePolicy,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
   defineQuery,
   defineSignal,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   setHandler,
   startChild,
   upsertSearchAttributes,
+  workflowInfo,
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities';
 import { NON_RETRYABLE_TYPES } from '../errors';
-import { applyControl, type ControlAction } from '../protocol';
+import { applyControl, validateControl, type Control, type ControlAction, type SourceRef } from '../protocol';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
-import { partitionWorkflowId, type PipelineSpec } from '../spec';
-import { controlSignal, partitionWorkflow, type PartitionResult } from './partition';
+import { SPEC_DEFAULTS, partitionWorkflowId, type PipelineSpec } from '../spec';
+import { controlSignal, failureOf, partitionEndedSignal, partitionWorkflow, type PartitionEnd, type PartitionResult } from './partition';
 
-export const pipelineInfoQuery = defineQuery<{ pipeline: string; partitions: number; workflowIds: string[]; lastControl?: ControlAction }>('info');
+/** A source partition of the pipeline: its id and where it reads (src/mysql/sources.ts). */
+export type PipelineSource = SourceRef & { id: number };
+
+export interface PipelineInfo {
+  pipeline: string;
+  partitions: number;
+  workflowIds: string[];
+  lastControl?: ControlAction;
+  /** Runs since source-discovery-v1: every partition workflow started, its topic and partition, and how it ended. */
+  sources?: { id: number; topic: string; partition: number; workflowId: string; ended?: string }[];
+  /** Source topics the last discovery did not find. */
+  missingTopics?: string[];
+}
+
+export const pipelineInfoQuery = defineQuery<PipelineInfo>('info');
 export const pipelineControlSignal = defineSignal<[ControlAction]>('control');
+
+export const SOURCE_DISCOVERY_PATCH = 'source-discovery-v1';
+/** Discovery rounds per run before continue-as-new: each round is a timer and an activity (about ten events). */
+export const DISCOVERIES_PER_RUN = 500;
+
+/** What a pipeline run hands to the next across continue-as-new. */
+export interface PipelineCarry {
+  control: Control;
+  lastControl?: ControlAction;
+  /** Every partition workflow started so far. */
+  sources: PipelineSource[];
+  /** The partition workflows that ended, and how. */
+  ended: PartitionEnd[];
+  /** Discovery rounds per run (default DISCOVERIES_PER_RUN); tests set it low to make runs continue as new. */
+  roundsPerRun?: number;
+}
 
 const { describeSource } = proxyActivities<Activities>({
   startToCloseTimeout: '120s',
@@ -30,7 +89,17 @@ const { describeSource } = proxyActivities<Activities>({
   retry: { initialInterval: '500ms', maximumInterval: '5s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
 });
 
-export async function pipelineWorkflow(spec: PipelineSpec): Promise<PartitionResult[]> {
+const memoOf = (spec: PipelineSpec, partition: number, topic: string, topicPartition: number) => ({
+  pipeline: spec.name,
+  partition,
+  source: topic,
+  sourcePartition: topicPartition,
+  kafkaSink: spec.kafkaSink.topic,
+  tables: spec.mysqlSink.tables.map((t) => t.name).join(','),
+});
+
+export async function pipelineWorkflow(spec: PipelineSpec, carry?: PipelineCarry): Promise<PartitionResult[]> {
+  if (patched(SOURCE_DISCOVERY_PATCH)) return discoveringPipeline(spec, carry);
   let partitions = 0;
   let workflowIds: string[] = [];
   let lastControl: ControlAction | undefined;
@@ -64,4 +133,128 @@ export async function pipelineWorkflow(spec: PipelineSpec): Promise<PartitionRes
   }
   workflowIds = children.map((c) => c.workflowId);
   return Promise.all(children.map((c) => c.result()));
+}
+
+async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | undefined): Promise<PartitionResult[]> {
+  let control: Control = carry?.control ?? { paused: false, drain: false, stop: false };
+  let lastControl = carry?.lastControl;
+  const started = new Map<number, PipelineSource>((carry?.sources ?? []).map((s) => [s.id, s]));
+  const ended = new Map<number, PartitionEnd>((carry?.ended ?? []).map((e) => [e.partition, e]));
+  /** Control actions this run accepted, in order: a child being started meanwhile gets those it missed. */
+  const accepted: ControlAction[] = [];
+  let missingTopics: string[] = [];
+  const idOf = (id: number) => partitionWorkflowId(spec.name, id);
+  const forward = (action: ControlAction, ids: number[]) =>
+    Promise.all(ids.filter((id) => !ended.has(id)).map((id) => getExternalWorkflowHandle(idOf(id)).signal(controlSignal, action).catch(() => undefined)));
+
+  setHandler(pipelineInfoQuery, () => ({
+    pipeline: spec.name,
+    partitions: started.size,
+    workflowIds: [...started.keys()].map(idOf),
+    lastControl,
+    sources: [...started.values()].map((s) => {
+      const e = ended.get(s.id);
+      return { id: s.id, topic: s.topic, partition: s.partition, workflowId: idOf(s.id), ...(e ? { ended: e.result?.reason ?? `failed: ${e.error}` } : {}) };
+    }),
+    ...(missingTopics.length ? { missingTopics } : {}),
+  }));
+  setHandler(pipelineControlSignal, async (action) => {
+    try {
+      validateControl(action, control);
+    } catch {
+      return; // e.g. 'pause' while draining: signals cannot answer; the CLI's update to each partition does
+    }
+    lastControl = action;
+    control = applyControl(control, action);
+    accepted.push(action);
+    await forward(action, [...started.keys()]);
+  });
+  setHandler(partitionEndedSignal, (end) => {
+    ended.set(end.partition, end);
+  });
+  const fresh = started.size === 0;
+  if (fresh) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }]);
+
+  const start = async (s: PipelineSource) => {
+    const missed = accepted.length;
+    const { id, ...source } = s;
+    let child: ChildWorkflowHandle<typeof partitionWorkflow> | undefined;
+    try {
+      child = await startChild(partitionWorkflow, {
+        workflowId: idOf(id),
+        args: [{ spec, partition: id, source, control }],
+        // Children outlive a continue-as-new of this workflow (see the top of this file).
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        typedSearchAttributes: [
+          { key: SEARCH_ATTRIBUTES.pipeline, value: spec.name },
+          { key: SEARCH_ATTRIBUTES.partition, value: id },
+        ],
+        memo: memoOf(spec, id, s.topic, s.partition),
+      });
+    } catch (e) {
+      // Still running from an earlier start of the pipeline: it reports its end here too.
+      if (!(e instanceof WorkflowExecutionAlreadyStartedError)) throw e;
+    }
+    started.set(id, s);
+    // Within this run the child's result is known directly too (its signal may say the same first).
+    const end = (e: PartitionEnd) => void (ended.has(id) || ended.set(id, e));
+    void child?.result().then(
+      (result) => end({ partition: id, result }),
+      (e: unknown) => end({ partition: id, ...failureOf(e) }),
+    );
+    for (const a of accepted.slice(missed)) await forward(a, [id]);
+  };
+  /** Starts a partition workflow for every source partition not started yet; returns how many. */
+  const discover = async (discovery: boolean): Promise<number> => {
+    const found = await describeSource(spec, { discovery });
+    missingTopics = found.missingTopics ?? [];
+    let added = 0;
+    for (const s of found.sources ?? []) {
+      if (started.has(s.id)) continue;
+      await start(s);
+      added++;
+    }
+    return added;
+  };
+
+  if (fresh) await discover(false);
+  const roundsPerRun = carry?.roundsPerRun ?? DISCOVERIES_PER_RUN;
+  const interval = spec.source.discoveryIntervalMs ?? SPEC_DEFAULTS.discoveryIntervalMs;
+  const allEnded = () => [...started.keys()].every((id) => ended.has(id));
+  for (let rounds = 1; ; rounds++) {
+    if (allEnded()) {
+      // Every partition has ended. If they were told to drain or stop directly, not through this
+      // workflow, their results say which; new partitions of the last discovery get the same.
+      if (!control.drain && !control.stop) {
+        const drained = [...ended.values()].some((e) => e.result?.reason === 'drained');
+        control = { ...control, paused: false, ...(drained ? { drain: true } : { stop: true }) };
+      }
+      if ((await discover(true)) === 0) break;
+      continue;
+    }
+    await condition(allEnded, interval);
+    if (allEnded()) continue;
+    await discover(true);
+    if (rounds >= roundsPerRun || workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      return continueAsNew<typeof pipelineWorkflow>(spec, {
+        control,
+        ...(lastControl ? { lastControl } : {}),
+        sources: [...started.values()],
+        ended: [...ended.values()],
+        ...(carry?.roundsPerRun ? { roundsPerRun: carry.roundsPerRun } : {}),
+      });
+    }
+  }
+  const ends = [...ended.values()].sort((a, b) => a.partition - b.partition);
+  const failed = ends.filter((e) => !e.result);
+  if (failed.length) {
+    // Typed as the first partition's failure (e.g. ReconcileMismatch), as when the pipeline awaited its children.
+    throw ApplicationFailure.create({
+      message: `pipeline ${spec.name}: ${failed.map((e) => `partition ${e.partition} failed: ${e.error}`).join('; ')}`,
+      type: failed[0]!.errorType ?? 'PartitionFailed',
+      nonRetryable: true,
+    });
+  }
+  return ends.map((e) => e.result!);
 }

@@ -22,24 +22,47 @@ import { recoverXids } from './mysql/branch';
 import { lastLedgerRow } from './mysql/ledger';
 import { partitionGtridPrefix, pipelineGtridPrefix, xidToString } from './mysql/xid';
 import { pendingEpochs } from './mysql/stage';
-import type { PipelineSpec } from './spec';
+import { listSources } from './mysql/sources';
+import { sourceTopics, type PipelineSpec } from './spec';
 import type { TransformRegistry } from './transforms/registry';
 
-export interface PartitionReport {
+/** One source partition (by its source partition id; src/mysql/sources.ts). */
+export interface PartitionReport extends OutputCounts {
   partition: number;
+  topic: string;
+  topicPartition: number;
   sourceEnd: number;
   committedThrough: number | null;
   ledgerEpoch: number | null;
   markerEpoch: number | null;
+  /** Outputs the transform gives for the committed records, in whichever output partitions they go to. */
   expectedOutputs: number;
+  deadLetters: number;
+  expectedDeadLetters: number;
+}
+
+/**
+ * Output counts. Of a source partition (PartitionReport): `outputs` = its expected outputs found
+ * in read_committed, `uncommittedOutputs` = read_uncommitted records of the output partitions it
+ * writes to (shared with other source partitions writing there), duplicates and unexpected
+ * records 0 (they are counted per output partition), `inOrder` = in source order in each output
+ * partition. Of an output partition (OutputReport): as multisets, order per source partition.
+ */
+interface OutputCounts {
   outputs: number;
   uncommittedOutputs: number;
   duplicates: number;
   missing: number;
   unexpected: number;
   inOrder: boolean;
-  deadLetters: number;
-  expectedDeadLetters: number;
+}
+
+/** One partition of the output topic: expected vs read_committed records, as multisets. */
+export interface OutputReport extends OutputCounts {
+  partition: number;
+  /** Source partition ids whose outputs are expected here. */
+  sources: number[];
+  expected: number;
 }
 
 export interface Check {
@@ -53,6 +76,7 @@ export interface VerifyReport {
   ok: boolean;
   checks: Check[];
   partitions: PartitionReport[];
+  outputs: OutputReport[];
   totals: {
     sourceRecords: number;
     outputs: number;
@@ -100,92 +124,222 @@ function compare(expected: string[], actual: string[]) {
   return { duplicates, missing, unexpected, inOrder };
 }
 
+/** A source partition of a pipeline: its id, topic and partition (see pipelineSources). */
+export interface PipelineSourcePartition {
+  id: number;
+  topic: string;
+  partition: number;
+}
+
+/**
+ * The source partitions of a pipeline, as `verify` and `status` see them: the ids assigned by
+ * the pipeline's discovery (src/mysql/sources.ts) — every partition workflow it started, on
+ * every topic, including partitions added later — or, for a pipeline that never recorded
+ * assignments (started before them), the ids the first discovery would assign (for a single
+ * topic: id = partition). `goneTopics` are source topics that no longer exist; `unassigned`
+ * are partitions of existing source topics that no partition workflow reads (yet).
+ */
+export async function pipelineSources(deps: { admin: Admin; pool: Pool }, spec: PipelineSpec): Promise<{ sources: PipelineSourcePartition[]; goneTopics: string[]; unassigned: { topic: string; partition: number }[] }> {
+  const topics = sourceTopics(spec);
+  const existing = new Set(await deps.admin.listTopics());
+  const present = topics.filter((t) => existing.has(t));
+  const counts = new Map<string, number>();
+  if (present.length) for (const t of (await deps.admin.fetchTopicMetadata({ topics: present })).topics) counts.set(t.name, t.partitions.length);
+  let sources: PipelineSourcePartition[] = (await listSources(deps.pool, spec.name)).map(({ id, topic, partition }) => ({ id, topic, partition }));
+  if (sources.length === 0) {
+    let id = 0;
+    sources = present.flatMap((topic) => Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ id: id++, topic, partition })));
+  }
+  const known = new Set(sources.map((s) => `${s.topic}\u0000${s.partition}`));
+  const unassigned = present.flatMap((topic) => Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ topic, partition })).filter((x) => !known.has(`${topic}\u0000${x.partition}`)));
+  const goneTopics = [...new Set([...topics, ...sources.map((s) => s.topic)])].filter((t) => !existing.has(t));
+  return { sources, goneTopics, unassigned };
+}
+
+async function partitionCounts(admin: Admin, topics: string[]): Promise<Map<string, number>> {
+  const existing = new Set(await admin.listTopics());
+  const present = topics.filter((t) => existing.has(t));
+  const out = new Map<string, number>(topics.map((t) => [t, 0]));
+  if (present.length) for (const t of (await admin.fetchTopicMetadata({ topics: present })).topics) out.set(t.name, t.partitions.length);
+  return out;
+}
+
+/** Whether each source partition's expected outputs appear in its order among `actual` (fingerprints shared by several sources are not judged). */
+function inSourceOrder(expectedBySource: Map<number, string[]>, actual: string[]): Map<number, boolean> {
+  const owners = new Map<string, Set<number>>();
+  for (const [id, fps] of expectedBySource) for (const fp of fps) (owners.get(fp) ?? owners.set(fp, new Set()).get(fp)!).add(id);
+  const out = new Map<number, boolean>();
+  for (const [id, fps] of expectedBySource) {
+    const mine = (fp: string) => owners.get(fp)?.size === 1 && owners.get(fp)!.has(id);
+    const e = fps.filter(mine);
+    const a = actual.filter(mine);
+    out.set(id, e.length === a.length && e.every((x, i) => x === a[i]));
+  }
+  return out;
+}
+
 export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin; pool: Pool; transforms: TransformRegistry }, spec: PipelineSpec): Promise<VerifyReport> {
   const { cluster, admin, pool } = deps;
   const transform = deps.transforms.get(spec.transform, spec.name);
   const tables = tableMap(spec);
-  const meta = await admin.fetchTopicMetadata({ topics: [spec.source.topic] });
-  const partitions = meta.topics[0]?.partitions.length ?? 0;
+  const { sources: all, goneTopics, unassigned } = await pipelineSources(deps, spec);
+  const sources = all.filter((s) => !goneTopics.includes(s.topic));
+  const counts = await partitionCounts(admin, [spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic]);
+  const outputPartitions = counts.get(spec.kafkaSink.topic) ?? 0;
+  const deadLetterPartitions = counts.get(spec.deadLetterTopic) ?? 0;
+  // The default output partition is id mod the partition count (src/activities/apply.ts); for
+  // pipelines started before, that is the source partition whenever their setup check passed.
+  const layout = outputPartitions > 0 && deadLetterPartitions > 0 ? { outputPartitions, deadLetterPartitions } : undefined;
   const reports: PartitionReport[] = [];
   const expectedRows = new Map<string, Map<string, SqlValue[]>>();
+  /** Expected output fingerprints per output partition and source id, in source order. */
+  const expectedOut = new Map<number, Map<number, string[]>>();
+  const expectedDl: string[] = [];
   let sourceRecords = 0;
   let hanging = 0;
   const hangingWhere: string[] = [];
+  const topicParts: [string, number][] = [
+    ...Array.from({ length: outputPartitions }, (_, p): [string, number] => [spec.kafkaSink.topic, p]),
+    ...Array.from({ length: deadLetterPartitions }, (_, p): [string, number] => [spec.deadLetterTopic, p]),
+    ...all.filter((s) => s.id < (counts.get(spec.progressTopic) ?? 0)).map((s): [string, number] => [spec.progressTopic, s.id]),
+  ];
 
   // EndTxn returns before the transaction markers are written: give the last commits a moment
   // to become visible (LSO = high watermark) before reading; what stays open is reported below.
-  for (let p = 0; p < partitions; p++) {
-    for (const t of [spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic]) await settle(cluster, t, p, SETTLE_MS);
-  }
-  for (let p = 0; p < partitions; p++) {
+  for (const [t, p] of topicParts) await settle(cluster, t, p, SETTLE_MS);
+  for (const src of sources) {
+    const p = src.id;
     const ledger = await lastLedgerRow(pool, spec.name, p);
-    const marker = await lastCommittedMarker(cluster, spec.progressTopic, p, await earliestOffset(cluster, spec.progressTopic, p));
+    const hasProgress = p < (counts.get(spec.progressTopic) ?? 0);
+    const marker = hasProgress ? await lastCommittedMarker(cluster, spec.progressTopic, p, await earliestOffset(cluster, spec.progressTopic, p)) : null;
     const committedThrough = ledger?.end ?? null;
-    const sourceEnd = await latestOffset(cluster, spec.source.topic, p, ISOLATION.READ_COMMITTED);
+    const sourceEnd = await latestOffset(cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED);
     // Everything the pipeline committed, transformed once, is what must be visible.
     const from = await firstEpochStart(pool, spec.name, p);
-    const records = committedThrough === null || from === null ? [] : await readRange(cluster, spec.source.topic, p, from, committedThrough, () => undefined);
+    const records = committedThrough === null || from === null ? [] : await readRange(cluster, src.topic, src.partition, from, committedThrough, () => undefined);
     sourceRecords += records.length;
-    const applied = await applyTransform(spec, transform, records, { pipeline: spec.name, partition: p, epoch: 0, attempt: 0, options: spec.transformOptions ?? {} }, tables);
+    const applied = await applyTransform(spec, transform, records, { pipeline: spec.name, partition: p, epoch: 0, attempt: 0, options: spec.transformOptions ?? {} }, tables, layout);
     for (const op of applied.rows) applyRow(expectedRows, tables.get(op.table)!, op.values);
-
-    const expectedOut = applied.outputs.filter((o) => o.partition === p).map((o) => fingerprint(o.key, o.value));
-    const committedOut = await readAll(cluster, spec.kafkaSink.topic, p, ISOLATION.READ_COMMITTED);
-    const uncommittedOut = await readAll(cluster, spec.kafkaSink.topic, p, ISOLATION.READ_UNCOMMITTED);
-    const cmp = compare(expectedOut, committedOut.map((r) => fingerprint(r.key, r.value)));
-    // Dead letters are compared by source coordinates (their headers carry the epoch, which a redo may not share).
-    const expectedDl = applied.deadLetters.map((d) => String(d.headers?.['onceflow.source']));
-    const dl = (await readAll(cluster, spec.deadLetterTopic, p, ISOLATION.READ_COMMITTED)).map((r) => String(r.headers['onceflow.source'] ?? ''));
-    const dlCmp = compare(expectedDl.sort(), dl.sort());
-
-    for (const t of [spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic]) {
-      const hw = await latestOffset(cluster, t, p, ISOLATION.READ_UNCOMMITTED);
-      const lso = await latestOffset(cluster, t, p, ISOLATION.READ_COMMITTED);
-      if (lso !== hw) {
-        hanging++;
-        hangingWhere.push(`${t}[${p}] LSO ${lso} < HW ${hw}`);
-      }
+    for (const o of applied.outputs) {
+      const byOut = expectedOut.get(o.partition) ?? expectedOut.set(o.partition, new Map()).get(o.partition)!;
+      (byOut.get(p) ?? byOut.set(p, []).get(p)!).push(fingerprint(o.key, o.value));
     }
+    // Dead letters are compared by source coordinates (their headers carry the epoch, which a redo may not share).
+    const dls = applied.deadLetters.map((d) => String(d.headers?.['onceflow.source']));
+    expectedDl.push(...dls);
     reports.push({
       partition: p,
+      topic: src.topic,
+      topicPartition: src.partition,
       sourceEnd,
       committedThrough,
       ledgerEpoch: ledger?.epoch ?? null,
       markerEpoch: marker?.epoch ?? null,
-      expectedOutputs: expectedOut.length,
-      outputs: committedOut.length,
-      uncommittedOutputs: uncommittedOut.length,
-      duplicates: cmp.duplicates + dlCmp.duplicates,
-      missing: cmp.missing + dlCmp.missing,
-      unexpected: cmp.unexpected + dlCmp.unexpected,
-      inOrder: cmp.inOrder,
-      deadLetters: dl.length,
-      expectedDeadLetters: expectedDl.length,
+      expectedOutputs: applied.outputs.length,
+      outputs: 0,
+      uncommittedOutputs: 0,
+      duplicates: 0,
+      missing: 0,
+      unexpected: 0,
+      inOrder: true,
+      deadLetters: 0,
+      expectedDeadLetters: dls.length,
     });
   }
+  const reportOf = new Map(reports.map((r) => [r.partition, r]));
 
-  const prepared = (await recoverXids(pool, pipelineGtridPrefix(spec.name))).filter((x) => {
-    return Array.from({ length: partitions }, (_, p) => partitionGtridPrefix(spec.name, p)).some((pre) => x.gtrid.startsWith(pre));
-  });
+  // Per output partition: expected vs read_committed as multisets, and each source's order.
+  const outputs: OutputReport[] = [];
+  const outParts = [...new Set([...Array.from({ length: outputPartitions }, (_, o) => o), ...expectedOut.keys()])].sort((a, b) => a - b);
+  for (const o of outParts) {
+    const bySource = expectedOut.get(o) ?? new Map<number, string[]>();
+    const exists = o >= 0 && o < outputPartitions;
+    // An output partition that does not exist holds nothing: what should be there is missing.
+    const committed = exists ? (await readAll(cluster, spec.kafkaSink.topic, o, ISOLATION.READ_COMMITTED)).map((r) => fingerprint(r.key, r.value)) : [];
+    const uncommitted = exists ? (await readAll(cluster, spec.kafkaSink.topic, o, ISOLATION.READ_UNCOMMITTED)).length : 0;
+    const expected = [...bySource.values()].flat();
+    const cmp = compare(expected.slice().sort(), committed.slice().sort());
+    const order = inSourceOrder(bySource, committed);
+    // Attribute what was found to the source partitions, for their rows of the report.
+    const left = new Map<string, number>();
+    for (const fp of committed) left.set(fp, (left.get(fp) ?? 0) + 1);
+    for (const [id, fps] of [...bySource].sort((a, b) => a[0] - b[0])) {
+      const r = reportOf.get(id)!;
+      for (const fp of fps) {
+        const n = left.get(fp) ?? 0;
+        if (n > 0) {
+          left.set(fp, n - 1);
+          r.outputs++;
+        } else r.missing++;
+      }
+      r.uncommittedOutputs += uncommitted;
+      if (!order.get(id)) r.inOrder = false;
+    }
+    outputs.push({
+      partition: o,
+      sources: [...bySource.keys()].sort((a, b) => a - b),
+      expected: expected.length,
+      outputs: committed.length,
+      uncommittedOutputs: uncommitted,
+      duplicates: cmp.duplicates,
+      missing: cmp.missing,
+      unexpected: cmp.unexpected,
+      inOrder: [...order.values()].every(Boolean),
+    });
+  }
+  const dl: string[] = [];
+  for (let p = 0; p < deadLetterPartitions; p++) dl.push(...(await readAll(cluster, spec.deadLetterTopic, p, ISOLATION.READ_COMMITTED)).map((r) => String(r.headers['onceflow.source'] ?? '')));
+  const dlCmp = compare(expectedDl.sort(), dl.sort());
+  for (const r of reports) r.deadLetters = dl.filter((d) => d.startsWith(`${r.topic}/${r.topicPartition}/`)).length;
+
+  for (const [t, p] of topicParts) {
+    const hw = await latestOffset(cluster, t, p, ISOLATION.READ_UNCOMMITTED);
+    const lso = await latestOffset(cluster, t, p, ISOLATION.READ_COMMITTED);
+    if (lso !== hw) {
+      hanging++;
+      hangingWhere.push(`${t}[${p}] LSO ${lso} < HW ${hw}`);
+    }
+  }
+  const unread: string[] = [];
+  for (const u of unassigned) {
+    if ((await latestOffset(cluster, u.topic, u.partition, ISOLATION.READ_COMMITTED)) > (await earliestOffset(cluster, u.topic, u.partition))) unread.push(`${u.topic}[${u.partition}]`);
+  }
+
+  const prefixes = all.map((s) => partitionGtridPrefix(spec.name, s.id));
+  const prepared = (await recoverXids(pool, pipelineGtridPrefix(spec.name))).filter((x) => prefixes.some((pre) => x.gtrid.startsWith(pre)));
   const unapplied = await pendingEpochs(pool, spec.name);
   const tableProblems = await compareTables(pool, spec, expectedRows);
 
-  const sum = (f: (r: PartitionReport) => number) => reports.reduce((a, r) => a + f(r), 0);
+  const sumOut = (f: (r: OutputReport) => number) => outputs.reduce((a, r) => a + f(r), 0);
   const totals = {
     sourceRecords,
-    outputs: sum((r) => r.outputs),
-    uncommittedOutputs: sum((r) => r.uncommittedOutputs),
-    abortedCopies: sum((r) => r.uncommittedOutputs - r.outputs),
-    duplicates: sum((r) => r.duplicates),
-    missing: sum((r) => r.missing + r.unexpected),
-    deadLetters: sum((r) => r.deadLetters),
+    outputs: sumOut((r) => r.outputs),
+    uncommittedOutputs: sumOut((r) => r.uncommittedOutputs),
+    abortedCopies: sumOut((r) => r.uncommittedOutputs - r.outputs),
+    duplicates: sumOut((r) => r.duplicates) + dlCmp.duplicates,
+    missing: sumOut((r) => r.missing + r.unexpected) + dlCmp.missing + dlCmp.unexpected,
+    deadLetters: dl.length,
     preparedXaBranches: prepared.length,
     hangingPartitions: hanging,
   };
+  const name = (r: PartitionReport) => (spec.source.topics ? `partition ${r.partition} (${r.topic}[${r.topicPartition}])` : `partition ${r.partition}`);
+  const missingWhere = [
+    ...outputs.filter((o) => o.missing + o.unexpected > 0).map((o) => `${spec.kafkaSink.topic}[${o.partition}]${o.partition >= outputPartitions ? ' (no such partition)' : ''}: ${o.missing} missing, ${o.unexpected} unexpected`),
+    ...(dlCmp.missing + dlCmp.unexpected > 0 ? [`${spec.deadLetterTopic}: ${dlCmp.missing} missing, ${dlCmp.unexpected} unexpected`] : []),
+  ];
   const checks: Check[] = [
+    {
+      name: 'source topics exist',
+      ok: goneTopics.length === 0,
+      detail: goneTopics.length ? goneTopics.map((t) => `source topic '${t}' does not exist (any more); its partitions cannot be checked`).join('; ') : `${sourceTopics(spec).length} topic(s)`,
+    },
     { name: 'no duplicates (read_committed)', ok: totals.duplicates === 0, detail: `${totals.duplicates} duplicate(s)` },
-    { name: 'nothing missing (read_committed)', ok: totals.missing === 0, detail: `${totals.missing} missing or unexpected` },
-    { name: 'source order per partition', ok: reports.every((r) => r.inOrder), detail: reports.filter((r) => !r.inOrder).map((r) => `partition ${r.partition} out of order`).join('; ') || 'in order' },
+    { name: 'nothing missing (read_committed)', ok: totals.missing === 0, detail: missingWhere.length ? `${totals.missing} missing or unexpected: ${missingWhere.slice(0, 5).join('; ')}` : '0 missing or unexpected' },
+    {
+      name: 'source order per partition',
+      ok: reports.every((r) => r.inOrder),
+      detail: reports.filter((r) => !r.inOrder).map((r) => `${name(r)} out of order`).join('; ') || 'in order',
+    },
     { name: 'MySQL tables equal the rows applied once', ok: tableProblems.length === 0, detail: tableProblems.slice(0, 5).join('; ') || `${[...expectedRows.values()].reduce((a, m) => a + m.size, 0)} row(s) match` },
     {
       name: 'every committed epoch applied to the tables',
@@ -197,15 +351,19 @@ export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin
     {
       name: 'ledger and progress markers agree',
       ok: reports.every((r) => r.ledgerEpoch === r.markerEpoch),
-      detail: reports.filter((r) => r.ledgerEpoch !== r.markerEpoch).map((r) => `partition ${r.partition}: ledger epoch ${r.ledgerEpoch}, marker epoch ${r.markerEpoch}`).join('; ') || 'agree',
+      detail: reports.filter((r) => r.ledgerEpoch !== r.markerEpoch).map((r) => `${name(r)}: ledger epoch ${r.ledgerEpoch}, marker epoch ${r.markerEpoch}`).join('; ') || 'agree',
     },
     {
       name: 'caught up with the source',
-      ok: reports.every((r) => r.committedThrough === null || r.committedThrough === r.sourceEnd) ,
-      detail: reports.filter((r) => r.committedThrough !== r.sourceEnd).map((r) => `partition ${r.partition}: committed through ${r.committedThrough}, source ends at ${r.sourceEnd}`).join('; ') || 'lag 0',
+      ok: reports.every((r) => r.committedThrough === null || r.committedThrough === r.sourceEnd) && unread.length === 0,
+      detail:
+        [
+          ...reports.filter((r) => r.committedThrough !== r.sourceEnd).map((r) => `${name(r)}: committed through ${r.committedThrough}, source ends at ${r.sourceEnd}`),
+          ...unread.map((u) => `${u}: has records but no partition workflow reads it`),
+        ].join('; ') || 'lag 0',
     },
   ];
-  return { pipeline: spec.name, ok: checks.every((c) => c.ok), checks, partitions: reports, totals };
+  return { pipeline: spec.name, ok: checks.every((c) => c.ok), checks, partitions: reports, outputs, totals };
 }
 
 const SETTLE_MS = 10_000;

@@ -3,6 +3,7 @@
  */
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils';
 import type { Client } from '@temporalio/client';
+import type { Admin } from 'kafkajs';
 import { Worker } from '@temporalio/worker';
 import type { Pool } from 'mysql2/promise';
 import { existsSync, readFileSync } from 'node:fs';
@@ -11,10 +12,17 @@ import { lastLedgerRow } from '../mysql/ledger';
 import { applyStaged, mysqlMode } from '../mysql/stage';
 import { carryOut, examinePartition, settleKafka, type PartitionFindings } from '../recovery';
 import type { ControlAction, PartitionStatus } from '../protocol';
-import { partitionWorkflowId, pipelineWorkflowId, type PipelineSpec } from '../spec';
+import { partitionWorkflowId, pipelineWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
+import { pipelineSources, type PipelineSourcePartition } from '../verify';
 
 export interface PartitionRow {
+  /** The source partition id (src/mysql/sources.ts); for a single-topic pipeline the topic's partition. */
   partition: number;
+  /** Source topic and partition the id reads. */
+  topic: string;
+  topicPartition: number;
+  /** "topic[partition]" when the pipeline has several source topics, else the partition number. */
+  label: string;
   workflow: string;
   phase: string;
   epoch: number | null;
@@ -74,17 +82,30 @@ interface PendingActivity {
 }
 
 /** A partition workflow's status, pending activities (most attempts first) and run start; null if it does not exist. */
-async function describePartition(client: Client, id: string): Promise<{ status: string; startedAt: number; pending: PendingActivity[] } | null> {
+async function describePartition(client: Client, id: string): Promise<{ status: string; startedAt: number; pending: PendingActivity[]; failure?: string } | null> {
   try {
     const d = await client.workflow.getHandle(id).describe();
     const pending = (d.raw.pendingActivities ?? [])
       .map((a) => ({ type: a.activityType?.name ?? 'activity', attempt: Number(a.attempt ?? 1) || 1, lastError: a.lastFailure?.message || null }))
       .sort((a, b) => b.attempt - a.attempt || Number(b.lastError !== null) - Number(a.lastError !== null));
-    return { status: d.status.name, startedAt: d.startTime.getTime(), pending };
+    if (d.status.name !== 'FAILED') return { status: d.status.name, startedAt: d.startTime.getTime(), pending };
+    return { status: d.status.name, startedAt: d.startTime.getTime(), pending, failure: await failureOf(client, id) };
   } catch (e) {
     if ((e as { name?: string }).name === 'WorkflowNotFoundError') return null;
     throw e;
   }
+}
+
+/** Why a failed workflow failed: the innermost message of its failure (e.g. a source topic that was deleted). */
+async function failureOf(client: Client, id: string): Promise<string | undefined> {
+  try {
+    await client.workflow.getHandle(id).result();
+  } catch (e) {
+    let m = (e as Error).message;
+    for (let c = (e as { cause?: unknown }).cause; c instanceof Error; c = (c as { cause?: unknown }).cause) m = c.message || m;
+    return m;
+  }
+  return undefined;
 }
 
 /** How long `status` waits for a partition workflow to answer its status query (a worker must be polling). */
@@ -104,17 +125,29 @@ async function workflowStatus(client: Client, id: string): Promise<{ status: str
   }
 }
 
+/**
+ * One row per source partition of the pipeline — every partition workflow it started, on every
+ * source topic, including partitions added while it runs (the same list as `verify`:
+ * pipelineSources in src/verify.ts). Without `admin`, partitions 0 … partitions-1 of source.topic.
+ * A source topic that no longer exists shows as an error on its partitions' rows.
+ */
 export async function pipelineStatus(
-  deps: { client: Client; cluster: KafkaCluster; pool: Pool },
+  deps: { client: Client; cluster: KafkaCluster; pool: Pool; admin?: Admin },
   spec: PipelineSpec,
   partitions: number,
   opts: { stalledAfterSec?: number } = {},
 ): Promise<PartitionRow[]> {
   const threshold = opts.stalledAfterSec ?? STALLED_AFTER_SEC;
-  const rowOf = async (p: number): Promise<PartitionRow> => {
+  const { sources, goneTopics } = deps.admin
+    ? await pipelineSources({ admin: deps.admin, pool: deps.pool }, spec)
+    : { sources: Array.from({ length: partitions }, (_, p) => ({ id: p, topic: spec.source.topic, partition: p })), goneTopics: [] as string[] };
+  const several = sourceTopics(spec).length > 1 || new Set(sources.map((s) => s.topic)).size > 1;
+  const rowOf = async (src: PipelineSourcePartition): Promise<PartitionRow> => {
+    const p = src.id;
     const id = partitionWorkflowId(spec.name, p);
     const wf = await describePartition(deps.client, id);
-    const sourceEnd = await latestOffset(deps.cluster, spec.source.topic, p, ISOLATION.READ_COMMITTED);
+    const gone = goneTopics.includes(src.topic) ? `source topic '${src.topic}' does not exist any more; partition ${src.partition} cannot be read` : null;
+    const sourceEnd = gone ? null : await latestOffset(deps.cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED);
     let phase = wf ? wf.status.toLowerCase() : 'not started';
     let epoch: number | null = null;
     let committedOffset: number | null = null;
@@ -148,16 +181,19 @@ export async function pipelineStatus(
     // A closed run still lists the activities it had pending; only a running one waits on them.
     const top = wf?.status === 'RUNNING' ? wf.pending[0] : undefined;
     const retrying = top && top.attempt > 1 ? top : undefined;
-    const lastError = top?.lastError ?? wf?.pending.map((a) => a.lastError).find((m) => m) ?? queryError;
+    const lastError = gone ?? top?.lastError ?? wf?.pending.map((a) => a.lastError).find((m) => m) ?? queryError ?? wf?.failure ?? null;
     const waitingOn = top ? `${top.type} attempt ${top.attempt}` : inFlight || (queryError ? 'a worker' : null);
     const row = {
       partition: p,
+      topic: src.topic,
+      topicPartition: src.partition,
+      label: several ? `${src.topic}[${src.partition}]` : String(p),
       workflow: id,
       phase,
       epoch,
       committedOffset,
-      sourceEnd,
-      lag: committedOffset === null ? null : Math.max(0, sourceEnd - committedOffset),
+      sourceEnd: sourceEnd ?? committedOffset ?? 0,
+      lag: committedOffset === null || sourceEnd === null ? null : Math.max(0, sourceEnd - committedOffset),
       lastError: lastError ?? null,
       sinceCommitSec,
       inFlight,
@@ -168,12 +204,12 @@ export async function pipelineStatus(
     return { ...row, stalled: isStalled(row, threshold) };
   };
   // A few partitions at a time: a partition whose workflow does not answer costs the query deadline.
-  const rows: PartitionRow[] = new Array(partitions);
-  let nextPartition = 0;
+  const rows: PartitionRow[] = new Array(sources.length);
+  let next = 0;
   const lane = async () => {
-    for (let p = nextPartition++; p < partitions; p = nextPartition++) rows[p] = await rowOf(p);
+    for (let i = next++; i < sources.length; i = next++) rows[i] = await rowOf(sources[i]!);
   };
-  await Promise.all(Array.from({ length: Math.min(STATUS_CONCURRENCY, partitions) }, lane));
+  await Promise.all(Array.from({ length: Math.min(STATUS_CONCURRENCY, sources.length) }, lane));
   return rows;
 }
 
@@ -187,10 +223,18 @@ export async function listPipelines(client: Client): Promise<{ pipeline: string;
   return out;
 }
 
+/** Source partition ids: 0 … n-1 for a count (single-topic pipelines), else the ids given (pipelineSources in src/verify.ts). */
+const idsOf = (partitions: number | number[]) => (Array.isArray(partitions) ? partitions : Array.from({ length: partitions }, (_, p) => p));
+
+/** Every source partition id of a pipeline (all topics, partitions added while it ran): what control, status and transactions act on. */
+export async function pipelinePartitionIds(deps: { admin: Admin; pool: Pool }, spec: PipelineSpec): Promise<number[]> {
+  return (await pipelineSources(deps, spec)).sources.map((s) => s.id);
+}
+
 /** Sends a control action to every partition workflow through its validated update. */
-export async function controlPartitions(client: Client, pipeline: string, partitions: number, action: ControlAction): Promise<{ partition: number; ok: boolean; message: string }[]> {
+export async function controlPartitions(client: Client, pipeline: string, partitions: number | number[], action: ControlAction): Promise<{ partition: number; ok: boolean; message: string }[]> {
   const out: { partition: number; ok: boolean; message: string }[] = [];
-  for (let p = 0; p < partitions; p++) {
+  for (const p of idsOf(partitions)) {
     try {
       await client.workflow.getHandle(partitionWorkflowId(pipeline, p)).executeUpdate('control', { args: [action] });
       out.push({ partition: p, ok: true, message: `${action} accepted` });
@@ -252,15 +296,18 @@ export interface InDoubt {
 }
 
 /** Lists what is in doubt and the decision each would get; changes nothing. */
-export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number): Promise<InDoubt> {
+export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?: Admin }, spec: PipelineSpec, partitions: number | number[]): Promise<InDoubt> {
   const found: PartitionFindings[] = [];
-  for (let p = 0; p < partitions; p++) {
+  for (const p of idsOf(partitions)) {
     const f = await examinePartition(deps, spec, p, Date.now());
     if (f.refuse || f.epochs.some((e) => e.actions.length)) found.push(f);
   }
   const kafka: InDoubt['kafka'] = [];
+  // The sink and dead-letter topics may have fewer partitions than the source has ids.
+  const counts = deps.admin ? new Map((await deps.admin.fetchTopicMetadata({ topics: [spec.kafkaSink.topic, spec.deadLetterTopic] })).topics.map((t) => [t.name, t.partitions.length])) : new Map<string, number>();
   for (const topic of [spec.kafkaSink.topic, spec.progressTopic, spec.deadLetterTopic]) {
-    for (let p = 0; p < partitions; p++) {
+    for (const p of idsOf(partitions)) {
+      if (p >= (counts.get(topic) ?? Infinity)) continue;
       const lso = await latestOffset(deps.cluster, topic, p, ISOLATION.READ_COMMITTED);
       const hw = await latestOffset(deps.cluster, topic, p, ISOLATION.READ_UNCOMMITTED);
       if (lso < hw) kafka.push({ topic, partition: p, lso, highWatermark: hw });
@@ -300,8 +347,8 @@ export function describeInDoubt(found: InDoubt): string[] {
  * names, roll back the others, apply committed staged rows. A side that must be redone is left
  * for reconcile, which runs when the pipeline is started again.
  */
-export async function resolveInDoubt(deps: { client: Client; cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number): Promise<string[]> {
-  for (let p = 0; p < partitions; p++) {
+export async function resolveInDoubt(deps: { client: Client; cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number | number[]): Promise<string[]> {
+  for (const p of idsOf(partitions)) {
     const wf = await workflowStatus(deps.client, partitionWorkflowId(spec.name, p));
     if (wf?.status === 'RUNNING') {
       throw new Error(`pipeline ${spec.name} is running (partition ${p}); its workflows decide its transactions. Stop it first: onceflow stop ${spec.name}`);
@@ -311,7 +358,7 @@ export async function resolveInDoubt(deps: { client: Client; cluster: KafkaClust
   if (parent?.status === 'RUNNING') throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
   const done: string[] = [];
   const token = Date.now();
-  for (let p = 0; p < partitions; p++) {
+  for (const p of idsOf(partitions)) {
     for (const id of await settleKafka(deps.cluster, spec, p)) done.push(`Kafka ${id}: fenced; any open transaction of it was aborted`);
     const f = await examinePartition(deps, spec, p, token);
     if (f.refuse) {

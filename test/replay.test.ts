@@ -4,6 +4,9 @@
  * workflow code; a deliberately nondeterministic change must be caught.
  *
  * Re-record with: ONCEFLOW_RECORD_HISTORIES=1 npm test -- test/engine.test.ts (writes partition-*.json).
+ * Pipeline workflows (test/histories/pipeline/, recorded by test/sources.test.ts with the same
+ * variable): the discovery loop behind source-discovery-v1, continued as new, and a partition
+ * workflow started by it.
  * Older generations are kept to guard the patches: sequential-*.json were recorded before the
  * pipelined loop, v1-pipelined-*.json before the single commit activity (commit-epoch-v1).
  */
@@ -75,4 +78,18 @@ test('a nondeterministic change of the partition workflow is caught by replay', 
     assert.ok(e instanceof DeterminismViolationError, `expected a DeterminismViolationError, got ${String(e)}`);
     return true;
   });
+});
+
+const pipelineDir = join(dir, 'pipeline');
+const pipelineFiles = readdirSync(pipelineDir).filter((f) => f.endsWith('.json')).sort();
+
+test('recorded pipeline histories (partition discovery, continue-as-new) replay with the current workflow code', async () => {
+  quietRuntime();
+  const all = pipelineFiles.map((f) => readFileSync(join(pipelineDir, f), 'utf8')).join('\n');
+  assert.deepEqual(patchIds(all).filter((p) => p === 'source-discovery-v1'), ['source-discovery-v1']);
+  assert.match(all, /ContinuedAsNew/, 'a pipeline run that continued as new');
+  assert.match(all, /"partitionEnded"/, 'a partition reporting its end by signal');
+  for (const f of pipelineFiles) {
+    await Worker.runReplayHistory(currentBundle(), historyFromJSON(JSON.parse(readFileSync(join(pipelineDir, f), 'utf8'))), f);
+  }
 });

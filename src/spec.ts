@@ -147,7 +147,7 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   }
   topic('kafkaSink.topic', i.kafkaSink?.topic);
   if (i.kafkaSink?.topic !== undefined && topics.includes(i.kafkaSink.topic)) {
-    bad('kafkaSink.topic', `must differ from the source topic${topics.length > 1 ? 's' : ''} (a pipeline reading its own output never ends)`);
+    bad('kafkaSink.topic', `must differ from ${src?.topics ? 'every one of source.topics' : 'source.topic'} (a pipeline reading its own output never ends)`);
   }
   const txTimeout = i.kafkaSink?.transactionTimeoutMs ?? SPEC_DEFAULTS.transactionTimeoutMs;
   if (!positiveInt(txTimeout) || txTimeout < 1000) bad('kafkaSink.transactionTimeoutMs', `must be an integer ≥ 1000 ms, got ${JSON.stringify(txTimeout)}`);

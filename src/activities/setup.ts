@@ -38,6 +38,20 @@ export function createSetup(ctx: ActivityContext) {
     const meta = await admin.fetchTopicMetadata({ topics });
     return new Map(meta.topics.map((t) => [t.name, t.partitions.length]));
   };
+  const setUpTables = async (spec: PipelineSpec) => {
+    for (const [n, t] of spec.mysqlSink.tables.entries()) {
+      const ddl = createTableSql(t);
+      if (ddl) await pool.query(ddl);
+      try {
+        if (mysqlMode(spec) === 'staged') await ensureStageTable(pool, t);
+      } catch (e) {
+        if (sqlErrno(e) !== ER_NO_SUCH_TABLE) throw e;
+        throw new ConfigError(`mysqlSink.tables[${n}].name`, `table '${t.name}' does not exist in the database; create it, or give its DDL under 'create'`);
+      }
+    }
+    await ensureLedger(pool);
+    await ensureStagedTable(pool);
+  };
   return {
     /**
      * Checks the source topics, creates missing sink/progress/dead-letter topics and tables,
@@ -56,7 +70,7 @@ export function createSetup(ctx: ActivityContext) {
         }
         const present = topics.filter((t) => existing.has(t));
         const counts = present.length ? await partitionCount(present) : new Map<string, number>();
-        await ensureSourcesTable(pool);
+        if (!opts.discovery) await ensureSourcesTable(pool);
         const { all } = await assignSources(
           pool,
           spec.name,
@@ -90,18 +104,9 @@ export function createSetup(ctx: ActivityContext) {
         for (const [field, t] of wanted) {
           if ((sinks.get(t) ?? 0) === 0) throw new ConfigError(field, `topic '${t}' has no partitions`);
         }
-        for (const [n, t] of spec.mysqlSink.tables.entries()) {
-          const ddl = createTableSql(t);
-          if (ddl) await pool.query(ddl);
-          try {
-            if (mysqlMode(spec) === 'staged') await ensureStageTable(pool, t);
-          } catch (e) {
-            if (sqlErrno(e) !== ER_NO_SUCH_TABLE) throw e;
-            throw new ConfigError(`mysqlSink.tables[${n}].name`, `table '${t.name}' does not exist in the database; create it, or give its DDL under 'create'`);
-          }
-        }
-        await ensureLedger(pool);
-        await ensureStagedTable(pool);
+        // Tables only at the start: a periodic CREATE … IF NOT EXISTS would queue for the metadata
+        // locks of prepared XA branches and hold up every branch behind it (design §6.8).
+        if (!opts.discovery) await setUpTables(spec);
         const sources = all
           .filter((a) => existing.has(a.topic))
           .map((a) => ({ id: a.id, topic: a.topic, partition: a.partition, outputPartitions, deadLetterPartitions, ...(a.discovered ? { startFrom: 'earliest' as const } : {}) }));

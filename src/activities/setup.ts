@@ -107,8 +107,10 @@ export function createSetup(ctx: ActivityContext) {
         // Tables only at the start: a periodic CREATE … IF NOT EXISTS would queue for the metadata
         // locks of prepared XA branches and hold up every branch behind it (design §6.8).
         if (!opts.discovery) await setUpTables(spec);
+        // Only partitions that exist now: a topic deleted and created again with fewer partitions
+        // keeps its old ids, and a partition workflow for a partition that is not there would retry forever.
         const sources = all
-          .filter((a) => existing.has(a.topic))
+          .filter((a) => a.partition < (counts.get(a.topic) ?? 0))
           .map((a) => ({ id: a.id, topic: a.topic, partition: a.partition, outputPartitions, deadLetterPartitions, ...(a.discovered ? { startFrom: 'earliest' as const } : {}) }));
         return { partitions, sources, ...(missingTopics.length ? { missingTopics } : {}) };
       });

@@ -24,6 +24,7 @@ import type { PipelineSpec, TableSpec } from '../spec';
 import { inLocalTransaction, insertChunked, onDuplicateSql, quoteIdent, tableRows, type RowOp } from './sink';
 import { ER_NO_SUCH_TABLE, sqlErrno } from './errors';
 import { LEDGER_TABLE } from './ledger';
+import { SOURCES_TABLE } from './sources';
 
 export const STAGED_TABLE = 'onceflow_staged';
 
@@ -147,5 +148,6 @@ export async function dropPipelineTables(db: Pool, spec: PipelineSpec): Promise<
   for (const t of spec.mysqlSink.tables) {
     await db.query(`DROP TABLE IF EXISTS ${quoteIdent(t.name)}, ${quoteIdent(stageTableName(t.name))}`);
   }
-  for (const t of [LEDGER_TABLE, STAGED_TABLE]) await db.query(`DELETE FROM \`${t}\` WHERE pipeline = ?`, [spec.name]).catch(() => undefined);
+  // The source partition ids go with the ledger they key (src/mysql/sources.ts).
+  for (const t of [LEDGER_TABLE, STAGED_TABLE, SOURCES_TABLE]) await db.query(`DELETE FROM \`${t}\` WHERE pipeline = ?`, [spec.name]).catch(() => undefined);
 }

@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { createTopic, makeEvents, produceValues, resetPipeline, tableSums, compareSpec, type InputSet } from '../examples/flink-compare/scenario';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { applyTransform, tableMap } from '../src/activities/apply';
-import { pipelineStatus } from '../src/cli/ops';
+import { controlPartitions, pipelineStatus } from '../src/cli/ops';
 import { startPipeline } from '../src/client';
 import { ValidationError } from '../src/errors';
 import { definePipeline, partitionWorkflowId, pipelineWorkflowId, type PipelineInput, type PipelineSpec } from '../src/spec';
@@ -147,7 +147,11 @@ test('several source topics: each (topic, partition) its own partition workflow,
   const tq = uniqueName('tq');
   await withWorker(tq, async () => {
     await startPipeline(deps.client, spec, tq);
-    const results = await drain(spec);
+    await waitUntil('all five partition workflows started', async () => (await pipelineStatus(deps, spec, 0)).every((r) => r.phase !== 'not started'), 30_000);
+    // What `onceflow stop --drain` does, given the first topic's partition count: it reaches all five.
+    const drained = await controlPartitions(deps.client, name, 3, 'drain');
+    assert.deepEqual(drained.map((r) => [r.partition, r.ok]), [0, 1, 2, 3, 4].map((p) => [p, true]));
+    const results = (await deps.client.workflow.getHandle(pipelineWorkflowId(name)).result()) as PartitionResult[];
     assert.equal(results.length, 5);
     const rows = await pipelineStatus(deps, spec, 0);
     assert.deepEqual(

@@ -14,6 +14,8 @@ import { carryOut, examinePartition, settleKafka, type PartitionFindings } from 
 import type { ControlAction, PartitionStatus } from '../protocol';
 import { partitionWorkflowId, pipelineWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
 import { pipelineSources, type PipelineSourcePartition } from '../verify';
+import { listSources } from '../mysql/sources';
+import type { PipelineInfo } from '../workflows/pipeline';
 
 export interface PartitionRow {
   /** The source partition id (src/mysql/sources.ts); for a single-topic pipeline the topic's partition. */
@@ -223,18 +225,45 @@ export async function listPipelines(client: Client): Promise<{ pipeline: string;
   return out;
 }
 
-/** Source partition ids: 0 … n-1 for a count (single-topic pipelines), else the ids given (pipelineSources in src/verify.ts). */
+/** Source partition ids: the ids given, else 0 … n-1 for a count (what callers passing the source topic's partition count mean). */
 const idsOf = (partitions: number | number[]) => (Array.isArray(partitions) ? partitions : Array.from({ length: partitions }, (_, p) => p));
+
+/**
+ * The pipeline's source partition ids when it recorded them (src/mysql/sources.ts: every topic,
+ * partitions added while it ran), else those of `partitions`: a caller passing the first source
+ * topic's partition count still reaches every partition workflow of a pipeline with several topics.
+ */
+async function recordedIds(pool: Pool, pipeline: string, partitions: number | number[]): Promise<number[]> {
+  if (Array.isArray(partitions)) return partitions;
+  const ids = (await listSources(pool, pipeline)).map((s) => s.id);
+  return ids.length ? ids : idsOf(partitions);
+}
+
+/** The partition workflow ids a discovering pipeline workflow reports in its info query; null when it does not answer or predates discovery. */
+async function startedIds(client: Client, pipeline: string): Promise<number[] | null> {
+  try {
+    const info = await client.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => client.workflow.getHandle(pipelineWorkflowId(pipeline)).query<PipelineInfo>('info'));
+    return info.sources ? info.sources.map((s) => s.id) : null;
+  } catch {
+    return null;
+  }
+}
 
 /** Every source partition id of a pipeline (all topics, partitions added while it ran): what control, status and transactions act on. */
 export async function pipelinePartitionIds(deps: { admin: Admin; pool: Pool }, spec: PipelineSpec): Promise<number[]> {
   return (await pipelineSources(deps, spec)).sources.map((s) => s.id);
 }
 
-/** Sends a control action to every partition workflow through its validated update. */
+/**
+ * Sends a control action to every partition workflow through its validated update — given a
+ * count, to every partition workflow the pipeline workflow says it started (all topics, added
+ * partitions) — and to a discovering pipeline workflow itself, so that partitions it starts
+ * later get the same control state (a control that does not apply any more is ignored there).
+ */
 export async function controlPartitions(client: Client, pipeline: string, partitions: number | number[], action: ControlAction): Promise<{ partition: number; ok: boolean; message: string }[]> {
   const out: { partition: number; ok: boolean; message: string }[] = [];
-  for (const p of idsOf(partitions)) {
+  const started = Array.isArray(partitions) ? null : await startedIds(client, pipeline);
+  for (const p of started ?? idsOf(partitions)) {
     try {
       await client.workflow.getHandle(partitionWorkflowId(pipeline, p)).executeUpdate('control', { args: [action] });
       out.push({ partition: p, ok: true, message: `${action} accepted` });
@@ -243,6 +272,8 @@ export async function controlPartitions(client: Client, pipeline: string, partit
       out.push({ partition: p, ok: false, message: cause ?? (e as Error).message });
     }
   }
+  // After the partitions' own updates (which answer), so none of them finds it applied already.
+  if (started) await client.workflow.getHandle(pipelineWorkflowId(pipeline)).signal('control', action).catch(() => undefined);
   return out;
 }
 
@@ -298,7 +329,8 @@ export interface InDoubt {
 /** Lists what is in doubt and the decision each would get; changes nothing. */
 export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?: Admin }, spec: PipelineSpec, partitions: number | number[]): Promise<InDoubt> {
   const found: PartitionFindings[] = [];
-  for (const p of idsOf(partitions)) {
+  const ids = await recordedIds(deps.pool, spec.name, partitions);
+  for (const p of ids) {
     const f = await examinePartition(deps, spec, p, Date.now());
     if (f.refuse || f.epochs.some((e) => e.actions.length)) found.push(f);
   }
@@ -306,7 +338,7 @@ export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?:
   // The sink and dead-letter topics may have fewer partitions than the source has ids.
   const counts = deps.admin ? new Map((await deps.admin.fetchTopicMetadata({ topics: [spec.kafkaSink.topic, spec.deadLetterTopic] })).topics.map((t) => [t.name, t.partitions.length])) : new Map<string, number>();
   for (const topic of [spec.kafkaSink.topic, spec.progressTopic, spec.deadLetterTopic]) {
-    for (const p of idsOf(partitions)) {
+    for (const p of ids) {
       if (p >= (counts.get(topic) ?? Infinity)) continue;
       const lso = await latestOffset(deps.cluster, topic, p, ISOLATION.READ_COMMITTED);
       const hw = await latestOffset(deps.cluster, topic, p, ISOLATION.READ_UNCOMMITTED);
@@ -348,7 +380,8 @@ export function describeInDoubt(found: InDoubt): string[] {
  * for reconcile, which runs when the pipeline is started again.
  */
 export async function resolveInDoubt(deps: { client: Client; cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number | number[]): Promise<string[]> {
-  for (const p of idsOf(partitions)) {
+  const ids = await recordedIds(deps.pool, spec.name, partitions);
+  for (const p of ids) {
     const wf = await workflowStatus(deps.client, partitionWorkflowId(spec.name, p));
     if (wf?.status === 'RUNNING') {
       throw new Error(`pipeline ${spec.name} is running (partition ${p}); its workflows decide its transactions. Stop it first: onceflow stop ${spec.name}`);
@@ -358,7 +391,7 @@ export async function resolveInDoubt(deps: { client: Client; cluster: KafkaClust
   if (parent?.status === 'RUNNING') throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
   const done: string[] = [];
   const token = Date.now();
-  for (const p of idsOf(partitions)) {
+  for (const p of ids) {
     for (const id of await settleKafka(deps.cluster, spec, p)) done.push(`Kafka ${id}: fenced; any open transaction of it was aborted`);
     const f = await examinePartition(deps, spec, p, token);
     if (f.refuse) {

@@ -6,9 +6,10 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { loadSettings, type Settings } from './config';
 import type { ControlAction, PartitionStatus } from './protocol';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
-import { partitionWorkflowId, pipelineWorkflowId, type PipelineSpec } from './spec';
+import { partitionWorkflowId, pipelineWorkflowId, sourceTopics, type PipelineSpec } from './spec';
 import type { pipelineWorkflow } from './workflows/pipeline';
 
+/** A Temporal client for the settings' server and namespace. */
 export async function connectClient(settings: Settings = loadSettings()): Promise<Client> {
   const connection = await Connection.connect({ address: settings.temporal.address, connectTimeout: '5s' });
   return new Client({ connection, namespace: settings.temporal.namespace });
@@ -24,7 +25,7 @@ export async function startPipeline(client: Client, spec: PipelineSpec, taskQueu
     typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }],
     memo: {
       pipeline: spec.name,
-      source: spec.source.topic,
+      source: sourceTopics(spec).join(','),
       transform: spec.transform,
       kafkaSink: spec.kafkaSink.topic,
       tables: spec.mysqlSink.tables.map((t) => t.name).join(','),
@@ -33,6 +34,7 @@ export async function startPipeline(client: Client, spec: PipelineSpec, taskQueu
   });
 }
 
+/** Sends pause, resume, drain or stop to a running pipeline; its partitions act at their next epoch boundary. */
 export async function controlPipeline(client: Client, pipeline: string, action: ControlAction): Promise<void> {
   await client.workflow.getHandle(pipelineWorkflowId(pipeline)).signal('control', action);
 }

@@ -54,13 +54,16 @@ export function createSetup(ctx: ActivityContext) {
   };
   return {
     /**
-     * Checks the source topics, creates missing sink/progress/dead-letter topics and tables,
+     * Checks that this worker has the pipeline's transform and the source topics, creates missing sink/progress/dead-letter topics and tables,
      * assigns ids to source partitions not seen before (src/mysql/sources.ts) and grows the
      * progress topic to one partition per id. With `discovery` (the periodic look for new
      * partitions), a source topic that is gone is reported and skipped rather than refused.
      */
     async describeSource(spec: PipelineSpec, opts: { discovery?: boolean } = {}): Promise<SourceLayout> {
       return edge(async () => {
+        // A worker without the pipeline's transform refuses the pipeline before any partition
+        // starts: MissingTransform (not retryable) names the pipeline, the transform and --transforms.
+        if (!opts.discovery) ctx.transforms.get(spec.transform, spec.name);
         const topics = sourceTopics(spec);
         const existing = new Set(await admin.listTopics());
         const missingTopics = topics.filter((t) => !existing.has(t));

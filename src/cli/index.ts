@@ -4,8 +4,8 @@
  */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
-import type { Admin } from 'kafkajs';
 import { pipelineSpecOf, startPipeline, controlPipeline } from '../client';
+import { sourceTopics } from '../spec';
 import { openConnections, type Connections } from '../connections';
 import { loadSettings, type Settings } from '../config';
 import { ValidationError, errorMessage } from '../errors';
@@ -17,7 +17,7 @@ import { initProject } from './init';
 import { installWorkerLog, ProgressView } from './progress';
 import { runPipeline } from './run';
 import { loadPipelineConfig } from './config-file';
-import { STALLED_AFTER_SEC, controlPartitions, describeInDoubt, describeStall, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
+import { STALLED_AFTER_SEC, pipelinePartitionIds, controlPartitions, describeInDoubt, describeStall, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
 
 const USAGE = `usage: onceflow <command> [options]
 
@@ -63,16 +63,11 @@ async function withServices<T>(settings: Settings, fn: (s: Connections) => Promi
   }
 }
 
-async function partitionsOf(admin: Admin, topic: string): Promise<number> {
-  const meta = await admin.fetchTopicMetadata({ topics: [topic] });
-  return meta.topics[0]?.partitions.length ?? 0;
-}
-
 function table(rows: PartitionRow[]): string {
   const head = ['partition', 'phase', 'epoch', 'committed', 'source-end', 'lag', 'since-commit', 'in-flight', 'retrying', 'stalled', 'last error'];
   const body = rows.map((r) =>
     [
-      r.partition,
+      r.label,
       r.phase,
       r.epoch ?? '-',
       r.committedOffset ?? '-',
@@ -197,7 +192,7 @@ async function run(
         const stalledAfterSec = o['stalled-after'] === undefined ? STALLED_AFTER_SEC : Number(o['stalled-after']);
         if (!Number.isFinite(stalledAfterSec) || stalledAfterSec < 0) throw new UsageError(`--stalled-after must be a number of seconds ≥ 0, got '${o['stalled-after']}'`);
         const spec = await pipelineSpecOf(s.client, arg);
-        const rows = await pipelineStatus(s, spec, await partitionsOf(s.admin, spec.source.topic), { stalledAfterSec });
+        const rows = await pipelineStatus(s, spec, (await pipelinePartitionIds(s, spec)).length, { stalledAfterSec });
         const stalled = rows.filter((r) => r.stalled);
         const advice = stalled.length
           ? [
@@ -208,7 +203,7 @@ async function run(
               `(README.md, "Operating pipelines" → "When a partition stalls", also says how to stop a partition whose commit keeps failing).`,
             ]
           : [];
-        out(`pipeline ${spec.name} (source ${spec.source.topic} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${table(rows)}${advice.map((l) => `\n${l}`).join('')}`, {
+        out(`pipeline ${spec.name} (source ${sourceTopics(spec).join(', ')} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${table(rows)}${advice.map((l) => `\n${l}`).join('')}`, {
           pipeline: spec.name,
           stalledAfterSec,
           partitions: rows,
@@ -219,14 +214,14 @@ async function run(
     case 'resume':
       return withServices(settings, async (s) => {
         const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
-        const res = await controlPartitions(s.client, spec.name, await partitionsOf(s.admin, spec.source.topic), cmd);
+        const res = await controlPartitions(s.client, spec.name, await pipelinePartitionIds(s, spec), cmd);
         out(res.map((r) => `partition ${r.partition}: ${r.ok ? 'ok' : 'rejected'} — ${r.message}`).join('\n'), res);
         return res.every((r) => r.ok) ? 0 : 1;
       });
     case 'stop':
       return withServices(settings, async (s) => {
         const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
-        const partitions = await partitionsOf(s.admin, spec.source.topic);
+        const partitions = await pipelinePartitionIds(s, spec);
         const action = o.drain ? 'drain' : 'stop';
         const res = await controlPartitions(s.client, spec.name, partitions, action);
         if (res.some((r) => !r.ok)) await controlPipeline(s.client, spec.name, action); // children not started yet: via the parent
@@ -241,8 +236,8 @@ async function run(
         while (!finished) {
           await Promise.race([done.catch(() => undefined), new Promise((r) => setTimeout(r, 1000))]);
           if (finished || o.json) continue;
-          const rows = await pipelineStatus(s, spec, partitions);
-          io.stderr(`  ${action}: ${rows.map((r) => `p${r.partition} lag ${r.lag ?? '?'}`).join(', ')}\n`);
+          const rows = await pipelineStatus(s, spec, partitions.length);
+          io.stderr(`  ${action}: ${rows.map((r) => `${r.label} lag ${r.lag ?? '?'}`).join(', ')}\n`);
         }
         const results = await done;
         out(results.map((r) => `partition ${r.partition}: ${r.reason} after ${r.state.committedEpochs} epochs in the last run, offset ${r.state.offset}`).join('\n'), results);
@@ -275,7 +270,7 @@ async function run(
     case 'transactions':
       return withServices(settings, async (s) => {
         const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
-        const partitions = await partitionsOf(s.admin, spec.source.topic);
+        const partitions = await pipelinePartitionIds(s, spec);
         if (o.resolve) {
           const done = await resolveInDoubt(s, spec, partitions);
           out(done.length ? done.join('\n') : 'nothing in doubt', done);

@@ -5,11 +5,15 @@ export function printReport(r: VerifyReport, write: (s: string) => void = (s) =>
   const console = { log: (line: string) => write(`${line}\n`) };
   const t = r.totals;
   console.log(`\nverification of pipeline '${r.pipeline}'`);
-  console.log('partition  source-end  committed  epochs  expected  read_committed  read_uncommitted  dup  missing  dead-letters');
+  // Several source topics: a partition is named topic[partition] (its id is what workflow ids use).
+  const several = new Set(r.partitions.map((p) => p.topic)).size > 1;
+  const label = (p: VerifyReport['partitions'][number]) => (several ? `${p.topic}[${p.topicPartition}]` : String(p.partition));
+  const width = Math.max(9, ...r.partitions.map((p) => label(p).length));
+  console.log(`${'partition'.padStart(width)}  source-end  committed  epochs  expected  read_committed  read_uncommitted  dup  missing  dead-letters`);
   for (const p of r.partitions) {
     console.log(
       [
-        String(p.partition).padStart(9),
+        label(p).padStart(width),
         String(p.sourceEnd).padStart(10),
         String(p.committedThrough ?? '-').padStart(9),
         String(p.ledgerEpoch === null ? 0 : p.ledgerEpoch + 1).padStart(6),
@@ -21,6 +25,25 @@ export function printReport(r: VerifyReport, write: (s: string) => void = (s) =>
         String(p.deadLetters).padStart(12),
       ].join('  '),
     );
+  }
+  // Outputs that do not map one to one onto source partitions (a transform that picks the
+  // partition, or a sink narrower than the source): the comparison per output partition.
+  if (r.outputs.some((o) => o.sources.length !== 1 || o.sources[0] !== o.partition)) {
+    console.log('output partition  from sources  expected  read_committed  dup  missing  unexpected  in order');
+    for (const o of r.outputs) {
+      console.log(
+        [
+          String(o.partition).padStart(16),
+          (o.sources.join(',') || '-').padStart(12),
+          String(o.expected).padStart(8),
+          String(o.outputs).padStart(14),
+          String(o.duplicates).padStart(3),
+          String(o.missing).padStart(7),
+          String(o.unexpected).padStart(10),
+          (o.inOrder ? 'yes' : 'NO').padStart(8),
+        ].join('  '),
+      );
+    }
   }
   console.log(
     `totals: source records ${t.sourceRecords}, read_committed outputs ${t.outputs}, duplicates ${t.duplicates}, missing ${t.missing}, ` +

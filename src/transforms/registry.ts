@@ -22,7 +22,11 @@ export interface SourceRecord {
 export interface OutputRecord {
   key?: string | Buffer | null;
   value: string | Buffer | null;
-  /** Output partition; default: the source partition (keeps source order per partition). */
+  /**
+   * Output partition; default: the source partition's id modulo the output topic's partition
+   * count (one output partition per source partition, so its order holds). A partition the
+   * output topic does not have dead-letters the record.
+   */
   partition?: number;
   headers?: Record<string, string>;
 }

@@ -178,7 +178,18 @@ function inSourceOrder(expectedBySource: Map<number, string[]>, actual: string[]
   return out;
 }
 
-export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin; pool: Pool; transforms: TransformRegistry }, spec: PipelineSpec): Promise<VerifyReport> {
+/**
+ * Checks a pipeline's run end to end: every committed source record transformed once is in the
+ * read_committed output (no duplicate, none missing, source order per partition), the MySQL
+ * tables equal the rows applied once, nothing is left prepared or hanging, and the ledger and
+ * progress markers agree. Needs the pipeline's transform (it maps the records again).
+ * `onProgress` hears each source partition as it is done (verify reads every record).
+ */
+export async function verifyPipeline(
+  deps: { cluster: KafkaCluster; admin: Admin; pool: Pool; transforms: TransformRegistry },
+  spec: PipelineSpec,
+  onProgress?: (done: number, total: number, partition: string) => void,
+): Promise<VerifyReport> {
   const { cluster, admin, pool } = deps;
   const transform = deps.transforms.get(spec.transform, spec.name);
   const tables = tableMap(spec);
@@ -245,6 +256,7 @@ export async function verifyPipeline(deps: { cluster: KafkaCluster; admin: Admin
       deadLetters: 0,
       expectedDeadLetters: dls.length,
     });
+    onProgress?.(reports.length, sources.length, `${src.topic}[${src.partition}]`);
   }
   const reportOf = new Map(reports.map((r) => [r.partition, r]));
 

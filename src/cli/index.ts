@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import { pipelineSpecOf, startPipeline, controlPipeline } from '../client';
-import { sourceTopics } from '../spec';
+import { sourceTopics, type PipelineSpec } from '../spec';
 import { openConnections, type Connections } from '../connections';
 import { loadSettings, type Settings } from '../config';
 import { ValidationError, errorMessage } from '../errors';
@@ -25,7 +25,8 @@ commands:
   init <dir> [--onceflow spec]      scaffold a project: a transform, its test, pipeline.yaml, a README
   run <config.yaml|json> [--transforms m] [--drain]  a worker in this process and the pipeline on its
                                     task queue, with a progress view; --drain: catch up, then exit
-  start <config.yaml|json>          start a pipeline (idempotent: a running one is returned)
+  start <config.yaml|json> [--detach]  start a pipeline (idempotent: a running one is returned); on a
+                                    terminal it then follows the pipeline until Ctrl-C (--detach: return)
   status [pipeline] [--stalled-after s]  pipelines, or per partition: epoch, committed offset, lag, phase,
                                     time since the last commit, epochs in flight, retried activity, last error;
                                     stalled = lag > 0 and no commit for s seconds (default ${STALLED_AFTER_SEC}), or attempt ≥ 5
@@ -110,6 +111,7 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
         transforms: { type: 'string' },
         onceflow: { type: 'string' },
         verbose: { type: 'boolean', default: false },
+        detach: { type: 'boolean', default: false },
         'log-file': { type: 'string' },
       },
     });
@@ -145,6 +147,38 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
   }
 }
 
+/** A summary line of the pipeline every 5 s until SIGINT/SIGTERM or the pipeline ends. */
+async function followPipeline(s: Connections, spec: PipelineSpec, write: (line: string) => void): Promise<void> {
+  let stop = false;
+  const onSignal = () => (stop = true);
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, onSignal);
+  const closed = s.client.workflow
+    .getHandle(`onceflow/${spec.name}`)
+    .result()
+    .then(
+      () => 'ended',
+      (e: unknown) => `failed: ${errorMessage(e)}`,
+    );
+  let ended: string | undefined;
+  void closed.then((r) => (ended = r));
+  write(`following ${spec.name} (Ctrl-C stops following; the pipeline runs on)\n`);
+  try {
+    while (!stop && !ended) {
+      const rows = await pipelineStatus(s, spec, 0);
+      const sum = (f: (r: PartitionRow) => number | null) => rows.reduce((a, r) => a + (f(r) ?? 0), 0);
+      const stalled = rows.filter((r) => r.stalled).map((r) => r.label);
+      write(
+        `${new Date().toISOString().slice(11, 19)}  partitions ${rows.length}  committed ${sum((r) => r.committedOffset)}  lag ${sum((r) => r.lag)}` +
+          `  retrying ${rows.filter((r) => r.activity).length}${stalled.length ? `  STALLED ${stalled.join(', ')} (onceflow status ${spec.name})` : ''}\n`,
+      );
+      for (let i = 0; i < 50 && !stop && !ended; i++) await new Promise((r) => setTimeout(r, 100));
+    }
+    if (ended) write(`pipeline ${spec.name} ${ended}\n`);
+  } finally {
+    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.off(sig, onSignal);
+  }
+}
+
 function initCommand(dir: string, dependency: string | undefined, out: Ctx['out']): number {
   const version = (require('../../package.json') as { version: string }).version;
   const { name, files } = initProject(dir, dependency ?? `^${version}`);
@@ -169,8 +203,8 @@ async function run(
     }
     case 'start': {
       const cfg = loadPipelineConfig(need(arg, 'config file'));
-      return withServices(cfg.settings, async ({ client }) => {
-        const h = await startPipeline(client, cfg.spec, cfg.taskQueue);
+      return withServices(cfg.settings, async (s) => {
+        const h = await startPipeline(s.client, cfg.spec, cfg.taskQueue);
         const ui = `http://127.0.0.1:8233/namespaces/${cfg.settings.temporal.namespace}/workflows/${encodeURIComponent(h.workflowId)}`;
         out(`started pipeline ${cfg.spec.name}: workflow ${h.workflowId} on task queue ${cfg.taskQueue}\nWeb UI: ${ui}\nworkers: onceflow worker --task-queue ${cfg.taskQueue}`, {
           pipeline: cfg.spec.name,
@@ -179,6 +213,8 @@ async function run(
           taskQueue: cfg.taskQueue,
           ui,
         });
+        // On a terminal: follow the pipeline until Ctrl-C (it runs on without this command).
+        if (!o.json && !o.detach && process.stdout.isTTY) await followPipeline(s, cfg.spec, io.stderr);
         return 0;
       });
     }
@@ -246,7 +282,7 @@ async function run(
     case 'verify':
       return withServices(settings, async (s) => {
         const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
-        const report = await verifyPipeline({ ...s, transforms: transformsOf(settings) }, spec);
+        const report = await verifyPipeline({ ...s, transforms: transformsOf(settings) }, spec, o.json ? undefined : (done, total, p) => io.stderr(`  verified ${p} (${done}/${total})\n`));
         if (o.json) out('', report);
         else printReport(report, io.stdout);
         return report.ok ? 0 : 1;
@@ -254,7 +290,8 @@ async function run(
     case 'replay': {
       const target = need(arg, 'history file or workflow id');
       const isFile = target.endsWith('.json');
-      const results = isFile ? await replay(null, target, settings.workflowBundle) : await withServices(settings, (s) => replay(s.client, target, settings.workflowBundle));
+      const progress = o.json ? undefined : (done: number, total: number, run: string) => io.stderr(`  replayed ${run} (${done}/${total})\n`);
+      const results = isFile ? await replay(null, target, settings.workflowBundle, progress) : await withServices(settings, (s) => replay(s.client, target, settings.workflowBundle, progress));
       out(results.map((r) => `${r.ok ? 'ok    ' : 'FAILED'} ${r.run}${r.error ? `\n       ${r.error}` : ''}`).join('\n'), results);
       return results.every((r) => r.ok) ? 0 : 1;
     }

@@ -292,8 +292,16 @@ function replayOptions(workflowBundle: string | undefined) {
   return workflowBundle ? { workflowBundle: { codePath: workflowBundle } } : { workflowsPath: require.resolve('../workflows') };
 }
 
-/** Replays a history file, or every run of a workflow id, with the current workflow code. */
-export async function replay(client: Client | null, target: string, workflowBundle?: string): Promise<{ run: string; ok: boolean; error?: string }[]> {
+/**
+ * Replays a history file, or every run of a workflow id, with the current workflow code; a run
+ * that the code would not produce again is reported with the nondeterminism error.
+ */
+export async function replay(
+  client: Client | null,
+  target: string,
+  workflowBundle?: string,
+  onProgress?: (done: number, total: number, run: string) => void,
+): Promise<{ run: string; ok: boolean; error?: string }[]> {
   const histories: { run: string; history: Awaited<ReturnType<typeof loadHistoryFile>> }[] = [];
   if (target.endsWith('.json') || existsSync(target)) histories.push({ run: target, history: await loadHistoryFile(target) });
   else {
@@ -311,6 +319,7 @@ export async function replay(client: Client | null, target: string, workflowBund
     } catch (e) {
       out.push({ run: h.run, ok: false, error: `${(e as Error).name}: ${(e as Error).message}` });
     }
+    onProgress?.(out.length, histories.length, h.run);
   }
   return out;
 }

@@ -307,7 +307,7 @@ test('the progress view counts committed epochs only, and a warning is one line 
   p.observe({ kind: 'retry', pipeline: 'p', partition: 0, activity: 'prepareEpoch' });
   assert.match(p.line(), /epochs 1 {2}records 10 .* lag 5 {2}dead letters 1 {2}retries 1 {2}redos 0/);
   const err = new Error('injected fault at prepare.start\n    at x (y.ts:1:1)');
-  assert.equal(summarize({ level: 'WARN', message: 'Activity failed', meta: { activityType: 'prepareEpoch', attempt: 2, workflowId: 'onceflow/p/0', error: err } }), '  retry: prepareEpoch attempt 2 of onceflow/p/0 — injected fault at prepare.start');
+  assert.equal(summarize({ level: 'WARN', message: 'Activity failed', meta: { activityType: 'prepareEpoch', attempt: 2, workflowId: 'onceflow/p/0', error: err } }), '  attempt failed: prepareEpoch attempt 2 of onceflow/p/0 — injected fault at prepare.start');
 });
 
 test('the orders example: an enriched event in the customer\'s partition, both tables, and malformed orders rejected by field', async () => {

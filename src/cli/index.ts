@@ -39,7 +39,7 @@ commands:
   transactions <pipeline> [--resolve]  list (and resolve) in-doubt XA branches and Kafka transactions
   worker [--transforms m] [--task-queue q] [--metrics-port n]  run a worker
 
-worker and run print a progress line every 5 s and one line per retried activity; the full
+worker and run print a progress line every 5 s and one line per failed activity attempt; the full
 worker log goes to --log-file f (default: none), or to stderr with --verbose.
 
 --transforms <module>: a .js/.ts module exporting 'transforms' (a TransformRegistry or a

@@ -25,7 +25,7 @@ export function summarize(e: Pick<LogEntry, 'level' | 'message' | 'meta'>): stri
   const m = (e.meta ?? {}) as { activityType?: string; attempt?: number; workflowId?: string; error?: unknown };
   const err = m.error instanceof Error ? m.error.message : m.error === undefined ? '' : String((m.error as { message?: unknown }).message ?? m.error);
   const where = m.activityType ? `${m.activityType} attempt ${m.attempt ?? '?'}${m.workflowId ? ` of ${m.workflowId}` : ''}` : e.message;
-  return `  ${e.level === 'ERROR' ? 'error' : 'retry'}: ${where}${err ? ` — ${err.split('\n')[0]}` : ''}`;
+  return `  ${e.level === 'ERROR' ? 'error' : 'attempt failed'}: ${where}${err ? ` — ${err.split('\n')[0]}` : ''}`;
 }
 
 /** Counts what the activities report and prints a progress line at most every `everyMs`. */

@@ -8,7 +8,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startPipeline, controlPipeline } from '../src/client';
+import { startPipeline, controlPipeline, workflowUrl } from '../src/client';
 import { loadSettings, onceflowHome } from '../src/config';
 import { installWorkerLog, ProgressView } from '../src/cli/progress';
 import { openConnections } from '../src/connections';
@@ -51,7 +51,7 @@ async function main() {
     const running = worker.run();
     const started = Date.now();
     const handle = await startPipeline(client, spec, taskQueue);
-    console.log(`started workflow ${handle.workflowId} — watch it at http://127.0.0.1:8233/namespaces/default/workflows/${encodeURIComponent(handle.workflowId)}`);
+    console.log(`started workflow ${handle.workflowId} — watch it at ${workflowUrl(settings, handle.workflowId)}`);
     if (!verbose) console.log(`the worker's full log: ${logFile}; expected failures (the compare sink's) show as one line each:`);
     progress.start(2000);
     await controlPipeline(client, spec.name, 'drain');

@@ -34,6 +34,9 @@ export async function startPipeline(client: Client, spec: PipelineSpec, taskQueu
   });
 }
 
+/** The workflow's page in the Temporal Web UI of the settings. */
+export const workflowUrl = (settings: Settings, workflowId: string) => `${settings.temporal.webUi}/namespaces/${encodeURIComponent(settings.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+
 /** Sends pause, resume, drain or stop to a running pipeline; its partitions act at their next epoch boundary. */
 export async function controlPipeline(client: Client, pipeline: string, action: ControlAction): Promise<void> {
   await client.workflow.getHandle(pipelineWorkflowId(pipeline)).signal('control', action);

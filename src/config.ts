@@ -29,7 +29,12 @@ export interface TemporalSettings {
   address: string;
   namespace: string;
   taskQueue: string;
+  /** Base URL of the Temporal Web UI (ONCEFLOW_TEMPORAL_UI); default: port 8233 on the server's host. */
+  webUi: string;
 }
+
+/** The Web UI a dev server beside `address` serves: same host, port 8233. */
+export const defaultWebUi = (address: string) => `http://${address.replace(/:\d+$/, '')}:8233`;
 
 export interface Settings {
   kafka: KafkaSettings;
@@ -127,6 +132,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
       address: get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress,
       namespace: get('ONCEFLOW_TEMPORAL_NAMESPACE') ?? DEFAULTS.namespace,
       taskQueue: get('ONCEFLOW_TASK_QUEUE') ?? DEFAULTS.taskQueue,
+      webUi: (get('ONCEFLOW_TEMPORAL_UI') ?? defaultWebUi(get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress)).replace(/\/+$/, ''),
     },
     metricsPort: intSetting('ONCEFLOW_METRICS_PORT', get('ONCEFLOW_METRICS_PORT'), DEFAULTS.metricsPort),
     maxConcurrentActivities: positive('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', intSetting('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', get('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES'), DEFAULTS.maxConcurrentActivities)),

@@ -322,3 +322,20 @@ test('the orders example: an enriched event in the customer\'s partition, both t
   assert.throws(() => parseOrder(rec('{"id":"o4","customer":"c","items":[{"sku":"a","qty":1.5,"price":1}]}')), /items\[0\] needs a sku, a positive integer qty/);
   assert.throws(() => parseOrder(rec('nope')), /not JSON/);
 });
+
+import { loadSettings } from '../src/config';
+import { workflowUrl } from '../src/client';
+
+test('the Web UI link comes from the configuration: ONCEFLOW_TEMPORAL_UI, else port 8233 on the Temporal address host; a config file may set either', () => {
+  const env = { ONCEFLOW_SERVICES_ENV: '/nonexistent/services.env', ONCEFLOW_MYSQL_PASSWORD: 'x' };
+  assert.equal(loadSettings({ ...env, ONCEFLOW_TEMPORAL_ADDRESS: 'temporal.internal:7233' }).temporal.webUi, 'http://temporal.internal:8233');
+  const cloud = loadSettings({ ...env, ONCEFLOW_TEMPORAL_ADDRESS: 'ns.acct.tmprl.cloud:7233', ONCEFLOW_TEMPORAL_NAMESPACE: 'ns.acct', ONCEFLOW_TEMPORAL_UI: 'https://cloud.temporal.io/' });
+  assert.equal(workflowUrl(cloud, 'onceflow/p'), 'https://cloud.temporal.io/namespaces/ns.acct/workflows/onceflow%2Fp');
+  const dir = mkdtempSync(join(tmpdir(), 'onceflow-ui-'));
+  const file = join(dir, 'p.yaml');
+  const pipeline = 'pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }';
+  writeFileSync(file, `${pipeline}\nconnections: { temporal: { address: 'tmp.example:7233' } }\n`);
+  assert.equal(loadPipelineConfig(file, env).settings.temporal.webUi, 'http://tmp.example:8233');
+  writeFileSync(file, `${pipeline}\nconnections: { temporal: { address: 'tmp.example:7233', webUi: 'https://ui.example/' } }\n`);
+  assert.equal(loadPipelineConfig(file, env).settings.temporal.webUi, 'https://ui.example');
+});

@@ -116,7 +116,7 @@ export function loadPipelineConfig(file: string, env: NodeJS.ProcessEnv = proces
 }
 
 interface Connections {
-  temporal?: { address?: string; namespace?: string };
+  temporal?: { address?: string; namespace?: string; webUi?: string };
   kafka?: { brokers?: string[] };
   mysql?: { host?: string; port?: number; database?: string; user?: string; password?: string; passwordEnv?: string };
 }
@@ -128,10 +128,18 @@ function settingsWith(c: Connections | undefined, env: NodeJS.ProcessEnv): Setti
     throw new ValidationError('connections', [{ field: 'connections.mysql.passwordEnv', problem: `names ${m.passwordEnv}, which is not set in the environment; export it or remove the field` }]);
   }
   const password = passwordFromEnv ?? m?.password;
-  const base = loadSettings(password === undefined ? env : { ...env, ONCEFLOW_MYSQL_PASSWORD: password });
+  // The file's values win over the environment's; loadSettings derives what depends on them
+  // (the Web UI from the Temporal address, unless one is given).
+  const t = c?.temporal;
+  const base = loadSettings({
+    ...env,
+    ...(password === undefined ? {} : { ONCEFLOW_MYSQL_PASSWORD: password }),
+    ...(t?.address ? { ONCEFLOW_TEMPORAL_ADDRESS: t.address } : {}),
+    ...(t?.namespace ? { ONCEFLOW_TEMPORAL_NAMESPACE: t.namespace } : {}),
+    ...(t?.webUi ? { ONCEFLOW_TEMPORAL_UI: t.webUi } : {}),
+  });
   return {
     ...base,
-    temporal: { ...base.temporal, ...(c?.temporal?.address ? { address: c.temporal.address } : {}), ...(c?.temporal?.namespace ? { namespace: c.temporal.namespace } : {}) },
     kafka: { ...base.kafka, ...(c?.kafka?.brokers ? { brokers: c.kafka.brokers } : {}) },
     mysql: {
       ...base.mysql,

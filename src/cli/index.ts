@@ -4,7 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
-import { pipelineSpecOf, startPipeline, controlPipeline } from '../client';
+import { pipelineSpecOf, startPipeline, controlPipeline, workflowUrl } from '../client';
 import { sourceTopics, type PipelineSpec } from '../spec';
 import { openConnections, type Connections } from '../connections';
 import { loadSettings, type Settings } from '../config';
@@ -205,7 +205,7 @@ async function run(
       const cfg = loadPipelineConfig(need(arg, 'config file'));
       return withServices(cfg.settings, async (s) => {
         const h = await startPipeline(s.client, cfg.spec, cfg.taskQueue);
-        const ui = `http://127.0.0.1:8233/namespaces/${cfg.settings.temporal.namespace}/workflows/${encodeURIComponent(h.workflowId)}`;
+        const ui = workflowUrl(cfg.settings, h.workflowId);
         out(`started pipeline ${cfg.spec.name}: workflow ${h.workflowId} on task queue ${cfg.taskQueue}\nWeb UI: ${ui}\nworkers: onceflow worker --task-queue ${cfg.taskQueue}`, {
           pipeline: cfg.spec.name,
           workflowId: h.workflowId,

@@ -131,6 +131,25 @@ test('an unreachable service is reported with its address', () => {
   assert.match(r.stderr, /cannot reach Temporal at 127\.0\.0\.1:1/);
 });
 
+test('config: effective settings with the password redacted, each connection checked; a wrong password or namespace is named with what to do', () => {
+  const config = (env: Record<string, string>) =>
+    spawnSync(process.execPath, [join(__dirname, '..', 'bin', 'onceflow.js'), 'config', '--json'], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
+  const good = config({});
+  assert.equal(good.status, 0, good.stderr);
+  const report = JSON.parse(good.stdout) as { settings: { mysql: { password: string } }; checks: { service: string; ok: boolean; detail: string }[] };
+  assert.deepEqual(report.checks.map((c) => [c.service, c.ok]), [['temporal', true], ['kafka', true], ['mysql', true]]);
+  assert.equal(report.settings.mysql.password, '(set, redacted)');
+  assert.ok(!good.stdout.includes(deps.settings.mysql.password));
+  const wrongPassword = 'not-the-password-4711';
+  const bad = config({ ONCEFLOW_MYSQL_PASSWORD: wrongPassword, ONCEFLOW_TEMPORAL_NAMESPACE: 'no-such-namespace' });
+  assert.equal(bad.status, 1);
+  const checks = (JSON.parse(bad.stdout) as typeof report).checks;
+  assert.match(checks.find((c) => c.service === 'mysql')!.detail, /wrong user or password for 'onceflow' — check ONCEFLOW_MYSQL_USER and ONCEFLOW_MYSQL_PASSWORD/);
+  assert.match(checks.find((c) => c.service === 'temporal')!.detail, /namespace 'no-such-namespace' does not exist there/);
+  assert.ok(checks.find((c) => c.service === 'kafka')!.ok);
+  assert.ok(!`${bad.stdout}${bad.stderr}`.includes(wrongPassword), 'the password must not be printed');
+});
+
 /** One command of the shared pipeline's life, skipped once an earlier step failed. */
 let failedStep: string | undefined;
 function step(title: string, fn: () => Promise<void>, timeout = 120_000): void {

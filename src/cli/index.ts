@@ -14,6 +14,7 @@ import { verifyPipeline } from '../verify';
 import { createOnceflowWorker, transformsOf } from '../worker';
 import { printReport } from './report';
 import { initProject } from './init';
+import { checkConnections, redactedSettings } from './config-check';
 import { installWorkerLog, ProgressView } from './progress';
 import { runPipeline } from './run';
 import { loadPipelineConfig } from './config-file';
@@ -22,6 +23,8 @@ import { STALLED_AFTER_SEC, pipelinePartitionIds, controlPartitions, describeInD
 const USAGE = `usage: onceflow <command> [options]
 
 commands:
+  config [config.yaml|json]         the effective settings (secrets redacted) and a check of each
+                                    connection: Temporal namespace, Kafka brokers, MySQL login and XA RECOVER
   init <dir> [--onceflow spec]      scaffold a project: a transform, its test, pipeline.yaml, a README
   run <config.yaml|json> [--transforms m] [--drain]  a worker in this process and the pipeline on its
                                     task queue, with a progress view; --drain: catch up, then exit
@@ -129,7 +132,8 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
   const out = (human: string, data: unknown) => io.stdout(json ? `${JSON.stringify(data, null, 2)}\n` : `${human}\n`);
   try {
     if (cmd === 'init') return initCommand(need(arg, 'directory'), o.onceflow as string | undefined, out);
-    const base = cmd === 'start' || cmd === 'run' ? loadPipelineConfig(need(arg, 'config file')).settings : loadSettings();
+    const fromFile = cmd === 'start' || cmd === 'run' || (cmd === 'config' && arg !== undefined);
+    const base = fromFile ? loadPipelineConfig(need(arg, 'config file')).settings : loadSettings();
     const settings = o.transforms ? { ...base, transformsModule: String(o.transforms) } : base;
     const ctx: Ctx = { settings, json, out };
     return await run(cmd, arg, o, ctx, io);
@@ -200,6 +204,18 @@ async function run(
       const results = await runPipeline({ ...cfg, settings: { ...cfg.settings, ...(settings.transformsModule ? { transformsModule: settings.transformsModule } : {}) } }, { drain: Boolean(o.drain), print: (l) => io.stderr(`${l}\n`) });
       if (results) out(results.map((r) => `partition ${r.partition}: ${r.reason}, offset ${r.state.offset}`).join('\n'), results);
       return 0;
+    }
+    case 'config': {
+      const checks = await checkConnections(settings);
+      out(
+        [
+          'effective settings (secrets redacted):',
+          JSON.stringify(redactedSettings(settings), null, 2),
+          ...checks.map((c) => `${c.ok ? 'ok    ' : 'FAILED'} ${c.service}: ${c.detail}`),
+        ].join('\n'),
+        { settings: redactedSettings(settings), checks },
+      );
+      return checks.every((c) => c.ok) ? 0 : 1;
     }
     case 'start': {
       const cfg = loadPipelineConfig(need(arg, 'config file'));

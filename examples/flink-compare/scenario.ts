@@ -3,6 +3,7 @@
  * the fault campaign and the benchmark: clean topics and tables, a known input set, and the
  * pipeline definition with the failing "compare" sink.
  */
+import { createTopicsReady } from '../../src/kafka/topics';
 import { Kafka, logLevel, type Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
 import { recoverXids, rollbackXid } from '../../src/mysql/branch';
@@ -54,7 +55,7 @@ export async function createTopic(admin: Admin, topic: string, partitions: numbe
   let last: unknown;
   for (let i = 0; i < 240; i++) {
     try {
-      if (await admin.createTopics({ waitForLeaders: true, topics: [{ topic, numPartitions: partitions, replicationFactor: -1 }] })) return;
+      if (await createTopicsReady(admin, [{ topic, numPartitions: partitions, replicationFactor: -1 }])) return;
     } catch (e) {
       last = e;
     }

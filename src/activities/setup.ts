@@ -1,4 +1,5 @@
 /** Pipeline setup: checks the source and creates the sink, dead-letter and progress topics and the tables. */
+import { createTopicsReady } from '../kafka/topics';
 import { ConfigError } from '../errors';
 import { ER_NO_SUCH_TABLE, sqlErrno } from '../mysql/errors';
 import { ensureLedger } from '../mysql/ledger';
@@ -87,10 +88,10 @@ export function createSetup(ctx: ActivityContext) {
         ];
         const missing = wanted.filter(([, t]) => !existing.has(t)).map(([, t]) => t);
         if (missing.length) {
-          await admin.createTopics({
-            waitForLeaders: true,
-            topics: missing.map((topic) => ({ topic, numPartitions: Math.max(1, partitions), replicationFactor: -1, ...(topic === spec.progressTopic ? { configEntries: PROGRESS_TOPIC_CONFIG } : {}) })),
-          });
+          await createTopicsReady(
+            admin,
+            missing.map((topic) => ({ topic, numPartitions: Math.max(1, partitions), replicationFactor: -1, ...(topic === spec.progressTopic ? { configEntries: PROGRESS_TOPIC_CONFIG } : {}) })),
+          );
         }
         const sinks = await partitionCount(wanted.map(([, t]) => t));
         // The progress topic has one partition per source partition id; the sink and dead-letter

@@ -14,6 +14,9 @@ import type { SourceRecord } from '../../src/transforms/registry';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { send, serveUsage } from './ipc';
 
+/** Most output records per produce request of the baseline. */
+const OUTPUT_CHUNK = 1000;
+
 export interface BaselineArgs {
   spec: PipelineSpec;
   groupId: string;
@@ -79,12 +82,16 @@ async function main() {
         const ctx = { pipeline: spec.name, partition: batch.partition, epoch: 0, attempt: 1, options: spec.transformOptions ?? {} };
         const applied = await applyTransform(spec, transform, records, ctx, tables);
         const mysql = () => inLocalTransaction(pool, (conn) => writeRows(conn, applied.rows, tables, dialect));
+        // In chunks: one partition's fetched batch (up to 1 MiB) transformed can exceed the
+        // broker's message.max.bytes as one record batch (seen at 16 partitions).
         const kafkaOut = async () => {
-          const topicMessages = [
-            { topic: spec.kafkaSink.topic, messages: applied.outputs },
-            { topic: spec.deadLetterTopic, messages: applied.deadLetters },
-          ].filter((t) => t.messages.length > 0);
-          if (topicMessages.length) await producer.sendBatch({ topicMessages, acks: -1 });
+          for (let i = 0; i < Math.max(applied.outputs.length, applied.deadLetters.length); i += OUTPUT_CHUNK) {
+            const topicMessages = [
+              { topic: spec.kafkaSink.topic, messages: applied.outputs.slice(i, i + OUTPUT_CHUNK) },
+              { topic: spec.deadLetterTopic, messages: applied.deadLetters.slice(i, i + OUTPUT_CHUNK) },
+            ].filter((t) => t.messages.length > 0);
+            if (topicMessages.length) await producer.sendBatch({ topicMessages, acks: -1 });
+          }
         };
         await Promise.all([mysql(), kafkaOut()]);
         resolveOffset(batch.lastOffset());

@@ -6,6 +6,7 @@
  * then end-to-end latency (source append time → visible to a read_committed reader) of B and C
  * at a paced input rate. The engines under test run in child processes (CPU, peak memory).
  */
+import { createTopicsReady } from '../../src/kafka/topics';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, homedir, loadavg, tmpdir } from 'node:os';
@@ -147,15 +148,15 @@ function benchValues(n: number, seed: number, bytes: number): { key: string; val
 type Deps = Connections & { bundle: string };
 
 async function createTopics(admin: Admin, topics: string[], partitions: number, logAppendTime = false): Promise<void> {
-  await admin.createTopics({
-    waitForLeaders: true,
-    topics: topics.map((topic) => ({
+  await createTopicsReady(
+    admin,
+    topics.map((topic) => ({
       topic,
       numPartitions: partitions,
       replicationFactor: -1,
       ...(logAppendTime ? { configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }] } : {}),
     })),
-  });
+  );
 }
 
 /** An engine under test in its own process. */

@@ -39,6 +39,8 @@ die() { printf '[schema-registry] error: %s\n' "$*" >&2; exit 1; }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pid_of() { [[ -f $DIR/pid ]] && cat "$DIR/pid" || true; }
+# shellcheck source=scripts/process.sh
+source "$(dirname "${BASH_SOURCE[0]}")/process.sh"
 alive() { local p; p=$(pid_of); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
 # Ready: the Confluent-compatible API answers (and with JSON, so it is a registry on that port).
 ready() { curl -fsS --max-time 2 "$URL/subjects" 2>/dev/null | grep -q '^\['; }
@@ -97,15 +99,7 @@ down() {
   local p; p=$(pid_of)
   rm -f "$DIR/url"
   if [[ -z $p ]] || ! kill -0 "$p" 2>/dev/null; then rm -f "$DIR/pid"; return; fi
-  log "stopping Apicurio Registry (SIGTERM)"
-  kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null || true
-  local deadline=$((SECONDS + 60))
-  while kill -0 "$p" 2>/dev/null; do
-    if ((SECONDS >= deadline)); then log "did not stop in 60s; SIGKILL"; kill -KILL -- "-$p" 2>/dev/null || true; fi
-    sleep 0.2
-  done
-  deadline=$((SECONDS + 30))
-  while port_open "$PORT" && ((SECONDS < deadline)); do sleep 0.2; done
+  stop_group "$p" "Apicurio Registry" "$PORT"
   rm -f "$DIR/pid"
 }
 

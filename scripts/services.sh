@@ -54,6 +54,8 @@ die() { printf '[services] error: %s\n' "$*" >&2; exit 1; }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pid_of() { local f=$RUN/$1/pid; [[ -f $f ]] && cat "$f" || true; }
+# shellcheck source=scripts/process.sh
+source "$(dirname "${BASH_SOURCE[0]}")/process.sh"
 alive() { local p; p=$(pid_of "$1"); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
 main_port() { case $1 in temporal) echo $TEMPORAL_PORT ;; kafka) echo $KAFKA_PORT ;; mariadb) echo $MYSQL_PORT ;; esac; }
 logfile() { echo "$RUN/$1/$1.log"; }
@@ -276,16 +278,7 @@ stop_one() { # name signal
   local name=$1 sig=$2 p
   p=$(pid_of "$name")
   if [[ -z $p ]] || ! kill -0 "$p" 2>/dev/null; then rm -f "$RUN/$name/pid"; return; fi
-  log "stopping $name (SIG$sig)"
-  kill -s "$sig" -- "-$p" 2>/dev/null || kill -s "$sig" "$p" 2>/dev/null || true
-  local deadline=$((SECONDS + 60))
-  while kill -0 "$p" 2>/dev/null; do
-    if ((SECONDS >= deadline)); then log "$name did not stop in 60s; SIGKILL"; kill -KILL -- "-$p" 2>/dev/null || true; fi
-    sleep 0.2
-  done
-  # wait until its port is released, so an immediate `up` does not see it as foreign
-  deadline=$((SECONDS + 30))
-  while port_open "$(main_port "$name")" && ((SECONDS < deadline)); do sleep 0.2; done
+  stop_group "$p" "$name" "$(main_port "$name")" "$sig"
   rm -f "$RUN/$name/pid"
 }
 

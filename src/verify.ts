@@ -11,6 +11,7 @@
  *    consumer would see.
  * It assumes the output topics and tables hold only this pipeline's writes.
  */
+import { partitionCounts } from './kafka/topics';
 import type { Admin } from 'kafkajs';
 import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { applyTransform, tableMap } from './activities/apply';
@@ -141,10 +142,8 @@ export interface PipelineSourcePartition {
  */
 export async function pipelineSources(deps: { admin: Admin; pool: Pool }, spec: PipelineSpec): Promise<{ sources: PipelineSourcePartition[]; goneTopics: string[]; unassigned: { topic: string; partition: number }[] }> {
   const topics = sourceTopics(spec);
-  const existing = new Set(await deps.admin.listTopics());
-  const present = topics.filter((t) => existing.has(t));
-  const counts = new Map<string, number>();
-  if (present.length) for (const t of (await deps.admin.fetchTopicMetadata({ topics: present })).topics) counts.set(t.name, t.partitions.length);
+  const counts = await partitionCounts(deps.admin, topics);
+  const present = topics.filter((t) => (counts.get(t) ?? 0) > 0);
   let sources: PipelineSourcePartition[] = (await listSources(deps.pool, spec.name)).map(({ id, topic, partition }) => ({ id, topic, partition }));
   if (sources.length === 0) {
     let id = 0;
@@ -152,16 +151,8 @@ export async function pipelineSources(deps: { admin: Admin; pool: Pool }, spec: 
   }
   const known = new Set(sources.map((s) => `${s.topic}\u0000${s.partition}`));
   const unassigned = present.flatMap((topic) => Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ topic, partition })).filter((x) => !known.has(`${topic}\u0000${x.partition}`)));
-  const goneTopics = [...new Set([...topics, ...sources.map((s) => s.topic)])].filter((t) => !existing.has(t));
+  const goneTopics = [...new Set([...topics, ...sources.map((s) => s.topic)])].filter((t) => !(counts.get(t) ?? 0));
   return { sources, goneTopics, unassigned };
-}
-
-async function partitionCounts(admin: Admin, topics: string[]): Promise<Map<string, number>> {
-  const existing = new Set(await admin.listTopics());
-  const present = topics.filter((t) => existing.has(t));
-  const out = new Map<string, number>(topics.map((t) => [t, 0]));
-  if (present.length) for (const t of (await admin.fetchTopicMetadata({ topics: present })).topics) out.set(t.name, t.partitions.length);
-  return out;
 }
 
 /** Whether each source partition's expected outputs appear in its order among `actual` (fingerprints shared by several sources are not judged). */

@@ -1,5 +1,5 @@
 /** Pipeline setup: checks the source and creates the sink, dead-letter and progress topics and the tables. */
-import { createTopicsReady } from '../kafka/topics';
+import { createTopicsReady, partitionCounts } from '../kafka/topics';
 import { ConfigError } from '../errors';
 import { ER_NO_SUCH_TABLE, sqlErrno } from '../mysql/errors';
 import { ensureLedger } from '../mysql/ledger';
@@ -35,10 +35,6 @@ export interface SourceLayout {
 
 export function createSetup(ctx: ActivityContext) {
   const { admin, pool } = ctx;
-  const partitionCount = async (topics: string[]) => {
-    const meta = await admin.fetchTopicMetadata({ topics });
-    return new Map(meta.topics.map((t) => [t.name, t.partitions.length]));
-  };
   const setUpTables = async (spec: PipelineSpec) => {
     for (const [n, t] of spec.mysqlSink.tables.entries()) {
       const ddl = createTableSql(t);
@@ -73,7 +69,7 @@ export function createSetup(ctx: ActivityContext) {
           throw new ConfigError(field, `'${missingTopics[0]}' does not exist on the brokers; create it or fix the pipeline definition`);
         }
         const present = topics.filter((t) => existing.has(t));
-        const counts = present.length ? await partitionCount(present) : new Map<string, number>();
+        const counts = present.length ? await partitionCounts(admin, present) : new Map<string, number>();
         if (!opts.discovery) await ensureSourcesTable(pool);
         const { all } = await assignSources(
           pool,
@@ -93,14 +89,14 @@ export function createSetup(ctx: ActivityContext) {
             missing.map((topic) => ({ topic, numPartitions: Math.max(1, partitions), replicationFactor: -1, ...(topic === spec.progressTopic ? { configEntries: PROGRESS_TOPIC_CONFIG } : {}) })),
           );
         }
-        const sinks = await partitionCount(wanted.map(([, t]) => t));
+        const sinks = await partitionCounts(admin, wanted.map(([, t]) => t));
         // The progress topic has one partition per source partition id; the sink and dead-letter
         // topics are the user's and are never grown: outputs go to id mod their partition count.
         const progress = sinks.get(spec.progressTopic) ?? 0;
         if (progress < partitions) {
           await admin.createPartitions({ topicPartitions: [{ topic: spec.progressTopic, count: partitions }] }).catch(async (e: unknown) => {
             // Another attempt grew it first.
-            if (((await partitionCount([spec.progressTopic])).get(spec.progressTopic) ?? 0) < partitions) throw e;
+            if (((await partitionCounts(admin, [spec.progressTopic])).get(spec.progressTopic) ?? 0) < partitions) throw e;
           });
         }
         const outputPartitions = sinks.get(spec.kafkaSink.topic) ?? 0;

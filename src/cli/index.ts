@@ -5,7 +5,7 @@
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
 import { pipelineSpecOf, startPipeline, controlPipeline, workflowUrl } from '../client';
-import { sourceTopics, type PipelineSpec } from '../spec';
+import { pipelineWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
 import { openConnections, type Connections } from '../connections';
 import { loadSettings, type Settings } from '../config';
 import { ValidationError, errorMessage } from '../errors';
@@ -157,7 +157,7 @@ async function followPipeline(s: Connections, spec: PipelineSpec, write: (line: 
   const onSignal = () => (stop = true);
   for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, onSignal);
   const closed = s.client.workflow
-    .getHandle(`onceflow/${spec.name}`)
+    .getHandle(pipelineWorkflowId(spec.name))
     .result()
     .then(
       () => 'ended',
@@ -281,7 +281,7 @@ async function run(
           out(res.map((r) => `partition ${r.partition}: ${r.ok ? `${action} accepted` : r.message}`).join('\n'), res);
           return 0;
         }
-        const handle = s.client.workflow.getHandle(`onceflow/${spec.name}`);
+        const handle = s.client.workflow.getHandle(pipelineWorkflowId(spec.name));
         const done = handle.result() as Promise<PartitionResult[]>;
         let finished = false;
         void done.finally(() => (finished = true)).catch(() => undefined);

@@ -1,6 +1,7 @@
 /**
  * What the CLI does, as functions returning data (the CLI prints them; tests call the CLI).
  */
+import { partitionCounts } from '../kafka/topics';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils';
 import type { Client } from '@temporalio/client';
 import type { Admin } from 'kafkajs';
@@ -345,7 +346,7 @@ export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?:
   }
   const kafka: InDoubt['kafka'] = [];
   // The sink and dead-letter topics may have fewer partitions than the source has ids.
-  const counts = deps.admin ? new Map((await deps.admin.fetchTopicMetadata({ topics: [spec.kafkaSink.topic, spec.deadLetterTopic] })).topics.map((t) => [t.name, t.partitions.length])) : new Map<string, number>();
+  const counts = deps.admin ? await partitionCounts(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic]) : new Map<string, number>();
   for (const topic of [spec.kafkaSink.topic, spec.progressTopic, spec.deadLetterTopic]) {
     for (const p of ids) {
       if (p >= (counts.get(topic) ?? Infinity)) continue;

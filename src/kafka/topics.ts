@@ -30,3 +30,12 @@ export async function createTopicsReady(admin: Admin, topics: ITopicConfig[], ti
     await sleep(200);
   }
 }
+
+/** Partitions of each topic; 0 for a topic that does not exist. */
+export async function partitionCounts(admin: Admin, topics: string[]): Promise<Map<string, number>> {
+  const existing = new Set(await admin.listTopics());
+  const present = [...new Set(topics)].filter((t) => existing.has(t));
+  const out = new Map<string, number>(topics.map((t) => [t, 0]));
+  if (present.length) for (const t of (await admin.fetchTopicMetadata({ topics: present })).topics) out.set(t.name, t.partitions.length);
+  return out;
+}

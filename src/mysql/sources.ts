@@ -7,6 +7,7 @@
  * partition numbers, as before this table existed.
  */
 import type { Pool, RowDataPacket } from 'mysql2/promise';
+import { ER_NO_SUCH_TABLE, sqlErrno } from './errors';
 
 export const SOURCES_TABLE = 'onceflow_sources';
 
@@ -42,7 +43,7 @@ export async function listSources(db: Pool, pipeline: string): Promise<SourceAss
   try {
     return await selectSources(db, pipeline);
   } catch (e) {
-    if ((e as { errno?: number }).errno === 1146) return []; // ER_NO_SUCH_TABLE
+    if (sqlErrno(e) === ER_NO_SUCH_TABLE) return [];
     throw e;
   }
 }

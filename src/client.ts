@@ -3,15 +3,18 @@
  */
 import { Client, Connection, WorkflowIdConflictPolicy, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { loadSettings, type Settings } from './config';
+import { loadSettings, type Settings, type TemporalSettings } from './config';
 import type { ControlAction, PartitionStatus } from './protocol';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
 import { partitionWorkflowId, pipelineWorkflowId, sourceTopics, type PipelineSpec } from './spec';
 import type { pipelineWorkflow } from './workflows/pipeline';
 
+/** Address, TLS and API key of a connection to the settings' Temporal server (client and worker alike). */
+export const temporalConnectionOptions = (t: TemporalSettings) => ({ address: t.address, ...(t.tls ? { tls: t.tls } : {}), ...(t.apiKey ? { apiKey: t.apiKey } : {}) });
+
 /** A Temporal client for the settings' server and namespace. */
 export async function connectClient(settings: Settings = loadSettings()): Promise<Client> {
-  const connection = await Connection.connect({ address: settings.temporal.address, connectTimeout: '5s' });
+  const connection = await Connection.connect({ ...temporalConnectionOptions(settings.temporal), connectTimeout: '5s' });
   return new Client({ connection, namespace: settings.temporal.namespace });
 }
 

@@ -10,11 +10,27 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
+import type { SASLOptions } from 'kafkajs';
 import { ConfigError } from './errors';
+
+/** TLS material as PEM text, read from the files the settings name. */
+export interface TlsFiles {
+  /** Trusted CA(s); absent: the system's trust store. */
+  ca?: string;
+  /** Client certificate and key (mutual TLS). */
+  cert?: string;
+  key?: string;
+}
 
 export interface KafkaSettings {
   brokers: string[];
   clientId: string;
+  /** TLS to every broker (ONCEFLOW_KAFKA_SSL*); absent: plaintext. */
+  ssl?: TlsFiles & { servername?: string; rejectUnauthorized: true };
+  /** SASL (ONCEFLOW_KAFKA_SASL_*): PLAIN, SCRAM-SHA-256/512, or OAUTHBEARER with a token provider from the library API. */
+  sasl?: SASLOptions;
+  /** Replication factor of the topics onceflow creates (ONCEFLOW_KAFKA_REPLICATION_FACTOR); -1: the broker's default.replication.factor. */
+  replicationFactor: number;
 }
 
 export interface MysqlSettings {
@@ -23,6 +39,8 @@ export interface MysqlSettings {
   database: string;
   user: string;
   password: string;
+  /** TLS (ONCEFLOW_MYSQL_SSL*): when set, a server without TLS is refused, never used in plaintext. */
+  ssl?: TlsFiles & { minVersion: 'TLSv1.2' | 'TLSv1.3'; rejectUnauthorized: true };
 }
 
 export interface TemporalSettings {
@@ -31,6 +49,16 @@ export interface TemporalSettings {
   taskQueue: string;
   /** Base URL of the Temporal Web UI (ONCEFLOW_TEMPORAL_UI); default: port 8233 on the server's host. */
   webUi: string;
+  /** TLS or mutual TLS (ONCEFLOW_TEMPORAL_TLS*), in the Temporal SDK's shape. */
+  tls?: { serverRootCACertificate?: Buffer; clientCertPair?: { crt: Buffer; key: Buffer }; serverNameOverride?: string };
+  /** API key (ONCEFLOW_TEMPORAL_API_KEY or _FILE), e.g. for Temporal Cloud; implies TLS. */
+  apiKey?: string;
+}
+
+/** What the environment cannot carry: hooks a library user passes to {@link loadSettings}. */
+export interface SettingsHooks {
+  /** Token provider for Kafka SASL/OAUTHBEARER (ONCEFLOW_KAFKA_SASL_MECHANISM=oauthbearer). */
+  kafkaOAuthBearerProvider?: () => Promise<{ value: string }>;
 }
 
 /** The Web UI a dev server beside `address` serves: same host, port 8233. */
@@ -104,35 +132,148 @@ function intSetting(name: string, raw: string | undefined, fallback: number): nu
   return n;
 }
 
-export function loadSettings(env: NodeJS.ProcessEnv = process.env): Settings {
-  const file = servicesEnv(env);
-  const get = (k: string): string | undefined => env[k] ?? file[k];
-  const password = get('ONCEFLOW_MYSQL_PASSWORD');
-  if (password === undefined) {
-    throw new ConfigError(
-      'ONCEFLOW_MYSQL_PASSWORD',
-      'is not set. Export it, or run `npm run services -- up`, which writes it to the services file',
-    );
+type Get = (k: string) => string | undefined;
+
+/** A secret from NAME or from the file NAME_FILE (one trailing newline dropped); both set is an error. */
+function secret(get: Get, name: string): string | undefined {
+  const direct = get(name);
+  const file = get(`${name}_FILE`);
+  if (direct !== undefined && file) throw new ConfigError(name, `and ${name}_FILE are both set; keep one`);
+  return file ? readSetting(`${name}_FILE`, file).replace(/\r?\n$/, '') : direct;
+}
+
+function readSetting(name: string, path: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (e) {
+    throw new ConfigError(name, `names '${path}', which cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); fix the path or its permissions`);
   }
+}
+
+function flag(get: Get, name: string): boolean | undefined {
+  const v = get(name);
+  if (v === undefined || v === '') return undefined;
+  if (/^(true|1|yes|on)$/i.test(v)) return true;
+  if (/^(false|0|no|off)$/i.test(v)) return false;
+  throw new ConfigError(name, `must be true or false, got '${v}'`);
+}
+
+/** PEM files under PREFIX_CA_FILE, PREFIX_CERT_FILE and PREFIX_KEY_FILE; a certificate needs its key. */
+function tlsFiles(get: Get, prefix: string): TlsFiles {
+  const read = (k: string) => (get(`${prefix}_${k}_FILE`) ? readSetting(`${prefix}_${k}_FILE`, get(`${prefix}_${k}_FILE`)!) : undefined);
+  const out = { ...optional('ca', read('CA')), ...optional('cert', read('CERT')), ...optional('key', read('KEY')) };
+  if (!out.cert !== !out.key) {
+    throw new ConfigError(`${prefix}_${out.cert ? 'KEY' : 'CERT'}_FILE`, `is not set, but ${prefix}_${out.cert ? 'CERT' : 'KEY'}_FILE is: a client certificate needs its key and the key its certificate`);
+  }
+  return out;
+}
+
+/** TLS is on when PREFIX (true/false) says so, or when any of its files is given. */
+function tlsWanted(get: Get, prefix: string, files: TlsFiles): boolean {
+  const on = flag(get, prefix);
+  const any = Object.keys(files).length > 0 || !!get(`${prefix}_SERVER_NAME`);
+  if (on === false && any) throw new ConfigError(prefix, `is false, but ${prefix}_* files are given; remove one or the other`);
+  return on ?? any;
+}
+
+const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512', 'oauthbearer'] as const;
+
+function kafkaSasl(get: Get, hooks: SettingsHooks): SASLOptions | undefined {
+  const raw = get('ONCEFLOW_KAFKA_SASL_MECHANISM');
+  if (!raw) return undefined;
+  const mechanism = raw.toLowerCase() as (typeof SASL_MECHANISMS)[number];
+  if (!SASL_MECHANISMS.includes(mechanism)) throw new ConfigError('ONCEFLOW_KAFKA_SASL_MECHANISM', `must be one of ${SASL_MECHANISMS.join(', ')}, got '${raw}'`);
+  if (mechanism === 'oauthbearer') {
+    if (!hooks.kafkaOAuthBearerProvider) {
+      throw new ConfigError('ONCEFLOW_KAFKA_SASL_MECHANISM', "is oauthbearer, which needs a token provider: start the worker from code with createOnceflowWorker({ settings: loadSettings(process.env, { kafkaOAuthBearerProvider }) })");
+    }
+    return { mechanism, oauthBearerProvider: hooks.kafkaOAuthBearerProvider };
+  }
+  const username = get('ONCEFLOW_KAFKA_SASL_USERNAME');
+  if (!username) throw new ConfigError('ONCEFLOW_KAFKA_SASL_USERNAME', `is not set, but SASL ${mechanism} needs a user name`);
+  const password = secret(get, 'ONCEFLOW_KAFKA_SASL_PASSWORD');
+  if (password === undefined) throw new ConfigError('ONCEFLOW_KAFKA_SASL_PASSWORD', `is not set (nor ONCEFLOW_KAFKA_SASL_PASSWORD_FILE), but SASL ${mechanism} needs the password of '${username}'`);
+  return { mechanism, username, password };
+}
+
+function kafkaSettings(get: Get, hooks: SettingsHooks): KafkaSettings {
   const brokers = (get('ONCEFLOW_KAFKA_BROKERS') ?? DEFAULTS.kafkaBrokers)
     .split(',')
     .map((b) => b.trim())
     .filter(Boolean);
   if (brokers.length === 0) throw new ConfigError('ONCEFLOW_KAFKA_BROKERS', 'lists no broker (host:port,...)');
+  const files = tlsFiles(get, 'ONCEFLOW_KAFKA_SSL');
+  const servername = get('ONCEFLOW_KAFKA_SSL_SERVER_NAME');
+  const sasl = kafkaSasl(get, hooks);
+  const rf = get('ONCEFLOW_KAFKA_REPLICATION_FACTOR');
+  const replicationFactor = rf === undefined || rf === '' || rf === '-1' ? -1 : positive('ONCEFLOW_KAFKA_REPLICATION_FACTOR', intSetting('ONCEFLOW_KAFKA_REPLICATION_FACTOR', rf, -1));
   return {
-    kafka: { brokers, clientId: get('ONCEFLOW_KAFKA_CLIENT_ID') ?? 'onceflow' },
+    brokers,
+    clientId: get('ONCEFLOW_KAFKA_CLIENT_ID') ?? 'onceflow',
+    ...(tlsWanted(get, 'ONCEFLOW_KAFKA_SSL', files) ? { ssl: { ...files, ...optional('servername', servername), rejectUnauthorized: true as const } } : {}),
+    ...(sasl ? { sasl } : {}),
+    replicationFactor,
+  };
+}
+
+function mysqlSsl(get: Get): MysqlSettings['ssl'] {
+  const files = tlsFiles(get, 'ONCEFLOW_MYSQL_SSL');
+  const min = get('ONCEFLOW_MYSQL_SSL_MIN_VERSION') || 'TLSv1.2';
+  if (min !== 'TLSv1.2' && min !== 'TLSv1.3') throw new ConfigError('ONCEFLOW_MYSQL_SSL_MIN_VERSION', `must be TLSv1.2 or TLSv1.3, got '${min}'`);
+  if (!tlsWanted(get, 'ONCEFLOW_MYSQL_SSL', files)) {
+    if (get('ONCEFLOW_MYSQL_SSL_MIN_VERSION')) throw new ConfigError('ONCEFLOW_MYSQL_SSL_MIN_VERSION', 'is set, but TLS is not: set ONCEFLOW_MYSQL_SSL=true or a CA file');
+    return undefined;
+  }
+  return { ...files, minVersion: min, rejectUnauthorized: true };
+}
+
+function temporalTls(get: Get, apiKey: string | undefined): Pick<TemporalSettings, 'tls'> {
+  const files = tlsFiles(get, 'ONCEFLOW_TEMPORAL_TLS');
+  const name = get('ONCEFLOW_TEMPORAL_TLS_SERVER_NAME');
+  if (!tlsWanted(get, 'ONCEFLOW_TEMPORAL_TLS', files) && !apiKey) return {};
+  if (flag(get, 'ONCEFLOW_TEMPORAL_TLS') === false) throw new ConfigError('ONCEFLOW_TEMPORAL_TLS', 'is false, but an API key is set: API keys are only sent over TLS');
+  return {
+    tls: {
+      ...(files.ca ? { serverRootCACertificate: Buffer.from(files.ca) } : {}),
+      ...(files.cert && files.key ? { clientCertPair: { crt: Buffer.from(files.cert), key: Buffer.from(files.key) } } : {}),
+      ...optional('serverNameOverride', name),
+    },
+  };
+}
+
+/**
+ * Every setting, from the environment (then the services file).
+ * @param hooks - what the environment cannot carry, e.g. a Kafka OAUTHBEARER token provider
+ */
+export function loadSettings(env: NodeJS.ProcessEnv = process.env, hooks: SettingsHooks = {}): Settings {
+  const file = servicesEnv(env);
+  const get: Get = (k) => env[k] ?? file[k];
+  const password = secret(get, 'ONCEFLOW_MYSQL_PASSWORD');
+  if (password === undefined) {
+    throw new ConfigError(
+      'ONCEFLOW_MYSQL_PASSWORD',
+      'is not set (nor ONCEFLOW_MYSQL_PASSWORD_FILE). Export it, or run `npm run services -- up`, which writes it to the services file',
+    );
+  }
+  const apiKey = secret(get, 'ONCEFLOW_TEMPORAL_API_KEY');
+  const ssl = mysqlSsl(get);
+  return {
+    kafka: kafkaSettings(get, hooks),
     mysql: {
       host: get('ONCEFLOW_MYSQL_HOST') ?? DEFAULTS.mysqlHost,
       port: intSetting('ONCEFLOW_MYSQL_PORT', get('ONCEFLOW_MYSQL_PORT'), DEFAULTS.mysqlPort),
       database: get('ONCEFLOW_MYSQL_DATABASE') ?? DEFAULTS.mysqlDatabase,
       user: get('ONCEFLOW_MYSQL_USER') ?? DEFAULTS.mysqlUser,
       password,
+      ...(ssl ? { ssl } : {}),
     },
     temporal: {
       address: get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress,
       namespace: get('ONCEFLOW_TEMPORAL_NAMESPACE') ?? DEFAULTS.namespace,
       taskQueue: get('ONCEFLOW_TASK_QUEUE') ?? DEFAULTS.taskQueue,
       webUi: (get('ONCEFLOW_TEMPORAL_UI') ?? defaultWebUi(get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress)).replace(/\/+$/, ''),
+      ...temporalTls(get, apiKey),
+      ...optional('apiKey', apiKey),
     },
     metricsPort: intSetting('ONCEFLOW_METRICS_PORT', get('ONCEFLOW_METRICS_PORT'), DEFAULTS.metricsPort),
     maxConcurrentActivities: positive('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', intSetting('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', get('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES'), DEFAULTS.maxConcurrentActivities)),

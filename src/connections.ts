@@ -9,6 +9,7 @@ import type { Client } from '@temporalio/client';
 import { connectClient } from './client';
 import { loadSettings, type Settings } from './config';
 import { errorMessage } from './errors';
+import { kafkaClientConfig } from './kafka/client-config';
 import { connectCluster, type KafkaCluster } from './kafka/internals';
 
 export interface Connections {
@@ -29,9 +30,9 @@ export async function openConnections(settings: Settings = loadSettings(), clien
       throw new Error(`cannot reach Temporal at ${settings.temporal.address} (${errorMessage(e)}); is it running? (npm run services -- up)`);
     });
     opened.push(() => client.connection.close());
-    const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId, logLevel: logLevel.NOTHING, retry: { retries: 3 } });
+    const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, clientId), logLevel: logLevel.NOTHING, retry: { retries: 3 } });
     const admin = kafka.admin();
-    const cluster = await Promise.all([admin.connect(), connectCluster({ brokers: settings.kafka.brokers, clientId, logLevel: logLevel.NOTHING })])
+    const cluster = await Promise.all([admin.connect(), connectCluster({ ...kafkaClientConfig(settings.kafka, clientId), logLevel: logLevel.NOTHING })])
       .then(([, c]) => c)
       .catch((e) => {
         throw new Error(`cannot reach Kafka at ${settings.kafka.brokers.join(',')} (${errorMessage(e)}); is it running?`);

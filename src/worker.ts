@@ -12,9 +12,11 @@ import { createPool } from 'mysql2/promise';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import type { ObservedEvent } from './activities/observe';
+import { temporalConnectionOptions } from './client';
 import { loadSettings, type Settings } from './config';
 import { Faults } from './faults';
 import { serveMetrics, WorkerMetrics } from './metrics';
+import { kafkaClientConfig } from './kafka/client-config';
 import { connectCluster } from './kafka/internals';
 import { loadTransforms } from './transforms/load';
 import { TransformRegistry } from './transforms/registry';
@@ -59,12 +61,12 @@ export async function createOnceflowWorker(opts: {
   const metrics = new WorkerMetrics();
   const metricsPort = opts.metricsPort ?? (settings.metricsPort > 0 ? settings.metricsPort : undefined);
   const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(metrics, metricsPort);
-  const cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: `${settings.kafka.clientId}-worker`, logLevel: logLevel.ERROR });
-  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: `${settings.kafka.clientId}-admin`, logLevel: logLevel.ERROR });
+  const cluster = await connectCluster({ ...kafkaClientConfig(settings.kafka, `${settings.kafka.clientId}-worker`), logLevel: logLevel.ERROR });
+  const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, `${settings.kafka.clientId}-admin`), logLevel: logLevel.ERROR });
   const admin = kafka.admin();
   await admin.connect();
   const pool = createPool({ ...settings.mysql, connectionLimit: 16, supportBigNumbers: true, bigNumberStrings: false, enableKeepAlive: true });
-  const connection = await NativeConnection.connect({ address: settings.temporal.address });
+  const connection = await NativeConnection.connect(temporalConnectionOptions(settings.temporal));
   const worker = await Worker.create({
     connection,
     namespace: settings.temporal.namespace,

@@ -6,6 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { connectCluster, endTxn, fetchPartition, ISOLATION, latestOffset, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
+import { kafkaClientConfig } from '../src/kafka/client-config';
 import { encodeMarker, findCommittedMarker, waitDecided } from '../src/kafka/progress';
 import { createTopic } from '../examples/flink-compare/scenario';
 import { openDeps, uniqueName, type Deps } from './support/env';
@@ -14,7 +15,7 @@ let deps: Deps;
 let other: KafkaCluster;
 before(async () => {
   deps = await openDeps();
-  other = await connectCluster({ brokers: deps.settings.kafka.brokers, clientId: 'onceflow-test-other' });
+  other = await connectCluster(kafkaClientConfig(deps.settings.kafka, 'onceflow-test-other'));
 });
 after(async () => {
   await other.disconnect();

@@ -21,6 +21,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import type { RowDataPacket } from 'mysql2';
 import { controlPipeline, startPipeline } from '../src/client';
 import { ConfigError } from '../src/errors';
+import { kafkaClientConfig } from '../src/kafka/client-config';
 import { ISOLATION } from '../src/kafka/internals';
 import { withSchemaRegistry, SchemaRegistryUnavailable, UndecodableRecord, type SchemaRegistryClient, type SchemaRegistryOptions } from '../src/serde/schema-registry';
 import { definePipeline } from '../src/spec';
@@ -169,7 +170,7 @@ describe('against a real schema registry (Apicurio, Confluent-compatible API)', 
       { key: 'bad-empty', value: await registry.encode(orderSchemaId, { ...orders[1]!, id: 'o-empty', items: [] }), reason: /transform failed: order o-empty: no items/ },
       { key: 'bad-status', value: await registry.encode(orderSchemaId, { ...orders[2]!, id: 'o-lost', status: 'lost' }), reason: /schema registry: output 0's value does not fit schema \d+: .*lost/ },
     ];
-    const kafka = new Kafka({ brokers: deps.settings.kafka.brokers, clientId: 'onceflow-test-input', logLevel: logLevel.ERROR });
+    const kafka = new Kafka({ ...kafkaClientConfig(deps.settings.kafka, 'onceflow-test-input'), logLevel: logLevel.ERROR });
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
     const input = [...good.slice(0, 60), ...bad, ...good.slice(60)];

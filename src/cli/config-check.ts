@@ -8,6 +8,7 @@ import { createConnection } from 'mysql2/promise';
 import { connectClient } from '../client';
 import type { Settings } from '../config';
 import { errorMessage } from '../errors';
+import { kafkaClientConfig } from '../kafka/client-config';
 
 export interface ConnectionCheck {
   service: 'temporal' | 'kafka' | 'mysql';
@@ -48,7 +49,7 @@ async function checkTemporal(s: Settings): Promise<ConnectionCheck> {
 
 async function checkKafka(s: Settings): Promise<ConnectionCheck> {
   const where = `Kafka at ${s.kafka.brokers.join(',')}`;
-  const admin = new Kafka({ brokers: s.kafka.brokers, clientId: `${s.kafka.clientId}-config`, logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
+  const admin = new Kafka({ ...kafkaClientConfig(s.kafka, `${s.kafka.clientId}-config`), logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
   try {
     await withTimeout(admin.connect(), 15_000, where);
     const cluster = await withTimeout(admin.describeCluster(), 15_000, where);

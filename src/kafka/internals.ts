@@ -8,7 +8,7 @@
  * Flink reaches the same Kafka internals through reflection for the same reasons.
  */
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
-import { logLevel as LogLevel } from 'kafkajs';
+import { logLevel as LogLevel, type KafkaConfig } from 'kafkajs';
 
 const Cluster = require('kafkajs/src/cluster');
 const { createLogger } = require('kafkajs/src/loggers');
@@ -59,6 +59,9 @@ export interface KafkaCluster {
 export interface ClusterOptions {
   brokers: string[];
   clientId: string;
+  /** TLS and SASL exactly as kafkajs takes them (see kafkaClientConfig in ./client-config). */
+  ssl?: KafkaConfig['ssl'];
+  sasl?: KafkaConfig['sasl'];
   logLevel?: LogLevel;
   requestTimeout?: number;
 }
@@ -82,6 +85,8 @@ export async function connectCluster(opts: ClusterOptions): Promise<KafkaCluster
     logger,
     brokers: opts.brokers,
     clientId: opts.clientId,
+    ssl: opts.ssl,
+    sasl: opts.sasl,
     socketFactory: defaultSocketFactory(),
     connectionTimeout: 3000,
     requestTimeout: opts.requestTimeout ?? 30000,

@@ -8,6 +8,7 @@ import { Kafka, logLevel, type EachBatchPayload } from 'kafkajs';
 import { createPool } from 'mysql2/promise';
 import { applyTransform, tableMap } from '../../src/activities/apply';
 import { loadSettings } from '../../src/config';
+import { kafkaClientConfig } from '../../src/kafka/client-config';
 import { createTableSql, detectDialect, inLocalTransaction, writeRows } from '../../src/mysql/sink';
 import type { PipelineSpec } from '../../src/spec';
 import type { SourceRecord } from '../../src/transforms/registry';
@@ -34,7 +35,7 @@ export interface BaselineBatch {
 
 async function main() {
   const settings = loadSettings();
-  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-bench-baseline', logLevel: logLevel.ERROR });
+  const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, 'onceflow-bench-baseline'), logLevel: logLevel.ERROR });
   const pool = createPool({ ...settings.mysql, connectionLimit: 8 });
   const producer = kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();

@@ -22,12 +22,36 @@ export interface Connections {
   close(): Promise<void>;
 }
 
+/**
+ * What to do about a TLS or authentication failure, from its message, or undefined when it is
+ * neither; `prefix` names the settings of the service (e.g. ONCEFLOW_KAFKA_SSL).
+ */
+export function securityHint(e: unknown, prefix: string): string | undefined {
+  const msg = errorMessage(e);
+  if (/self[- ]signed certificate|unable to (get local issuer|verify the first) certificate|UnknownIssuer|CERTIFICATE_VERIFY_FAILED|certificate verify failed|unknown ca/i.test(msg)) {
+    return `the server's certificate is not signed by a CA this client trusts (${msg}) — set ${prefix}_CA_FILE to the CA that signed it`;
+  }
+  if (/altnames|does not match certificate|NotValidForName|hostname mismatch|ERR_TLS_CERT_ALTNAME_INVALID/i.test(msg)) {
+    return `the server's certificate does not name the host connected to (${msg}) — connect by a name it lists, or set ${prefix}_SERVER_NAME`;
+  }
+  if (/certificate required|handshake failure|bad certificate|CertificateRequired/i.test(msg)) {
+    return `the server refused this client's certificate (${msg}) — set ${prefix}_CERT_FILE and ${prefix}_KEY_FILE to a client certificate the server trusts`;
+  }
+  if (/SASL .*authentication failed|Authentication failed|SaslAuthenticate/i.test(msg)) {
+    return `the broker refused the SASL login (${msg}) — check ONCEFLOW_KAFKA_SASL_USERNAME, the password (ONCEFLOW_KAFKA_SASL_PASSWORD or _FILE) and ONCEFLOW_KAFKA_SASL_MECHANISM`;
+  }
+  if (/does not support secure connection|SSL connection is required|secure transport/i.test(msg)) {
+    return `TLS and the server disagree (${msg}) — the server ${/does not support/i.test(msg) ? 'offers no TLS, and onceflow never falls back to plaintext' : 'requires TLS: set ' + prefix + '=true'}`;
+  }
+  return undefined;
+}
+
 export async function openConnections(settings: Settings = loadSettings(), clientId = 'onceflow-tool'): Promise<Connections> {
   const opened: (() => Promise<unknown>)[] = [];
   const close = async () => void (await Promise.allSettled(opened.map((c) => c())));
   try {
     const client = await connectClient(settings).catch((e) => {
-      throw new Error(`cannot reach Temporal at ${settings.temporal.address} (${errorMessage(e)}); is it running? (npm run services -- up)`);
+      throw new Error(`cannot reach Temporal at ${settings.temporal.address} (${securityHint(e, 'ONCEFLOW_TEMPORAL_TLS') ?? `${errorMessage(e)}; is it running? (npm run services -- up)`})`);
     });
     opened.push(() => client.connection.close());
     const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, clientId), logLevel: logLevel.NOTHING, retry: { retries: 3 } });
@@ -35,13 +59,13 @@ export async function openConnections(settings: Settings = loadSettings(), clien
     const cluster = await Promise.all([admin.connect(), connectCluster({ ...kafkaClientConfig(settings.kafka, clientId), logLevel: logLevel.NOTHING })])
       .then(([, c]) => c)
       .catch((e) => {
-        throw new Error(`cannot reach Kafka at ${settings.kafka.brokers.join(',')} (${errorMessage(e)}); is it running?`);
+        throw new Error(`cannot reach Kafka at ${settings.kafka.brokers.join(',')} (${securityHint(e, 'ONCEFLOW_KAFKA_SSL') ?? `${errorMessage(e)}; is it running?`})`);
       });
     opened.push(() => admin.disconnect(), () => cluster.disconnect());
     const pool = createPool({ ...settings.mysql, connectionLimit: 8 });
     opened.push(() => pool.end());
     await pool.query('SELECT 1').catch((e) => {
-      throw new Error(`cannot reach MySQL at ${settings.mysql.host}:${settings.mysql.port} as ${settings.mysql.user} (${errorMessage(e)})`);
+      throw new Error(`cannot reach MySQL at ${settings.mysql.host}:${settings.mysql.port} as ${settings.mysql.user} (${securityHint(e, 'ONCEFLOW_MYSQL_SSL') ?? errorMessage(e)})`);
     });
     return { settings, kafka, admin, pool, cluster, client, close };
   } catch (e) {

@@ -77,6 +77,7 @@ export async function createOnceflowWorker(opts: {
       admin,
       pool,
       transforms,
+      replicationFactor: settings.kafka.replicationFactor,
       faults: opts.faults ?? Faults.fromSettings(settings.faults),
       observe: (e) => {
         metrics.observe(e);

@@ -339,3 +339,87 @@ test('the Web UI link comes from the configuration: ONCEFLOW_TEMPORAL_UI, else p
   writeFileSync(file, `${pipeline}\nconnections: { temporal: { address: 'tmp.example:7233', webUi: 'https://ui.example/' } }\n`);
   assert.equal(loadPipelineConfig(file, env).settings.temporal.webUi, 'https://ui.example');
 });
+
+import { redactedSettings } from '../src/cli/config-check';
+import { kafkaClientConfig } from '../src/kafka/client-config';
+
+test('secure settings: TLS files, SASL and API keys from the environment or *_FILE, each mistake named; a config file says the same; nothing secret is printed', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'onceflow-tls-'));
+  const pem = (name: string, body: string) => (writeFileSync(join(dir, name), `-----BEGIN ${body}-----\nAAAA\n-----END ${body}-----\n`), join(dir, name));
+  const ca = pem('ca.crt', 'CERTIFICATE');
+  const crt = pem('client.crt', 'CERTIFICATE');
+  const key = pem('client.key', 'PRIVATE KEY');
+  writeFileSync(join(dir, 'kafka.password'), 'kafka-secret-1\n');
+  writeFileSync(join(dir, 'api.key'), 'api-key-secret-2');
+  const env = { ONCEFLOW_SERVICES_ENV: '/nonexistent/services.env', ONCEFLOW_MYSQL_PASSWORD: 'mysql-secret-3' };
+  const secure = {
+    ...env,
+    ONCEFLOW_KAFKA_SSL_CA_FILE: ca,
+    ONCEFLOW_KAFKA_SSL_SERVER_NAME: 'kafka.internal',
+    ONCEFLOW_KAFKA_SASL_MECHANISM: 'SCRAM-SHA-512',
+    ONCEFLOW_KAFKA_SASL_USERNAME: 'onceflow',
+    ONCEFLOW_KAFKA_SASL_PASSWORD_FILE: join(dir, 'kafka.password'),
+    ONCEFLOW_KAFKA_REPLICATION_FACTOR: '3',
+    ONCEFLOW_MYSQL_SSL: 'true',
+    ONCEFLOW_MYSQL_SSL_CA_FILE: ca,
+    ONCEFLOW_TEMPORAL_TLS_CA_FILE: ca,
+    ONCEFLOW_TEMPORAL_TLS_CERT_FILE: crt,
+    ONCEFLOW_TEMPORAL_TLS_KEY_FILE: key,
+    ONCEFLOW_TEMPORAL_API_KEY_FILE: join(dir, 'api.key'),
+  };
+  const s = loadSettings(secure);
+  assert.deepEqual(kafkaClientConfig(s.kafka, 'c'), {
+    brokers: ['127.0.0.1:9092'],
+    clientId: 'c',
+    ssl: { ca: readFileSync(ca, 'utf8'), servername: 'kafka.internal', rejectUnauthorized: true },
+    sasl: { mechanism: 'scram-sha-512', username: 'onceflow', password: 'kafka-secret-1' },
+  });
+  assert.equal(s.kafka.replicationFactor, 3);
+  assert.deepEqual(s.mysql.ssl, { ca: readFileSync(ca, 'utf8'), minVersion: 'TLSv1.2', rejectUnauthorized: true });
+  assert.equal(s.temporal.tls?.clientCertPair?.key.toString(), readFileSync(key, 'utf8'));
+  assert.equal(s.temporal.apiKey, 'api-key-secret-2');
+  const shown = JSON.stringify(redactedSettings(s));
+  for (const secret of ['kafka-secret-1', 'api-key-secret-2', 'mysql-secret-3', 'PRIVATE KEY']) assert.ok(!shown.includes(secret), `${secret} is redacted`);
+  // Plain settings stay plain: no TLS, no SASL, the broker's replication factor.
+  const plain = loadSettings(env);
+  assert.deepEqual([plain.kafka.ssl, plain.kafka.sasl, plain.kafka.replicationFactor, plain.mysql.ssl, plain.temporal.tls], [undefined, undefined, -1, undefined, undefined]);
+  // Each mistake names its setting and what to do.
+  const bad: [Record<string, string>, RegExp][] = [
+    [{ ONCEFLOW_KAFKA_SASL_MECHANISM: 'scram' }, /ONCEFLOW_KAFKA_SASL_MECHANISM must be one of plain, scram-sha-256, scram-sha-512, oauthbearer/],
+    [{ ONCEFLOW_KAFKA_SASL_MECHANISM: 'plain' }, /ONCEFLOW_KAFKA_SASL_USERNAME is not set/],
+    [{ ONCEFLOW_KAFKA_SASL_MECHANISM: 'plain', ONCEFLOW_KAFKA_SASL_USERNAME: 'u' }, /ONCEFLOW_KAFKA_SASL_PASSWORD is not set/],
+    [{ ONCEFLOW_KAFKA_SASL_MECHANISM: 'oauthbearer' }, /needs a token provider/],
+    [{ ONCEFLOW_KAFKA_SSL_CA_FILE: join(dir, 'missing.crt') }, /ONCEFLOW_KAFKA_SSL_CA_FILE names '.*missing\.crt', which cannot be read \(ENOENT\)/],
+    [{ ONCEFLOW_TEMPORAL_TLS_CERT_FILE: crt }, /ONCEFLOW_TEMPORAL_TLS_KEY_FILE is not set, but ONCEFLOW_TEMPORAL_TLS_CERT_FILE is/],
+    [{ ONCEFLOW_MYSQL_SSL: 'false', ONCEFLOW_MYSQL_SSL_CA_FILE: ca }, /ONCEFLOW_MYSQL_SSL is false, but ONCEFLOW_MYSQL_SSL_\* files are given/],
+    [{ ONCEFLOW_MYSQL_SSL: 'yes please' }, /ONCEFLOW_MYSQL_SSL must be true or false/],
+    [{ ONCEFLOW_MYSQL_SSL: 'true', ONCEFLOW_MYSQL_SSL_MIN_VERSION: 'TLSv1.1' }, /must be TLSv1.2 or TLSv1.3/],
+    [{ ONCEFLOW_MYSQL_PASSWORD_FILE: join(dir, 'kafka.password') }, /ONCEFLOW_MYSQL_PASSWORD and ONCEFLOW_MYSQL_PASSWORD_FILE are both set/],
+    [{ ONCEFLOW_TEMPORAL_TLS: 'false', ONCEFLOW_TEMPORAL_API_KEY: 'k' }, /API keys are only sent over TLS/],
+    [{ ONCEFLOW_KAFKA_REPLICATION_FACTOR: '0' }, /ONCEFLOW_KAFKA_REPLICATION_FACTOR must be at least 1/],
+  ];
+  for (const [extra, message] of bad) assert.throws(() => loadSettings({ ...env, ...extra }), message, JSON.stringify(extra));
+  // An OAUTHBEARER provider comes through the library API.
+  const provider = async () => ({ value: 'token' });
+  assert.deepEqual(loadSettings({ ...env, ONCEFLOW_KAFKA_SASL_MECHANISM: 'oauthbearer' }, { kafkaOAuthBearerProvider: provider }).kafka.sasl, { mechanism: 'oauthbearer', oauthBearerProvider: provider });
+  // The same settings from a config file: relative paths from the file's folder; a secret given in the file replaces the environment's.
+  const file = join(dir, 'p.yaml');
+  writeFileSync(
+    file,
+    `pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }
+connections:
+  kafka: { ssl: { caFile: ca.crt }, sasl: { mechanism: scram-sha-256, username: u, passwordFile: kafka.password }, replicationFactor: 2 }
+  mysql: { ssl: { enabled: true, minVersion: TLSv1.3 }, passwordFile: kafka.password }
+  temporal: { tls: { caFile: ca.crt, certFile: client.crt, keyFile: client.key, serverName: temporal.internal } }
+`,
+  );
+  const f = loadPipelineConfig(file, env).settings;
+  assert.deepEqual(f.kafka.sasl, { mechanism: 'scram-sha-256', username: 'u', password: 'kafka-secret-1' });
+  assert.equal(f.kafka.ssl?.ca, readFileSync(ca, 'utf8'));
+  assert.equal(f.kafka.replicationFactor, 2);
+  assert.deepEqual(f.mysql.ssl, { minVersion: 'TLSv1.3', rejectUnauthorized: true });
+  assert.equal(f.mysql.password, 'kafka-secret-1');
+  assert.equal(f.temporal.tls?.serverNameOverride, 'temporal.internal');
+  writeFileSync(file, `pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }\nconnections: { kafka: { sasl: { mechanism: kerberos } } }\n`);
+  assert.throws(() => loadPipelineConfig(file, env), /connections\.kafka\.sasl\.mechanism/);
+});

@@ -19,6 +19,8 @@ export interface ActivityDeps {
   admin: Admin;
   pool: Pool;
   transforms: TransformRegistry;
+  /** Replication factor of the topics setup creates (settings.kafka.replicationFactor); -1 or absent: the broker's default. */
+  replicationFactor?: number;
   faults?: Faults;
   /** Observer for metrics (records, phases, redos); optional. */
   observe?: (event: ObservedEvent) => void;

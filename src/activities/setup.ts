@@ -86,7 +86,7 @@ export function createSetup(ctx: ActivityContext) {
         if (missing.length) {
           await createTopicsReady(
             admin,
-            missing.map((topic) => ({ topic, numPartitions: Math.max(1, partitions), replicationFactor: -1, ...(topic === spec.progressTopic ? { configEntries: PROGRESS_TOPIC_CONFIG } : {}) })),
+            missing.map((topic) => ({ topic, numPartitions: Math.max(1, partitions), replicationFactor: ctx.replicationFactor ?? -1, ...(topic === spec.progressTopic ? { configEntries: PROGRESS_TOPIC_CONFIG } : {}) })),
           );
         }
         const sinks = await partitionCounts(admin, wanted.map(([, t]) => t));

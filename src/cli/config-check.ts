@@ -8,6 +8,7 @@ import { createConnection } from 'mysql2/promise';
 import { connectClient } from '../client';
 import type { Settings } from '../config';
 import { errorMessage } from '../errors';
+import { securityHint } from '../connections';
 import { kafkaClientConfig } from '../kafka/client-config';
 
 export interface ConnectionCheck {
@@ -16,13 +17,24 @@ export interface ConnectionCheck {
   detail: string;
 }
 
-/** The settings as onceflow uses them, with every secret replaced by whether it is set. */
+const SECRET_KEYS = new Set(['password', 'key', 'apiKey']);
+
+/**
+ * The settings as onceflow uses them: every secret (passwords, private keys, API keys) replaced by
+ * '(set, redacted)', certificates by '(PEM, n bytes)' and functions by their kind.
+ */
 export function redactedSettings(settings: Settings): unknown {
-  return {
-    ...settings,
-    mysql: { ...settings.mysql, password: settings.mysql.password ? '(set, redacted)' : '(not set)' },
+  const redact = (v: unknown, k = ''): unknown => {
+    if (SECRET_KEYS.has(k)) return v ? '(set, redacted)' : '(not set)';
+    if (typeof v === 'function') return '(function)';
+    if (Buffer.isBuffer(v) || (typeof v === 'string' && v.startsWith('-----BEGIN'))) return `(PEM, ${v.length} bytes)`;
+    if (Array.isArray(v)) return v.map((x) => redact(x));
+    if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([kk, x]) => [kk, redact(x, kk)]));
+    return v;
   };
+  return redact(settings);
 }
+
 
 const withTimeout = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
   Promise.race([p, new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`no answer from ${what} within ${ms / 1000} s`)), ms).unref())]);
@@ -33,7 +45,7 @@ async function checkTemporal(s: Settings): Promise<ConnectionCheck> {
   try {
     client = await withTimeout(connectClient(s), 10_000, where);
   } catch (e) {
-    return { service: 'temporal', ok: false, detail: `cannot reach ${where}: ${errorMessage(e)} — check ONCEFLOW_TEMPORAL_ADDRESS and that the server runs` };
+    return { service: 'temporal', ok: false, detail: `${where}: ${securityHint(e, 'ONCEFLOW_TEMPORAL_TLS') ?? `cannot reach it: ${errorMessage(e)} — check ONCEFLOW_TEMPORAL_ADDRESS and that the server runs`}` };
   }
   try {
     await withTimeout(client.workflowService.describeNamespace({ namespace: s.temporal.namespace }), 10_000, where);
@@ -55,7 +67,7 @@ async function checkKafka(s: Settings): Promise<ConnectionCheck> {
     const cluster = await withTimeout(admin.describeCluster(), 15_000, where);
     return { service: 'kafka', ok: true, detail: `${where}: ${cluster.brokers.length} broker(s), controller ${cluster.controller}` };
   } catch (e) {
-    return { service: 'kafka', ok: false, detail: `cannot reach ${where}: ${errorMessage(e)} — check ONCEFLOW_KAFKA_BROKERS and that the brokers run` };
+    return { service: 'kafka', ok: false, detail: `${where}: ${securityHint(e, 'ONCEFLOW_KAFKA_SSL') ?? `cannot reach it: ${errorMessage(e)} — check ONCEFLOW_KAFKA_BROKERS and that the brokers run`}` };
   } finally {
     await admin.disconnect().catch(() => undefined);
   }
@@ -67,7 +79,7 @@ function mysqlHint(e: unknown, s: Settings): string {
   const m = s.mysql;
   switch (code) {
     case 'ER_ACCESS_DENIED_ERROR':
-      return `wrong user or password for '${m.user}' — check ONCEFLOW_MYSQL_USER and ONCEFLOW_MYSQL_PASSWORD (or connections.mysql.passwordEnv)`;
+      return `wrong user or password for '${m.user}', or the user must connect over TLS — check ONCEFLOW_MYSQL_USER, ONCEFLOW_MYSQL_PASSWORD (or _FILE, connections.mysql.passwordEnv) and ONCEFLOW_MYSQL_SSL`;
     case 'ER_BAD_DB_ERROR':
       return `database '${m.database}' does not exist — create it, or set ONCEFLOW_MYSQL_DATABASE`;
     case 'ER_DBACCESS_DENIED_ERROR':
@@ -77,7 +89,7 @@ function mysqlHint(e: unknown, s: Settings): string {
     case 'ETIMEDOUT':
       return `nothing answers at ${m.host}:${m.port} — check ONCEFLOW_MYSQL_HOST/PORT and that the server runs`;
     default:
-      return errorMessage(e);
+      return securityHint(e, 'ONCEFLOW_MYSQL_SSL') ?? errorMessage(e);
   }
 }
 

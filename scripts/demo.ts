@@ -43,7 +43,7 @@ async function main() {
     await client.workflow.getHandle(`onceflow/${spec.name}`).terminate('demo restarted').catch(() => undefined);
     await resetPipeline(admin, pool, spec, PARTITIONS);
     const { values, input } = makeEvents(RECORDS, 2019, 500);
-    await produceValues(settings.kafka.brokers, spec.source.topic, PARTITIONS, values);
+    await produceValues(settings.kafka, spec.source.topic, PARTITIONS, values);
     console.log(`produced ${values.length} records (${input.poison} of them poison: not JSON)`);
 
     const taskQueue = 'onceflow-demo';

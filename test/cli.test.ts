@@ -63,7 +63,7 @@ before(async () => {
   const spec = compareSpec({ name, source: { topic: `${name}.in` }, kafkaSink: { topic: `${name}.out` }, transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` } });
   await resetPipeline(deps.admin, deps.pool, spec, 2);
   const { values } = makeEvents(600, 11);
-  await produceValues(deps.settings.kafka.brokers, spec.source.topic, 2, values);
+  await produceValues(deps.settings.kafka, spec.source.topic, 2, values);
   // The worker is the CLI's own `onceflow worker` process, with a Prometheus endpoint on a free port.
   worker = spawn(process.execPath, [join(__dirname, '..', 'bin', 'onceflow.js'), 'worker', '--transforms', TRANSFORMS, '--task-queue', taskQueue, '--metrics-port', '0'], {
     env: process.env,

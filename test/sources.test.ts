@@ -49,7 +49,7 @@ async function singleTopic(prefix: string, partitions: number, records: number, 
   const spec = specFor(name, { topic: `${name}.in` });
   await resetPipeline(deps.admin, deps.pool, spec, partitions);
   const first = makeEvents(records, seed, poisonEvery);
-  await produceValues(deps.settings.kafka.brokers, spec.source.topic, partitions, first.values);
+  await produceValues(deps.settings.kafka, spec.source.topic, partitions, first.values);
   return { name, spec, first, tq: uniqueName('tq') };
 }
 
@@ -142,8 +142,8 @@ test('several source topics: each (topic, partition) its own partition workflow,
   const { name, a, b, spec } = await twoTopics('topics', 3, 2);
   const inA = makeEvents(300, 21, 75);
   const inB = makeEvents(200, 22, 0);
-  await produceValues(deps.settings.kafka.brokers, a, 3, inA.values);
-  await produceValues(deps.settings.kafka.brokers, b, 2, inB.values);
+  await produceValues(deps.settings.kafka, a, 3, inA.values);
+  await produceValues(deps.settings.kafka, b, 2, inB.values);
   const tq = uniqueName('tq');
   await withWorker(tq, async () => {
     await startPipeline(deps.client, spec, tq);
@@ -173,7 +173,7 @@ test('an output topic with fewer partitions than the source: outputs go to id mo
   await createTopic(deps.admin, spec.kafkaSink.topic, 2);
   await createTopic(deps.admin, spec.deadLetterTopic, 1);
   const input = makeEvents(400, 31, 40);
-  await produceValues(deps.settings.kafka.brokers, spec.source.topic, 4, input.values);
+  await produceValues(deps.settings.kafka, spec.source.topic, 4, input.values);
   const tq = uniqueName('tq');
   await withWorker(tq, async () => {
     await startPipeline(deps.client, spec, tq);
@@ -187,7 +187,7 @@ test('an output topic with fewer partitions than the source: outputs go to id mo
 
 test('a deleted source topic fails its partitions with an error naming it; status and verify say so', { timeout: 110_000 }, async () => {
   const { name, a, b, spec } = await twoTopics('gone', 1, 1);
-  await produceValues(deps.settings.kafka.brokers, a, 1, makeEvents(50, 41).values);
+  await produceValues(deps.settings.kafka, a, 1, makeEvents(50, 41).values);
   const tq = uniqueName('tq');
   await withWorker(tq, async () => {
     await startPipeline(deps.client, spec, tq);

@@ -33,7 +33,7 @@ export async function prepareScenario(
   const spec = opts.mysqlMode ? { ...base, mysqlSink: { ...base.mysqlSink, mode: opts.mysqlMode } } : base;
   await resetPipeline(deps.admin, deps.pool, spec, opts.partitions);
   const { values, input } = makeEvents(opts.records, opts.seed ?? 7, opts.poisonEvery ?? 0);
-  await produceValues(deps.settings.kafka.brokers, spec.source.topic, opts.partitions, values);
+  await produceValues(deps.settings.kafka, spec.source.topic, opts.partitions, values);
   return { spec, taskQueue: uniqueName('tq'), input, partitions: opts.partitions };
 }
 

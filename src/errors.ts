@@ -13,6 +13,7 @@ export const NON_RETRYABLE_TYPES = [
   'SourceGone',
   'SourceTopicGone',
   'MissingTransform',
+  'NotAuthorized',
 ] as const;
 
 export class OnceflowError extends Error {
@@ -94,6 +95,36 @@ export class StaleEpoch extends OnceflowError {
       details: { pipeline, partition, epoch, later },
     });
   }
+}
+
+/** Kafka's answer for each missing permission, and what to grant (docs/deploy.md lists a pipeline's ACLs). */
+const KAFKA_DENIALS: Record<string, string> = {
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Write and Describe on the pipeline's transactional ids (TransactionalId, prefixed 'onceflow.<pipeline>.')",
+  TOPIC_AUTHORIZATION_FAILED: 'Read/Describe on the source topics, Write/Describe/Read (and Create, if onceflow creates them) on the output, dead-letter and progress topics',
+  GROUP_AUTHORIZATION_FAILED: "Read on the pipeline's consumer group ('onceflow.<pipeline>')",
+  CLUSTER_AUTHORIZATION_FAILED: 'the cluster permission the request needs (IdempotentWrite on brokers that ask for it)',
+};
+const MYSQL_DENIALS = new Set(['ER_TABLEACCESS_DENIED_ERROR', 'ER_DBACCESS_DENIED_ERROR', 'ER_SPECIFIC_ACCESS_DENIED_ERROR', 'ER_COLUMNACCESS_DENIED_ERROR']);
+
+/** A service refused onceflow's principal a permission it needs; names what to grant. */
+export class NotAuthorized extends OnceflowError {
+  constructor(service: 'Kafka' | 'MySQL', refusal: string, grant: string, retryable: boolean) {
+    super(`${service} refused: ${refusal} — grant ${grant}`, { retryable, details: { service, refusal } });
+  }
+}
+
+/**
+ * The NotAuthorized an error stands for, or undefined. `retryable`: whether the attempt may be
+ * retried (true once an epoch is decided, so an operator's grant lets it finish).
+ */
+export function notAuthorized(e: unknown, retryable: boolean): NotAuthorized | undefined {
+  for (let c: unknown = e; c instanceof Error; c = (c as { cause?: unknown }).cause) {
+    const type = (c as { type?: unknown }).type;
+    if (typeof type === 'string' && KAFKA_DENIALS[type]) return new NotAuthorized('Kafka', `${type} (${c.message})`, KAFKA_DENIALS[type]!, retryable);
+    const code = (c as { code?: unknown }).code;
+    if (typeof code === 'string' && MYSQL_DENIALS.has(code)) return new NotAuthorized('MySQL', c.message, 'the privilege named (docs/deploy.md lists the grants)', retryable);
+  }
+  return undefined;
 }
 
 /** A transient condition (service restarting, lock wait, transaction still being decided). */

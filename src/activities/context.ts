@@ -6,7 +6,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
-import { OnceflowError } from '../errors';
+import { notAuthorized, OnceflowError } from '../errors';
 import { Faults, type FaultPoint } from '../faults';
 import type { KafkaCluster } from '../kafka/internals';
 import { detectDialect, type Dialect } from '../mysql/sink';
@@ -50,14 +50,20 @@ export function activityContext(deps: ActivityDeps) {
 
 export type ActivityContext = ReturnType<typeof activityContext>;
 
-/** Maps onceflow's errors to Temporal failures at the activity edge; keeps the worker heartbeating. */
-export async function edge<T>(fn: () => Promise<T>): Promise<T> {
+/**
+ * Maps onceflow's errors to Temporal failures at the activity edge; keeps the worker heartbeating.
+ * A permission a service refuses becomes NotAuthorized, naming what to grant: it ends the
+ * partition where nothing is decided yet (`decided: false`: set-up, reconcile, prepare, which
+ * leave nothing behind), and is retried where an epoch is decided and must finish (commit, redo).
+ */
+export async function edge<T>(fn: () => Promise<T>, opts: { decided: boolean } = { decided: true }): Promise<T> {
   const ctx = Context.current();
   const timer = setInterval(() => ctx.heartbeat(), 1000);
   ctx.heartbeat();
   try {
     return await fn();
-  } catch (e) {
+  } catch (caught) {
+    const e = caught instanceof OnceflowError ? caught : (notAuthorized(caught, opts.decided) ?? caught);
     if (e instanceof OnceflowError) throw ApplicationFailure.create({ message: e.message, type: e.name, nonRetryable: !e.retryable, details: [e.details] });
     throw e;
   } finally {

@@ -112,7 +112,7 @@ export function createPrepare(ctx: ActivityContext) {
           await endTxn(cluster, handle, false).catch(() => undefined);
           throw e;
         }
-      });
+      }, { decided: false });
     },
   };
 }

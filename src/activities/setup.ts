@@ -113,7 +113,7 @@ export function createSetup(ctx: ActivityContext) {
           .filter((a) => a.partition < (counts.get(a.topic) ?? 0))
           .map((a) => ({ id: a.id, topic: a.topic, partition: a.partition, outputPartitions, deadLetterPartitions, ...(a.discovered ? { startFrom: 'earliest' as const } : {}) }));
         return { partitions, sources, ...(missingTopics.length ? { missingTopics } : {}) };
-      });
+      }, { decided: false });
     },
   };
 }

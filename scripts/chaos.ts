@@ -1,5 +1,8 @@
 /**
  * `npm run chaos [-- --seed N] [--short] [--out FILE] [--keep-services]`
+ * `npm run chaos -- --cluster [--seed N]`: the cluster campaign (3 KRaft nodes, a node killed at
+ *   every protocol step: transaction coordinator, partition leader, active controller), its own
+ *   section of docs/reliability.md
  * `npm run soak  [-- --seed N] [--short] [--out FILE] [--keep-services]`  (this file with --soak)
  * `... --from RESULT.json`: no run; the report rendered again from a saved result (a soak's
  * bounded-state checks recomputed from its samples)
@@ -25,13 +28,14 @@ function arg(name: string): string | undefined {
 async function main() {
   const short = process.argv.includes('--short');
   const soak = process.argv.includes('--soak');
+  const clusterRun = process.argv.includes('--cluster');
   const seedArg = arg('--seed');
   const seed = seedArg !== undefined ? Number(seedArg) : Math.floor(Math.random() * 1_000_000);
   if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got ${seedArg}`);
   const out = arg('--out') ?? (short ? undefined : join(__dirname, '..', 'docs', 'reliability.md'));
   const started = Date.now();
   const log = (s: string) => console.log(`[chaos +${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${s}`);
-  const o = presetOptions(soak ? (short ? 'soak-short' : 'soak') : short ? 'short' : 'full', seed, log);
+  const o = presetOptions(clusterRun ? 'cluster' : soak ? (short ? 'soak-short' : 'soak') : short ? 'short' : 'full', seed, log);
   try {
     const head = execSync('git rev-parse --short HEAD', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim();
     const dirty = execSync('git status --porcelain -- src scripts', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim() !== '';
@@ -49,7 +53,7 @@ async function main() {
     if (!from) writeFileSync(join(o.runDir, 'campaign', 'result.json'), JSON.stringify(r, null, 2));
     if (out) {
       const doc = existsSync(out) ? readFileSync(out, 'utf8') : '';
-      writeFileSync(out, soak ? spliceReport(doc, 'soak', renderSoak(r)) : spliceReport(doc, 'campaign', renderReport(r)));
+      writeFileSync(out, soak ? spliceReport(doc, 'soak', renderSoak(r)) : spliceReport(doc, clusterRun ? 'cluster' : 'campaign', renderReport(r)));
       console.log(`report written to ${out}`);
     }
     if (r.ok) console.log(`RESULT: exactly once under every fault${soak ? `, ${soakVerdict(r.samples)}` : ''} (seed ${r.options.seed})`);
@@ -60,7 +64,7 @@ async function main() {
     process.exitCode = 1;
   } finally {
     if (!from && !process.argv.includes('--keep-services')) {
-      await services({ runDir: o.runDir, portBase: o.portBase, workers: o.workers }, ['down']).catch((e) => console.error(String(e)));
+      await services({ runDir: o.runDir, portBase: o.portBase, workers: o.workers, ...(o.kafkaNodes ? { kafkaNodes: o.kafkaNodes } : {}) }, ['down']).catch((e) => console.error(String(e)));
     }
   }
 }

@@ -1,6 +1,7 @@
 /** Phase 1 of an epoch: read [offset, end), pre-commit the Kafka transaction and the XA branch. */
 import { randomBytes } from 'node:crypto';
-import { PreparedTransaction, endTxn } from '../kafka/internals';
+import { endTxn } from '../kafka/internals';
+import { CountedTransaction, checkLanded } from '../kafka/landed';
 import type { Marker } from '../kafka/progress';
 import { prepareBranch } from '../mysql/branch';
 import { insertLedger, ledgerRow } from '../mysql/ledger';
@@ -78,10 +79,14 @@ export function createPrepare(ctx: ActivityContext) {
         const applied = await timed('transformMs', () => applyTransform(spec, transform, records, tctx, tables, src.layout));
         const deadLetters = applied.deadLetters.length;
         // InitProducerId on this epoch's transactional id: fences zombies and aborts their open transaction.
-        const txn = new PreparedTransaction(cluster, epochTransactionalId(spec, partition, epoch), spec.kafkaSink.transactionTimeoutMs);
+        // Counted: each send must acknowledge every partition it carried (src/kafka/landed.ts).
+        const txn = new CountedTransaction(cluster, epochTransactionalId(spec, partition, epoch), spec.kafkaSink.transactionTimeoutMs);
         const handle = await timed('initMs', () => txn.begin());
         try {
           const markerOffset = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, partition, applied, marker, src));
+          // Before anything may commit it: the log holds every acknowledged output and dead letter
+          // of this transaction (one fetch per partition written; the marker's own ack was checked).
+          await timed('kafkaMs', () => checkLanded(cluster, txn, handle, [spec.progressTopic]));
           await ctx.hit('prepare.kafka-sent', at);
           const staged = mysqlMode(spec) === 'staged';
           if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(spec, partition, args.afterCommitOf!));

@@ -335,3 +335,64 @@ export async function endTxn(cluster: KafkaCluster, h: TxnHandle, commit: boolea
     }
   });
 }
+
+export interface ProducerRecordCount {
+  /** Records of (producerId, producerEpoch) found from `fromOffset` up to the high watermark. */
+  found: number;
+  highWatermark: number;
+  /** Fetch requests it took (the per-epoch cost of the check). */
+  fetches: number;
+}
+
+/**
+ * Counts the data records one producer id and epoch wrote to a partition from `fromOffset`
+ * (read_uncommitted, so an open transaction's records count), stopping as soon as `expected`
+ * were found. A new leader's high watermark may lag the acknowledged records for a moment after
+ * a leader change, so a short count is looked at again until `settleMs` passed.
+ */
+export async function countProducerRecords(
+  cluster: KafkaCluster,
+  args: { topic: string; partition: number; fromOffset: number; producerId: number; producerEpoch: number; expected: number; maxBytes?: number; settleMs?: number },
+): Promise<ProducerRecordCount> {
+  const deadline = Date.now() + (args.settleMs ?? 3000);
+  let fetches = 0;
+  for (;;) {
+    let found = 0;
+    let offset = args.fromOffset;
+    let hw = -1;
+    for (;;) {
+      const broker = await leaderOf(cluster, args.topic, args.partition);
+      let response: any;
+      try {
+        fetches++;
+        response = await broker.fetch({
+          replicaId: -1,
+          isolationLevel: ISOLATION.READ_UNCOMMITTED,
+          maxWaitTime: 0,
+          minBytes: 1,
+          maxBytes: args.maxBytes ?? 4 * 1024 * 1024,
+          topics: [{ topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(offset), maxBytes: args.maxBytes ?? 4 * 1024 * 1024 }] }],
+        });
+      } catch (e: any) {
+        if (e?.type === 'NOT_LEADER_FOR_PARTITION' || e?.type === 'UNKNOWN_TOPIC_OR_PARTITION' || e?.type === 'LEADER_NOT_AVAILABLE' || e?.type === 'FENCED_LEADER_EPOCH') {
+          await cluster.raw.refreshMetadata().catch(() => undefined);
+        }
+        throw e;
+      }
+      const pd = response.responses?.[0]?.partitions?.[0];
+      if (!pd) throw new Error(`empty fetch response for ${args.topic}[${args.partition}]`);
+      if (pd.errorCode && pd.errorCode !== 0) throw Object.assign(new Error(`fetch ${args.topic}[${args.partition}] failed with error code ${pd.errorCode}`), { errorCode: pd.errorCode });
+      hw = Number(pd.highWatermark);
+      const within: any[] = new Batch(args.topic, String(offset), pd).messagesWithinOffset;
+      for (const m of within) {
+        if (m.isControlRecord) continue;
+        if (String(m.batchContext.producerId) === String(args.producerId) && Number(m.batchContext.producerEpoch) === args.producerEpoch) found++;
+      }
+      const next = within.length ? Number(within[within.length - 1].offset) + 1 : offset;
+      if (found >= args.expected || next >= hw || next === offset) break;
+      offset = next;
+    }
+    if (found >= args.expected || Date.now() >= deadline) return { found, highWatermark: hw, fetches };
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

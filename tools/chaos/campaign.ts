@@ -15,17 +15,19 @@ import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { connectClient, controlPipeline, partitionStatus, startPipeline } from '../../src/client';
 import { loadSettings, toolPaths } from '../../src/config';
 import type { FaultPoint } from '../../src/faults';
+import { kafkaClientConfig } from '../../src/kafka/client-config';
 import { connectCluster } from '../../src/kafka/internals';
 import { recoverXids } from '../../src/mysql/branch';
 import { parseGtrid, pipelineGtridPrefix, xidToString } from '../../src/mysql/xid';
-import { partitionWorkflowId } from '../../src/spec';
+import { partitionWorkflowId, transactionalId } from '../../src/spec';
 import { compareSpec, makeEvents, resetPipeline } from '../../examples/flink-compare/scenario';
 import { verifyPipeline, type Check, type VerifyReport } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { auditRecords, javaReadCommitted, ledgerCopier, type JavaReadResult, type RangeStats } from './audit';
 import { boundedStateChecks } from './bounds';
-import { InputFeeder } from './feeder';
-import { INJECTED_KINDS, planFaults, POINTS, type FaultKind, type PlannedFault } from './schedule';
+import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from './cluster';
+import { InputFeeder, type LandedInput } from './feeder';
+import { CLUSTER_KINDS, INJECTED_KINDS, planFaults, POINTS, type ClusterKind, type FaultKind, type PlannedFault } from './schedule';
 import { ServiceFreezer, services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -38,8 +40,10 @@ export interface CampaignOptions {
   workers: number;
   /** Records per second of the live input stream while faults run. */
   ratePerSecond: number;
-  mode: 'every-step' | 'cover' | 'soak';
+  mode: 'every-step' | 'cover' | 'soak' | 'cluster';
   randomEach: number;
+  /** Kafka nodes of the stack (3: the cluster campaign, run without the Kafka proxies). */
+  kafkaNodes?: number;
   /** soak mode: how many faults, and the quiet time before each. */
   soakFaults?: number;
   soakSpacingMs?: [number, number];
@@ -85,6 +89,11 @@ export interface FaultRecord extends PlannedFault {
   danglingAfter: number;
   stats?: RangeStats;
   note: string;
+  /** Cluster kinds: the node killed and why it was the target. */
+  node?: number;
+  target?: string;
+  /** Cluster kinds: from the node's return until every node was in every ISR again. */
+  wholeAgainMs?: number;
 }
 
 export interface KindSummary {
@@ -136,6 +145,8 @@ export interface CampaignResult {
     inputSendRetries: number;
   };
   verify: VerifyReport;
+  /** What the input producer had acknowledged against what the source topic holds. */
+  input?: LandedInput;
   audit: Awaited<ReturnType<typeof auditRecords>>['totals'];
   javaRead?: JavaReadResult;
   samples: Sample[];
@@ -164,7 +175,8 @@ const FREEZE_MS = 20_000;
 export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   const log = o.log;
   const started = Date.now();
-  const stack: StackOptions = { runDir: o.runDir, portBase: o.portBase, workers: o.workers };
+  const nodes = o.kafkaNodes ?? 1;
+  const stack: StackOptions = { runDir: o.runDir, portBase: o.portBase, workers: o.workers, ...(nodes > 1 ? { kafkaNodes: nodes } : {}) };
   const ports = stackPorts(stack);
   const logDir = join(o.runDir, 'campaign');
   mkdirSync(logDir, { recursive: true });
@@ -185,11 +197,12 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     writeFileSync(bundle, code);
   }
 
-  const kafka = new Kafka({ brokers: settings.kafka.brokers, clientId: 'onceflow-chaos', logLevel: logLevel.NOTHING });
+  const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, 'onceflow-chaos'), logLevel: logLevel.NOTHING });
   const admin = kafka.admin();
   await admin.connect();
   const pool = createPool({ ...settings.mysql, connectionLimit: 4, dateStrings: true });
-  const cluster = await connectCluster({ brokers: settings.kafka.brokers, clientId: 'onceflow-chaos', logLevel: logLevel.NOTHING });
+  const cluster = await connectCluster({ ...kafkaClientConfig(settings.kafka, 'onceflow-chaos'), logLevel: logLevel.NOTHING });
+  const kafkaLibsDir = toolPaths({ ONCEFLOW_SERVICES_ENV: envFile }).kafkaLibs;
   const client = await connectClient(settings);
 
   const name = `chaos-${o.seed}-${Date.now().toString(36)}`;
@@ -202,7 +215,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   });
   await resetPipeline(admin, pool, spec, o.partitions);
   const { values } = makeEvents(Math.ceil(o.records * (o.inputMultiplier ?? 5)), o.seed, o.poisonEvery);
-  const feeder = new InputFeeder(settings.kafka.brokers, spec.source.topic, o.partitions, values, o.ratePerSecond, o.records, log);
+  const feeder = new InputFeeder(settings.kafka, spec.source.topic, o.partitions, values, o.ratePerSecond, o.records, log);
 
   // ---- workers and what they report
   const lines: FaultLine[] = [];
@@ -222,7 +235,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
       ...servicesEnv(stack),
       ONCEFLOW_SERVICES_ENV: envFile,
       ONCEFLOW_TASK_QUEUE: taskQueue,
-      ONCEFLOW_KAFKA_BROKERS: `127.0.0.1:${ports.kafkaProxy(i)}`,
+      // A cluster's workers reach its nodes directly (brokers from services.env); one node reaches worker i through its proxy.
+      ...(nodes > 1 ? {} : { ONCEFLOW_KAFKA_BROKERS: `127.0.0.1:${ports.kafkaProxy(i)}` }),
       ONCEFLOW_MYSQL_PORT: String(ports.mysqlProxy(i)),
       ONCEFLOW_FAULTS_FILE: faultsFile,
       ONCEFLOW_WORKFLOW_BUNDLE: bundle!,
@@ -311,6 +325,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
 
   const faults: FaultRecord[] = [];
   let stuck: string | undefined;
+  /** The active controller as asked just before a controller kill was armed. */
+  let controllerNow: number | undefined;
+  const services0 = nodeServices(stack);
   const plan = planFaults({
     seed: o.seed,
     partitions: o.partitions,
@@ -358,7 +375,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
       if (f.trigger === 'random') {
         await snapshot();
         partitions = Array.from({ length: o.partitions }, (_, p) => p);
-        const lasts = await inject(f.kind, f.worker, f);
+        const lasts = await inject(f.kind, f.worker, f, rec, ((before.get(f.partition) ?? -1) + 1));
         rec.faultMs = Math.max(Date.now() - t0, lasts);
         rec.injected = true;
       } else {
@@ -372,6 +389,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
             f.kind === 'txn-timeout'
               ? [stallPastTimeout]
               : [...(point === 'redo.start' ? [stallPastTimeout] : []), `${point}${at}:${f.kind === 'worker-kill' ? 'crash' : f.kind === 'worker-freeze' ? `freeze=${FREEZE_MS}` : `stall=${HOLD_MS}`}`];
+          // The controller is asked before arming (a JVM start), so the kill follows the hit at once.
+          if (f.kind === 'kafka-controller-kill') controllerNow = await quorumLeader(kafkaLibsDir!, settings.kafka.brokers).catch(() => undefined);
           arm(rules);
           const hit = await waitLine((l) => l.point === point && l.epoch === e && l.partition === f.partition && l.attempt === 1, point === 'redo.start' || f.kind === 'txn-timeout' ? T + 60_000 : 45_000);
           arm([]);
@@ -389,7 +408,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           else if (f.kind === 'txn-timeout') rec.faultMs = T + 4000;
           else if (f.kind === 'worker-kill') rec.faultMs = 0;
           else {
-            const lasts = await inject(f.kind, hit.worker, f);
+            const lasts = await inject(f.kind, hit.worker, f, rec, e);
             rec.faultMs = Math.max(Date.now() - t0, lasts);
           }
         }
@@ -424,7 +443,18 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
         rec.note += `prepared branches of committed epochs after recovery: ${dangling.stays.join(', ')}; `;
         log(`#${f.n} ${f.kind}: ${rec.note}`);
       }
-      log(`#${f.n}/${plan.length} ${f.kind} @ ${f.trigger}${rec.epoch !== undefined ? ` (partition ${f.partition} epoch ${rec.epoch}, worker ${rec.hitWorker})` : ''}: recovered in ${(rec.recoveryMs / 1000).toFixed(1)} s; input ${feeder.produced}`);
+      log(`#${f.n}/${plan.length} ${f.kind} @ ${f.trigger}${rec.epoch !== undefined ? ` (partition ${f.partition} epoch ${rec.epoch}, worker ${rec.hitWorker})` : ''}: recovered in ${(rec.recoveryMs / 1000).toFixed(1)} s; input ${feeder.produced}${rec.target ? `; ${rec.target}` : ''}`);
+      if (nodes > 1) {
+        // The next node is killed only once every node is back in every ISR: 2 of 3 live at worst.
+        const t = Date.now();
+        const topics = [spec.source.topic, spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic, '__transaction_state', '__consumer_offsets'];
+        const whole = await waitFor('the cluster to be whole again', () => clusterWhole(admin, nodes, topics), 180_000).then(() => true, () => false);
+        rec.wholeAgainMs = Date.now() - t;
+        if (!whole) {
+          rec.note += 'cluster not whole 180 s after the node came back; ';
+          log(`#${f.n}: the cluster was not whole again within 180 s`);
+        }
+      }
     }
     arm([]);
 
@@ -449,8 +479,21 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   }
 
   /** Injects a fault; resolves when the injection returned, with how long the fault lasts from its start (cuts and freezes outlast it). */
-  async function inject(kind: PlannedFault['kind'], worker: number, f: PlannedFault): Promise<number> {
+  async function inject(kind: PlannedFault['kind'], worker: number, f: PlannedFault, rec?: FaultRecord, epoch?: number): Promise<number> {
     switch (kind) {
+      case 'kafka-txn-coordinator-kill':
+      case 'kafka-leader-kill':
+      case 'kafka-controller-kill': {
+        const { node, why } = await clusterTarget(kind, f, epoch ?? 0);
+        const service = nodeServices(stack).get(node) ?? services0.get(node) ?? `kafka-${node}`;
+        if (rec) {
+          rec.node = node;
+          rec.target = `node ${node} (${service}): ${why}`;
+        }
+        await services(stack, ['kill', service]);
+        await services(stack, ['up', service]);
+        return 0;
+      }
       case 'worker-kill':
         workers.kill(worker);
         return 0;
@@ -493,6 +536,24 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     }
   }
 
+  /** The node a cluster kind kills, asked of the cluster at the moment of the fault. */
+  async function clusterTarget(kind: ClusterKind, f: PlannedFault, epoch: number): Promise<{ node: number; why: string }> {
+    const retry = <T>(fn: () => Promise<T>) => retryUntil(fn, 30_000);
+    if (kind === 'kafka-txn-coordinator-kill') {
+      const tid = transactionalId(name, f.partition, epoch % spec.kafkaSink.transactionalIdPool);
+      return { node: await retry(() => transactionCoordinator(cluster, tid)), why: `transaction coordinator of ${tid} (epoch ${epoch})` };
+    }
+    if (kind === 'kafka-leader-kill') {
+      // Odd faults hit the source partition's leader, even ones the output partition's.
+      const topic = f.n % 2 === 1 ? spec.source.topic : spec.kafkaSink.topic;
+      return { node: await retry(() => partitionLeader(admin, topic, f.partition)), why: `leader of ${topic === spec.source.topic ? 'source' : 'output'} ${topic}[${f.partition}]` };
+    }
+    const asked = controllerNow;
+    controllerNow = undefined;
+    if (asked !== undefined) return { node: asked, why: 'active KRaft controller (metadata quorum leader)' };
+    return { node: await retry(() => quorumLeader(kafkaLibsDir!, settings.kafka.brokers)), why: 'active KRaft controller (metadata quorum leader)' };
+  }
+
   /** What a long run must keep bounded, read from the services and the workers' own reports. */
   async function sample(): Promise<Sample> {
     const history = await Promise.all(
@@ -531,6 +592,12 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   clearInterval(copyTimer);
   await ledgerCopy.poll();
   const audit = await auditRecords(cluster, ledgerCopy.spans, spec, o.partitions);
+  // The input as it landed, next to what the producer was told (the verdict above uses what landed).
+  const input = await feeder.landed(cluster).catch((e) => {
+    log(`input count failed: ${String(e)}`);
+    return undefined;
+  });
+  if (input) log(`input: ${input.acked} acknowledged by kafkajs, ${input.inLog} in the source topic, ${input.ackedMissing} acknowledged but not in the log${input.examples.length ? ` (${input.examples.join(', ')})` : ''}, ${input.duplicates} extra copies`);
   // Independent of onceflow's and kafkajs's read path: Kafka's own read_committed consumer.
   const kafkaLibs = toolPaths({ ONCEFLOW_SERVICES_ENV: envFile }).kafkaLibs;
   const javaRead: JavaReadResult | undefined = kafkaLibs ? await javaReadCommitted(kafkaLibs, settings.kafka.brokers, spec, o.partitions, cluster) : undefined;
@@ -550,10 +617,10 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   evidence.proxyResets = [...proxies.kafka, ...proxies.mysql].reduce((a, p) => a + p.resets, 0);
   evidence.inputSendRetries = feeder.sendErrors;
 
-  const kinds = summarize(faults, evidence, audit.totals);
-  const injectedKinds = kinds.filter((k) => k.kind !== 'poison');
-  const minEach = o.mode === 'every-step' ? 5 : 1;
   const plannedKinds = new Set<FaultKind>([...plan.map((f) => f.kind), 'sink-throw', 'poison']);
+  const kinds = summarize(faults, evidence, audit.totals, plannedKinds);
+  const injectedKinds = kinds.filter((k) => k.kind !== 'poison');
+  const minEach = o.mode === 'every-step' || o.mode === 'cluster' ? 5 : 1;
   const checks: Check[] = [
     ...verify.checks,
     { name: 'every scheduled fault was injected', ok: faults.length === plan.length && faults.every((f) => f.injected), detail: `${faults.filter((f) => f.injected).length} of ${plan.length}` },
@@ -580,8 +647,17 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     },
     { name: 'poison records dead-lettered once with reason and source coordinates', ok: audit.totals.poison > 0 && audit.totals.deadLetters === audit.totals.poison && audit.totals.deadLettersWithReason === audit.totals.poison, detail: `${audit.totals.poison} poison, ${audit.totals.deadLetters} dead letters, ${audit.totals.deadLettersWithReason} with reason and coordinates` },
     { name: 'no XA branch of a committed epoch left prepared after any recovery', ok: faults.every((f) => f.danglingAfter === 0), detail: `${faults.reduce((a, f) => a + f.danglingAfter, 0)} found` },
-    { name: 'the faults really hit', ok: verify.totals.abortedCopies > 0 && evidence.workerSigkills >= injectedKinds.find((k) => k.kind === 'worker-kill')!.injected && evidence.sinkThrows > 0, detail: `${verify.totals.abortedCopies} aborted copies visible to read_uncommitted, ${evidence.workerSigkills} worker SIGKILLs, ${evidence.sinkThrows} sink throws, ${evidence.redosKafka} Kafka redos` },
+    { name: 'the faults really hit', ok: verify.totals.abortedCopies > 0 && evidence.workerSigkills >= (injectedKinds.find((k) => k.kind === 'worker-kill')?.injected ?? 0) && evidence.sinkThrows > 0, detail: `${verify.totals.abortedCopies} aborted copies visible to read_uncommitted, ${evidence.workerSigkills} worker SIGKILLs, ${evidence.sinkThrows} sink throws, ${evidence.redosKafka} Kafka redos` },
     { name: `at least ${o.records} input records`, ok: verify.totals.sourceRecords >= o.records, detail: `${verify.totals.sourceRecords}` },
+    // Not onceflow's output: the harness's input producer (kafkajs) against the source topic. The
+    // checks above judge the source as it landed; a difference is reported, never failed on.
+    {
+      name: 'input as it landed (judged above) vs acknowledged by the input producer — a harness/kafkajs finding, not an onceflow check',
+      ok: input !== undefined,
+      detail: input
+        ? `${input.acked} acknowledged, ${input.inLog} in the source topic; ${input.ackedMissing} acknowledged but missing${input.examples.length ? ` (${input.examples.join(', ')})` : ''}, ${input.duplicates} extra copies; per partition ${input.partitions.map((p) => `p${p.partition} ${p.acked}/${p.inLog}`).join(', ')} (acked/in log)`
+        : 'the source topic could not be read back',
+    },
     ...(o.mode === 'soak' ? boundedStateChecks(samples, o) : []),
   ];
   await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()]);
@@ -598,6 +674,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     kinds,
     evidence,
     verify,
+    ...(input ? { input } : {}),
     audit: audit.totals,
     ...(javaRead ? { javaRead } : {}),
     samples,
@@ -611,8 +688,9 @@ export const afterEndMs = (f: FaultRecord): number | undefined => (f.recoveryMs 
 
 const TRIGGER_ORDER: string[] = [...POINTS, 'random'];
 
-function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit: CampaignResult['audit']): KindSummary[] {
-  const kinds: FaultKind[] = [...INJECTED_KINDS, 'txn-timeout'];
+function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit: CampaignResult['audit'], planned: Set<FaultKind>): KindSummary[] {
+  // The single-node kinds always (their report lists each); the cluster kinds when planned.
+  const kinds: FaultKind[] = [...(planned.has(CLUSTER_KINDS[0]) ? CLUSTER_KINDS.filter((k) => planned.has(k)) : INJECTED_KINDS), 'txn-timeout'];
   const out: KindSummary[] = kinds.map((kind) => {
     const fs = faults.filter((f) => f.kind === kind && f.injected);
     const rec = fs.map((f) => f.recoveryMs).filter((x): x is number => x !== undefined);
@@ -637,6 +715,18 @@ function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit:
   out.push({ kind: 'sink-throw', injected: ev.sinkThrows, atSteps: 'during prepare, after the batch was written', records: 0, duplicates: 0, missing: 0, dangling: 0, longestRecoveryMs: null, longestAfterEndMs: null });
   out.push({ kind: 'poison', injected: audit.poison, atSteps: 'in the input', records: audit.poison, duplicates: Math.max(0, audit.deadLetters - audit.poison), missing: Math.max(0, audit.poison - audit.deadLetters), dangling: 0, longestRecoveryMs: null, longestAfterEndMs: null });
   return out;
+}
+
+async function retryUntil<T>(fn: () => Promise<T>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await sleep(500);
+    }
+  }
 }
 
 async function waitFor(what: string, fn: () => Promise<boolean>, timeoutMs: number): Promise<void> {

@@ -6,7 +6,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { CampaignOptions } from './campaign';
 
-export type Preset = 'full' | 'short' | 'soak' | 'soak-short';
+export type Preset = 'full' | 'short' | 'soak' | 'soak-short' | 'cluster';
 
 export function presetOptions(preset: Preset, seed: number, log: (s: string) => void): CampaignOptions {
   const home = process.env.ONCEFLOW_HOME || join(homedir(), '.cache', 'onceflow');
@@ -31,6 +31,25 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
       portBase: 19000,
       runDir: join(home, long ? 'soak-run' : 'soak-test-run'),
       command: long ? `npm run soak -- --seed ${seed}` : `npm run soak -- --short --seed ${seed}`,
+    };
+  }
+  if (preset === 'cluster') {
+    // The 3-node KRaft cluster (issue 14): the three node-kill kinds at every protocol step and
+    // at one random moment each (24 faults, 8 per kind), one stalled commit into the redo path.
+    return {
+      ...common,
+      kafkaNodes: 3,
+      records: 20_000,
+      ratePerSecond: 60,
+      mode: 'cluster',
+      randomEach: 1,
+      txnTimeouts: 1,
+      compareFailEveryNthEpoch: 40,
+      compareFailAfter: 10,
+      poisonEvery: 4999,
+      portBase: 47000,
+      runDir: join(home, 'chaos-cluster-run'),
+      command: `npm run chaos -- --cluster --seed ${seed}`,
     };
   }
   if (preset === 'full') {

@@ -31,9 +31,18 @@ export const INJECTED_KINDS = [
 ] as const;
 /** Kinds added after the every-step campaign had grown to ~95 faults: in the full campaign five times each, at mixed triggers. */
 export const FIVE_EACH_KINDS: readonly InjectedKind[] = ['temporal-freeze', 'kafka-freeze', 'mariadb-freeze', 'worker-kill+kafka-restart', 'workers-kill-all', 'mariadb+temporal-restart'];
-export type InjectedKind = (typeof INJECTED_KINDS)[number];
+/**
+ * The cluster campaign's kinds (3 KRaft nodes, `npm run chaos -- --cluster`): SIGKILL of the node
+ * that is the transaction coordinator of the hit epoch's transactional id, of the leader of the
+ * hit partition's source or output partition, of the active controller — each node brought back
+ * at once (services.sh up kafka-N), the next fault only once the cluster is whole again.
+ */
+export const CLUSTER_KINDS = ['kafka-txn-coordinator-kill', 'kafka-leader-kill', 'kafka-controller-kill'] as const;
+export type ClusterKind = (typeof CLUSTER_KINDS)[number];
+export type InjectedKind = (typeof INJECTED_KINDS)[number] | ClusterKind;
 /** All fault kinds reported: the injected ones, the stalled commit, and the two that live in the data/sink. */
 export type FaultKind = InjectedKind | 'txn-timeout' | 'sink-throw' | 'poison';
+/** The kinds of the single-node campaigns (the short campaign checks each was injected). */
 export const ALL_KINDS: readonly FaultKind[] = [...INJECTED_KINDS, 'txn-timeout', 'sink-throw', 'poison'];
 
 export type Trigger = 'random' | FaultPoint;
@@ -62,9 +71,10 @@ export interface ScheduleOptions {
    * 'every-step': each injected kind at every protocol step plus `randomEach` random moments;
    * 'cover': each injected kind once, the protocol steps spread over the kinds so that every
    * step is used at least once (the short campaign);
-   * 'soak': `soakFaults` faults at random moments, `delayMs` apart, kinds in turn (the soak).
+   * 'soak': `soakFaults` faults at random moments, `delayMs` apart, kinds in turn (the soak);
+   * 'cluster': each of CLUSTER_KINDS at every protocol step plus `randomEach` random moments.
    */
-  mode: 'every-step' | 'cover' | 'soak';
+  mode: 'every-step' | 'cover' | 'soak' | 'cluster';
   randomEach: number;
   /** Stand-alone commits stalled past the transaction timeout. */
   txnTimeouts: number;
@@ -91,7 +101,12 @@ export function planFaults(o: ScheduleOptions): PlannedFault[] {
       freezeMs: int(5000, 30000),
     }));
   }
-  if (o.mode === 'every-step') {
+  if (o.mode === 'cluster') {
+    for (const kind of CLUSTER_KINDS) {
+      for (const p of POINTS) items.push({ kind, trigger: p });
+      for (let i = 0; i < o.randomEach; i++) items.push({ kind, trigger: 'random' });
+    }
+  } else if (o.mode === 'every-step') {
     for (const kind of INJECTED_KINDS) {
       if (FIVE_EACH_KINDS.includes(kind)) {
         const triggers: Trigger[] = ['random', ...POINTS];

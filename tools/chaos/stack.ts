@@ -14,6 +14,8 @@ export interface StackOptions {
   runDir: string;
   portBase: number;
   workers: number;
+  /** Kafka nodes (services.sh ONCEFLOW_KAFKA_NODES); above 1 the cluster runs without the proxied listeners. */
+  kafkaNodes?: number;
 }
 
 /** Ports of an isolated stack (services.sh derives Temporal/Kafka/MariaDB ports from the base). */
@@ -38,8 +40,11 @@ export function cleanEnv(): NodeJS.ProcessEnv {
 
 export function servicesEnv(o: StackOptions): NodeJS.ProcessEnv {
   const p = stackPorts(o);
+  const base = { ...cleanEnv(), ONCEFLOW_RUN_DIR: o.runDir, ONCEFLOW_PORT_BASE: String(o.portBase) };
+  // The proxied listeners are single-node only: a cluster campaign's workers reach every node directly.
+  if ((o.kafkaNodes ?? 1) > 1) return { ...base, ONCEFLOW_KAFKA_NODES: String(o.kafkaNodes) };
   const listeners = Array.from({ length: o.workers }, (_, i) => `${p.kafkaListener(i)}:${p.kafkaProxy(i)}`).join(',');
-  return { ...cleanEnv(), ONCEFLOW_RUN_DIR: o.runDir, ONCEFLOW_PORT_BASE: String(o.portBase), ONCEFLOW_KAFKA_PROXY_LISTENERS: listeners };
+  return { ...base, ONCEFLOW_KAFKA_PROXY_LISTENERS: listeners };
 }
 
 /** Runs `scripts/services.sh <args>` against the isolated stack; rejects with its output on failure. */
@@ -58,7 +63,7 @@ export function services(o: StackOptions, args: string[]): Promise<void> {
 }
 
 /** The pid (process-group leader) of one of the stack's services, from scripts/services.sh. */
-export function servicePid(o: StackOptions, service: 'temporal' | 'kafka' | 'mariadb'): Promise<number> {
+export function servicePid(o: StackOptions, service: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const child = spawn('bash', [join(ROOT, 'scripts', 'services.sh'), 'pid', service], { cwd: ROOT, env: servicesEnv(o), stdio: ['ignore', 'pipe', 'ignore'] });
     let out = '';
@@ -107,7 +112,8 @@ export class ServiceFreezer {
 
 export function startProxies(o: StackOptions): { kafka: TcpProxy[]; mysql: TcpProxy[]; start(): Promise<void>; close(): Promise<void> } {
   const p = stackPorts(o);
-  const kafka = Array.from({ length: o.workers }, (_, i) => new TcpProxy(`kafka-${i}`, p.kafkaProxy(i), p.kafkaListener(i)));
+  // No Kafka proxies for a cluster (the proxied listeners are single-node only).
+  const kafka = (o.kafkaNodes ?? 1) > 1 ? [] : Array.from({ length: o.workers }, (_, i) => new TcpProxy(`kafka-${i}`, p.kafkaProxy(i), p.kafkaListener(i)));
   const mysql = Array.from({ length: o.workers }, (_, i) => new TcpProxy(`mysql-${i}`, p.mysqlProxy(i), p.mysql));
   const all = [...kafka, ...mysql];
   return {

@@ -175,7 +175,7 @@ install_temporal() {
 temporal_ready() { "$TEMPORAL_BIN" operator cluster health --address "127.0.0.1:$TEMPORAL_PORT" | grep -q SERVING; }
 
 # The secured stack's Temporal is a real server with mTLS, run by scripts/temporal-server.sh.
-temporal_secure() { # up|down|kill|status
+temporal_secure() { # up|down|kill|status|build
   [[ -f $TEMPORAL_SERVER_SH ]] || {
     printf '[services] error: the secured Temporal is run by scripts/temporal-server.sh (a Temporal server with mTLS), which is not in this checkout; start the rest with: scripts/services.sh up --secure kafka mariadb\n' >&2
     return 1
@@ -218,7 +218,7 @@ install_kafka() {
   ((KAFKA_MAJOR >= 4)) && logging=log4j2 # Kafka 4 dropped log4j 1
   rm -rf "$KAFKA_LIBS.partial"
   mkdir -p "$KAFKA_LIBS.partial"
-  mvn -q -B -f "$SCRIPT_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" -Dkafka.logging=$logging \
+  mvn -q -B -Dstyle.color=never -f "$SCRIPT_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" -Dkafka.logging=$logging \
     dependency:copy-dependencies -DoutputDirectory="$KAFKA_LIBS.partial" -DincludeScope=runtime
   rm -rf "$KAFKA_LIBS"
   mv "$KAFKA_LIBS.partial" "$KAFKA_LIBS"
@@ -683,7 +683,11 @@ case $cmd in
     out=$(pick "$@") || exit 1
     mapfile -t svcs <<<"$out"
     for s in "${svcs[@]}"; do
-      case $s in temporal) install_temporal ;; mariadb) install_mariadb ;; kafka:*) install_kafka ;; esac
+      case $s in
+        temporal) install_temporal; if ((SECURE)) && [[ -f $TEMPORAL_SERVER_SH ]]; then temporal_secure build; fi ;;
+        mariadb) install_mariadb ;;
+        kafka:*) install_kafka ;;
+      esac
     done
     [[ " ${svcs[*]} " == *" kafka:"* ]] && log "Kafka $KAFKA_VERSION jars: $KAFKA_LIBS"
     ;;

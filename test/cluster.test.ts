@@ -1,0 +1,185 @@
+/**
+ * On a 3-node KRaft cluster (started here through scripts/services.sh with
+ * ONCEFLOW_KAFKA_NODES=3 on its own run directory and port base 48000, stopped at the end): an
+ * output partition's leader killed during an epoch's transactional sends.
+ *
+ * The partition that loses its leader is placed (replica order) so that its new leader is the
+ * broker that already answered the same send for the other partition. kafkajs 2.2.4 then
+ * resolves the send without ever producing that partition's records (src/kafka/landed.ts): the
+ * plain PreparedTransaction reports success and the log lacks the records — a transaction that
+ * would commit short. onceflow's prepare uses CountedTransaction + checkLanded: the same send
+ * fails (so prepare aborts and redoes the attempt), and a normal epoch passes the check, whose
+ * cost per epoch is measured here.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { Kafka, logLevel, type Admin } from 'kafkajs';
+import { loadSettings, toolPaths } from '../src/config';
+import { TransientError } from '../src/errors';
+import { kafkaClientConfig } from '../src/kafka/client-config';
+import { connectCluster, countProducerRecords, endTxn, PreparedTransaction, type KafkaCluster } from '../src/kafka/internals';
+import { checkLanded, CountedTransaction } from '../src/kafka/landed';
+import { createTopicsReady } from '../src/kafka/topics';
+import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from '../tools/chaos/cluster';
+import { servicePid, services, type StackOptions } from '../tools/chaos/stack';
+
+const home = process.env.ONCEFLOW_HOME || join(homedir(), '.cache', 'onceflow');
+const stack: StackOptions = { runDir: join(home, 'cluster-test-run'), portBase: 48000, workers: 0, kafkaNodes: 3 };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+let admin: Admin;
+let cluster: KafkaCluster;
+let brokers: string[];
+let kafkaLibs: string;
+
+before(async () => {
+  await services(stack, ['up', 'kafka']);
+  const env = { ONCEFLOW_SERVICES_ENV: join(stack.runDir, 'services.env') };
+  const settings = loadSettings(env);
+  brokers = settings.kafka.brokers;
+  kafkaLibs = toolPaths(env).kafkaLibs!;
+  admin = new Kafka({ ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-test'), logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  cluster = await connectCluster({ ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-test'), logLevel: logLevel.NOTHING });
+});
+
+after(async () => {
+  await Promise.allSettled([admin?.disconnect(), cluster?.disconnect()]);
+  await services(stack, ['down']);
+});
+
+async function waitUntil(what: string, fn: () => Promise<boolean>, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (await fn().catch(() => false)) return;
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await sleep(250);
+  }
+}
+
+const messages = (partition: number, n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ key: `${tag}-${i}`, value: `${tag}-${partition}-${i}`, partition }));
+
+/**
+ * Sets up topic[0] led by `answering`, topic[1] led by `victim` with `answering` next in its
+ * replica order, and a transactional id whose coordinator is neither the victim nor the
+ * controller's node; returns them.
+ */
+async function layout(tag: string) {
+  const ids = (await admin.describeCluster()).brokers.map((b) => b.nodeId).sort();
+  assert.equal(ids.length, 3, 'three nodes registered');
+  const controller = await quorumLeader(kafkaLibs, brokers);
+  const victim = ids.find((i) => i !== controller)!;
+  const answering = ids.find((i) => i !== victim)!;
+  const third = ids.find((i) => i !== victim && i !== answering)!;
+  const topic = `cluster-${tag}-${Date.now().toString(36)}`;
+  await createTopicsReady(admin, [
+      {
+        topic,
+        replicaAssignment: [
+          { partition: 0, replicas: [answering, third, victim] },
+          { partition: 1, replicas: [victim, answering, third] },
+        ],
+      },
+  ]);
+  await waitUntil('leaders as assigned', async () => (await partitionLeader(admin, topic, 0)) === answering && (await partitionLeader(admin, topic, 1)) === victim, 60_000);
+  let tid = '';
+  for (let i = 0; ; i++) {
+    tid = `onceflow.cluster-test.${tag}.${i}`;
+    if ((await transactionCoordinator(cluster, tid)) !== victim) break;
+  }
+  return { topic, victim, answering, tid, service: nodeServices(stack).get(victim)! };
+}
+
+/**
+ * Sends 10 records to each partition in one send while the victim is frozen; once the victim's
+ * partition moved to the broker that already answered, SIGKILL of the victim ends its request.
+ */
+async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<ReturnType<typeof layout>>) {
+  // One record to each partition first: both partitions join the transaction while every node
+  // is up (the coordinator's write needs the ISR), as an epoch's earlier requests would.
+  await txn.send([{ topic: l.topic, messages: [...messages(0, 1, 'first'), ...messages(1, 1, 'first')] }]);
+  const pid = await servicePid(stack, l.service);
+  process.kill(-pid, 'SIGSTOP');
+  try {
+    const sending = txn.send([{ topic: l.topic, messages: [...messages(0, 10, l.tid), ...messages(1, 10, l.tid)] }]).then(
+      (r) => ({ ok: true as const, r }),
+      (e: unknown) => ({ ok: false as const, e }),
+    );
+    await waitUntil(`${l.topic}[1] led by node ${l.answering}`, async () => (await partitionLeader(admin, l.topic, 1)) === l.answering, 90_000);
+    // The answering broker acknowledges partition 0 once the frozen node left its ISR (same moment).
+    await sleep(2000);
+    await services(stack, ['kill', l.service]);
+    return await sending;
+  } finally {
+    try {
+      process.kill(-pid, 'SIGCONT');
+    } catch {
+      // killed
+    }
+    await services(stack, ['up', l.service]);
+    await waitUntil('the cluster whole again', () => clusterWhole(admin, 3, ['__transaction_state']), 180_000);
+  }
+}
+
+test('kafkajs alone: a send through a leader kill is acknowledged while a partition\'s records never reach the log', { timeout: 400_000 }, async (t) => {
+  const l = await layout('raw');
+  const txn = new PreparedTransaction(cluster, l.tid, 120_000);
+  const h = await txn.begin();
+  const out = await sendThroughLeaderKill(txn, l);
+  const inLog = await countProducerRecords(cluster, { topic: l.topic, partition: 1, fromOffset: 0, producerId: h.producerId, producerEpoch: h.producerEpoch, expected: 11 });
+  t.diagnostic(`send ${out.ok ? `acknowledged partitions [${out.r.map((x) => x.partition).join(', ')}]` : `failed: ${String(out.e)}`}; partition 1 holds ${inLog.found} of the 11 records this producer sent and had acknowledged`);
+  await endTxn(cluster, h, false);
+  // The finding: acknowledged (no error) while partition 1's records are not in the log.
+  assert.equal(out.ok, true, 'kafkajs resolved the send');
+  assert.deepEqual(out.ok && out.r.map((x) => x.partition), [0], 'only partition 0 in the acknowledgement');
+  assert.equal(inLog.found, 1, 'of partition 1, only the record of the first send is in the log');
+});
+
+test('onceflow prepare path: the same send fails and the attempt is redone; a whole epoch passes the log check', { timeout: 400_000 }, async (t) => {
+  const l = await layout('counted');
+  const txn = new CountedTransaction(cluster, l.tid, 120_000);
+  const h = await txn.begin();
+  const out = await sendThroughLeaderKill(txn, l);
+  t.diagnostic(out.ok ? 'send acknowledged every partition it carried' : `send failed: ${String(out.e)}`);
+  if (out.ok) {
+    // kafkajs happened to send partition 1 after all: then the log must hold it (the check passes).
+    assert.equal((await checkLanded(cluster, txn, h)).partitions, 2);
+  } else {
+    assert.ok(out.e instanceof TransientError || (out.e as Error).name !== 'AssertionError', String(out.e));
+  }
+  // What prepare does on the failure: abort, and the retried attempt writes the epoch again.
+  await endTxn(cluster, h, false);
+  const again = new CountedTransaction(cluster, l.tid, 120_000);
+  const h2 = await again.begin();
+  await again.send([{ topic: l.topic, messages: [...messages(0, 10, 'redo'), ...messages(1, 10, 'redo')] }]);
+  const check = await checkLanded(cluster, again, h2);
+  assert.equal(check.partitions, 2);
+  assert.equal(await endTxn(cluster, h2, true), 'ok');
+});
+
+test('the log check costs one fetch per partition of a 500-record epoch', { timeout: 300_000 }, async (t) => {
+  const topic = `cluster-cost-${Date.now().toString(36)}`;
+  await createTopicsReady(admin, [{ topic, numPartitions: 4, replicationFactor: 3 }]);
+  const sendMs: number[] = [];
+  const checkMs: number[] = [];
+  let fetches = 0;
+  const rounds = 20;
+  for (let i = 0; i < rounds; i++) {
+    const txn = new CountedTransaction(cluster, `onceflow.cluster-test.cost.${i % 2}`, 60_000);
+    const h = await txn.begin();
+    const t0 = Date.now();
+    // One epoch's output: 500 records of ~200 bytes to one output partition.
+    await txn.send([{ topic, messages: Array.from({ length: 500 }, (_, k) => ({ key: `k${k}`, value: JSON.stringify({ i, k, pad: 'x'.repeat(160) }), partition: i % 4 })) }]);
+    sendMs.push(Date.now() - t0);
+    const c = await checkLanded(cluster, txn, h);
+    checkMs.push(c.ms);
+    fetches += c.fetches;
+    assert.equal(await endTxn(cluster, h, true), 'ok');
+  }
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const p = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
+  t.diagnostic(`${rounds} epochs of 500 records: send mean ${mean(sendMs).toFixed(1)} ms; check mean ${mean(checkMs).toFixed(1)} ms, p50 ${p(checkMs, 0.5)} ms, max ${Math.max(...checkMs)} ms; ${fetches / rounds} fetches per epoch`);
+  assert.equal(fetches, rounds, 'one fetch per epoch (one output partition each)');
+});

@@ -41,7 +41,8 @@ async function main() {
     const dirty = execSync('git status --porcelain -- src scripts', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim() !== '';
     o.revision = `${head}${dirty ? ' + uncommitted changes' : ''}`;
   } catch {
-    // not a git checkout
+    // not a git checkout (e.g. a `git archive` copy run beside work in progress): say which commit it is
+    if (process.env.ONCEFLOW_CODE_REVISION) o.revision = process.env.ONCEFLOW_CODE_REVISION;
   }
   const from = arg('--from');
   console.log(from ? `re-rendering the ${soak ? 'soak' : 'campaign'} report from ${from}` : `${soak ? 'soak' : 'fault campaign'}, seed ${seed} (replay: ${o.command})`);

@@ -8,7 +8,8 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { runCampaign } from '../tools/chaos/campaign';
 import { presetOptions } from '../tools/chaos/presets';
-import { ALL_KINDS, POINTS } from '../tools/chaos/schedule';
+import { CLUSTER_MARKER, SOAK_MARKER, spliceReport } from '../tools/chaos/report';
+import { ALL_KINDS, CLUSTER_KINDS, planFaults, POINTS } from '../tools/chaos/schedule';
 import { services } from '../tools/chaos/stack';
 
 // A fixed seed by default, so the test gate runs the same fault schedule every time (timings
@@ -53,4 +54,23 @@ test(`short fault campaign (seed ${seed}; replay: ${options.command}): every fau
   assert.equal(r.audit.deadLetters, r.audit.poison);
   assert.ok(r.audit.poison > 0);
   for (const f of r.faults) assert.ok(f.recoveryMs !== undefined, `fault #${f.n} (${f.kind} @ ${f.trigger}) recovered`);
+});
+
+test('docs/reliability.md parts: the campaign, the soak and the cluster campaign are each replaced in place', () => {
+  const doc = `campaign v1\n\n${SOAK_MARKER}\nsoak v1\n`;
+  const withCluster = spliceReport(doc, 'cluster', 'cluster v1\n');
+  assert.equal(withCluster, `campaign v1\n\n${SOAK_MARKER}\nsoak v1\n\n${CLUSTER_MARKER}\ncluster v1\n`);
+  const again = spliceReport(spliceReport(spliceReport(withCluster, 'soak', 'soak v2'), 'campaign', 'campaign v2'), 'cluster', 'cluster v2');
+  assert.equal(again, `campaign v2\n\n${SOAK_MARKER}\nsoak v2\n\n${CLUSTER_MARKER}\ncluster v2\n`);
+});
+
+test('the cluster schedule: each node-kill kind at every protocol step and at random, at least 5 of each', () => {
+  const o = presetOptions('cluster', 1414, () => undefined);
+  assert.equal(o.kafkaNodes, 3);
+  const plan = planFaults({ seed: 1414, partitions: o.partitions, workers: o.workers, mode: 'cluster', randomEach: o.randomEach, txnTimeouts: o.txnTimeouts });
+  for (const kind of CLUSTER_KINDS) {
+    const mine = plan.filter((f) => f.kind === kind);
+    assert.ok(mine.length >= 5, `${kind}: ${mine.length}`);
+    for (const p of POINTS) assert.ok(mine.some((f) => f.trigger === p), `${kind} at ${p}`);
+  }
 });

@@ -113,6 +113,24 @@ export function renderReport(r: CampaignResult): string {
     out.push(`| ${f.n} | ${f.kind} | ${f.trigger} | ${where} | ${worker} | ${f.at ?? 'not injected'} | ${secs(f.recoveryMs)} | ${f.stats?.records ?? '—'} | ${f.stats?.duplicates ?? '—'} | ${f.stats?.missing ?? '—'} | ${note.replace(/\|/g, '/')} |`);
   }
   out.push('');
+  if (cluster) {
+    out.push('## The input producer: acknowledged is not landed (a harness/kafkajs finding)');
+    out.push('');
+    out.push(
+      r.input
+        ? `The campaign's input producer (kafkajs 2.2.4, idempotent, acks -1, one in-flight request) had ${r.input.acked} records acknowledged; reading the source topic back found ${r.input.inLog} records, ${r.input.ackedMissing} acknowledged records absent and ${r.input.duplicates} extra copies (per partition, acknowledged/in log: ${r.input.partitions.map((p) => `p${p.partition} ${p.acked}/${p.inLog}`).join(', ')}). Every check above judges the source as it landed; this difference is the harness's producer, not onceflow.`
+        : 'The source topic could not be read back after the run.',
+    );
+    out.push('');
+    out.push(
+      "The mechanism (kafkajs `producer/sendMessages.js`): one send builds one Produce request per leader broker and keeps each broker's response across its retries, keyed by broker. When a broker's request fails (its node was killed) and the retry's fresh metadata moves that partition to a broker that has already answered, the retry sends that broker nothing and the send resolves with the earlier responses: the moved partition's records are acknowledged but never written, and their sequence numbers were rolled back on the failure, so the next batch to the partition is accepted without a gap. `test/cluster.test.ts` reproduces it deterministically (a frozen leader, its partition's new leader the broker that already answered, then SIGKILL): the send resolves acknowledging partition 0 only, and partition 1 holds 1 of the 11 records the producer had acknowledged. It resembles kafkajs issue #1303 and is the likely cause of issue 14's 90,000 sent / 89,925 in the topic.",
+    );
+    out.push('');
+    out.push(
+      "onceflow's own output goes through the same kafkajs code, so an epoch's transaction could have committed without a partition's records. prepare now closes it (`src/kafka/landed.ts`): every transactional send must acknowledge each topic-partition it carried (free), and before the XA branch opens, each output and dead-letter partition the transaction wrote is read read_uncommitted from the first offset the transaction was acknowledged at and this producer id/epoch's records are counted; a shortfall fails the attempt, which aborts the transaction and is retried from the source offsets. The cost is one fetch per output partition per epoch (test/cluster.test.ts measures it; see the run's diagnostics). The redo path (`redoKafkaSide` in src/activities/kafka-side.ts) does not have the check yet.",
+    );
+    out.push('');
+  }
   out.push('## How the campaign works');
   out.push('');
   out.push('- `tools/chaos/campaign.ts` brings up an isolated stack (`scripts/services.sh` with its own run directory and port base, and one proxied Kafka listener per worker), starts two worker processes (`tools/chaos/worker.ts`), each talking to Kafka and MySQL through its own TCP proxy (`tools/chaos/proxy.ts`), starts the pipeline and feeds the input as a live stream.');

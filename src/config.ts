@@ -70,6 +70,8 @@ export interface Settings {
   temporal: TemporalSettings;
   /** Port of the worker's Prometheus endpoint; 0 disables it. */
   metricsPort: number;
+  /** Address the metrics endpoint listens on (ONCEFLOW_METRICS_HOST, default 127.0.0.1; 0.0.0.0 for a scraper outside the host or pod). */
+  metricsHost: string;
   /**
    * Activity tasks one worker runs at once (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES, default 64). A
    * worker with every slot busy stops polling, so no further task waits on it.
@@ -169,9 +171,9 @@ function tlsFiles(get: Get, prefix: string): TlsFiles {
 }
 
 /** TLS is on when PREFIX (true/false) says so, or when any of its files is given. */
-function tlsWanted(get: Get, prefix: string, files: TlsFiles): boolean {
+function tlsWanted(get: Get, prefix: string, files: TlsFiles, serverName?: string): boolean {
   const on = flag(get, prefix);
-  const any = Object.keys(files).length > 0 || !!get(`${prefix}_SERVER_NAME`);
+  const any = Object.keys(files).length > 0 || !!serverName;
   if (on === false && any) throw new ConfigError(prefix, `is false, but ${prefix}_* files are given; remove one or the other`);
   return on ?? any;
 }
@@ -210,7 +212,7 @@ function kafkaSettings(get: Get, hooks: SettingsHooks): KafkaSettings {
   return {
     brokers,
     clientId: get('ONCEFLOW_KAFKA_CLIENT_ID') ?? 'onceflow',
-    ...(tlsWanted(get, 'ONCEFLOW_KAFKA_SSL', files) ? { ssl: { ...files, ...optional('servername', servername), rejectUnauthorized: true as const } } : {}),
+    ...(tlsWanted(get, 'ONCEFLOW_KAFKA_SSL', files, servername) ? { ssl: { ...files, ...optional('servername', servername), rejectUnauthorized: true as const } } : {}),
     ...(sasl ? { sasl } : {}),
     replicationFactor,
   };
@@ -230,7 +232,7 @@ function mysqlSsl(get: Get): MysqlSettings['ssl'] {
 function temporalTls(get: Get, apiKey: string | undefined): Pick<TemporalSettings, 'tls'> {
   const files = tlsFiles(get, 'ONCEFLOW_TEMPORAL_TLS');
   const name = get('ONCEFLOW_TEMPORAL_TLS_SERVER_NAME');
-  if (!tlsWanted(get, 'ONCEFLOW_TEMPORAL_TLS', files) && !apiKey) return {};
+  if (!tlsWanted(get, 'ONCEFLOW_TEMPORAL_TLS', files, name) && !apiKey) return {};
   if (flag(get, 'ONCEFLOW_TEMPORAL_TLS') === false) throw new ConfigError('ONCEFLOW_TEMPORAL_TLS', 'is false, but an API key is set: API keys are only sent over TLS');
   return {
     tls: {
@@ -276,6 +278,7 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, hooks: Settin
       ...optional('apiKey', apiKey),
     },
     metricsPort: intSetting('ONCEFLOW_METRICS_PORT', get('ONCEFLOW_METRICS_PORT'), DEFAULTS.metricsPort),
+    metricsHost: get('ONCEFLOW_METRICS_HOST') || '127.0.0.1',
     maxConcurrentActivities: positive('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', intSetting('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', get('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES'), DEFAULTS.maxConcurrentActivities)),
     ...optional('transformsModule', env.ONCEFLOW_TRANSFORMS),
     ...optional('workflowBundle', workflowBundle(env.ONCEFLOW_WORKFLOW_BUNDLE)),

@@ -4,7 +4,7 @@
  * demo and the tests; workers build their own (src/worker.ts).
  */
 import { Kafka, logLevel, type Admin } from 'kafkajs';
-import { createPool, type Pool } from 'mysql2/promise';
+import { createPool, type Pool, type PoolOptions } from 'mysql2/promise';
 import type { Client } from '@temporalio/client';
 import { connectClient } from './client';
 import { loadSettings, type Settings } from './config';
@@ -46,27 +46,49 @@ export function securityHint(e: unknown, prefix: string): string | undefined {
   return undefined;
 }
 
+/** A failure to connect, as one line naming the service, its address and what to do. */
+export function unreachable(service: 'Temporal' | 'Kafka' | 'MySQL', settings: Settings): (e: unknown) => never {
+  const [where, prefix, otherwise]: [string, string, string] = {
+    Temporal: [settings.temporal.address, 'ONCEFLOW_TEMPORAL_TLS', '; is it running? (npm run services -- up)'],
+    Kafka: [settings.kafka.brokers.join(','), 'ONCEFLOW_KAFKA_SSL', '; is it running?'],
+    MySQL: [`${settings.mysql.host}:${settings.mysql.port} as ${settings.mysql.user}`, 'ONCEFLOW_MYSQL_SSL', ''],
+  }[service] as [string, string, string];
+  return (e) => {
+    throw new Error(`cannot reach ${service} at ${where} (${securityHint(e, prefix) ?? `${errorMessage(e)}${otherwise}`})`);
+  };
+}
+
+/** A kafkajs client with its admin and a raw cluster connection, each connected (and authenticated). */
+export async function openKafka(settings: Settings, clientId: string, level: logLevel): Promise<{ kafka: Kafka; admin: Admin; cluster: KafkaCluster }> {
+  const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, clientId), logLevel: level, retry: { retries: 3 } });
+  const admin = kafka.admin();
+  const [, cluster] = await Promise.all([admin.connect(), connectCluster({ ...kafkaClientConfig(settings.kafka, `${clientId}-cluster`), logLevel: level })]).catch(async (e) => {
+    await admin.disconnect().catch(() => undefined);
+    return unreachable('Kafka', settings)(e);
+  });
+  return { kafka, admin, cluster };
+}
+
+/** A MySQL pool whose first connection (login, TLS) succeeded. */
+export async function openPool(settings: Settings, options: PoolOptions = {}): Promise<Pool> {
+  const pool = createPool({ ...settings.mysql, ...options });
+  await pool.query('SELECT 1').catch(async (e) => {
+    await pool.end().catch(() => undefined);
+    return unreachable('MySQL', settings)(e);
+  });
+  return pool;
+}
+
 export async function openConnections(settings: Settings = loadSettings(), clientId = 'onceflow-tool'): Promise<Connections> {
   const opened: (() => Promise<unknown>)[] = [];
   const close = async () => void (await Promise.allSettled(opened.map((c) => c())));
   try {
-    const client = await connectClient(settings).catch((e) => {
-      throw new Error(`cannot reach Temporal at ${settings.temporal.address} (${securityHint(e, 'ONCEFLOW_TEMPORAL_TLS') ?? `${errorMessage(e)}; is it running? (npm run services -- up)`})`);
-    });
+    const client = await connectClient(settings).catch(unreachable('Temporal', settings));
     opened.push(() => client.connection.close());
-    const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, clientId), logLevel: logLevel.NOTHING, retry: { retries: 3 } });
-    const admin = kafka.admin();
-    const cluster = await Promise.all([admin.connect(), connectCluster({ ...kafkaClientConfig(settings.kafka, clientId), logLevel: logLevel.NOTHING })])
-      .then(([, c]) => c)
-      .catch((e) => {
-        throw new Error(`cannot reach Kafka at ${settings.kafka.brokers.join(',')} (${securityHint(e, 'ONCEFLOW_KAFKA_SSL') ?? `${errorMessage(e)}; is it running?`})`);
-      });
+    const { kafka, admin, cluster } = await openKafka(settings, clientId, logLevel.NOTHING);
     opened.push(() => admin.disconnect(), () => cluster.disconnect());
-    const pool = createPool({ ...settings.mysql, connectionLimit: 8 });
+    const pool = await openPool(settings, { connectionLimit: 8 });
     opened.push(() => pool.end());
-    await pool.query('SELECT 1').catch((e) => {
-      throw new Error(`cannot reach MySQL at ${settings.mysql.host}:${settings.mysql.port} as ${settings.mysql.user} (${securityHint(e, 'ONCEFLOW_MYSQL_SSL') ?? errorMessage(e)})`);
-    });
     return { settings, kafka, admin, pool, cluster, client, close };
   } catch (e) {
     await close();

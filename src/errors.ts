@@ -100,7 +100,7 @@ export class StaleEpoch extends OnceflowError {
 /** Kafka's answer for each missing permission, and what to grant (docs/deploy.md lists a pipeline's ACLs). */
 const KAFKA_DENIALS: Record<string, string> = {
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Write and Describe on the pipeline's transactional ids (TransactionalId, prefixed 'onceflow.<pipeline>.')",
-  TOPIC_AUTHORIZATION_FAILED: 'Read/Describe on the source topics, Write/Describe/Read (and Create, if onceflow creates them) on the output, dead-letter and progress topics',
+  TOPIC_AUTHORIZATION_FAILED: 'Read/Describe on the source topics, Write/Describe/Read (and Create, if onceflow creates them) on the output, dead-letter and progress topics, and Alter on the progress topic (onceflow adds its partitions)',
   GROUP_AUTHORIZATION_FAILED: "Read on the pipeline's consumer group ('onceflow.<pipeline>')",
   CLUSTER_AUTHORIZATION_FAILED: 'the cluster permission the request needs (IdempotentWrite on brokers that ask for it)',
 };

@@ -7,17 +7,18 @@
  *
  * Settings come from src/config.ts (the environment and the services file).
  */
-import { Kafka, logLevel } from 'kafkajs';
-import { createPool } from 'mysql2/promise';
+import type { Server } from 'node:http';
+import { logLevel, type Admin } from 'kafkajs';
+import type { Pool } from 'mysql2/promise';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
 import type { ObservedEvent } from './activities/observe';
 import { temporalConnectionOptions } from './client';
 import { loadSettings, type Settings } from './config';
+import { openKafka, openPool, unreachable } from './connections';
 import { Faults } from './faults';
+import type { KafkaCluster } from './kafka/internals';
 import { serveMetrics, WorkerMetrics } from './metrics';
-import { kafkaClientConfig } from './kafka/client-config';
-import { connectCluster } from './kafka/internals';
 import { loadTransforms } from './transforms/load';
 import { TransformRegistry } from './transforms/registry';
 
@@ -60,13 +61,30 @@ export async function createOnceflowWorker(opts: {
   const transforms = transformsOf(settings, opts.transforms);
   const metrics = new WorkerMetrics();
   const metricsPort = opts.metricsPort ?? (settings.metricsPort > 0 ? settings.metricsPort : undefined);
-  const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(metrics, metricsPort);
-  const cluster = await connectCluster({ ...kafkaClientConfig(settings.kafka, `${settings.kafka.clientId}-worker`), logLevel: logLevel.ERROR });
-  const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, `${settings.kafka.clientId}-admin`), logLevel: logLevel.ERROR });
-  const admin = kafka.admin();
-  await admin.connect();
-  const pool = createPool({ ...settings.mysql, connectionLimit: 16, supportBigNumbers: true, bigNumberStrings: false, enableKeepAlive: true });
-  const connection = await NativeConnection.connect(temporalConnectionOptions(settings.temporal));
+  const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(metrics, metricsPort, settings.metricsHost);
+  const opened: (() => unknown)[] = [() => metricsServer?.close()];
+  const close = async () => void (await Promise.allSettled(opened.map(async (c) => c())));
+  // Each service is reached (and logged in to) before the worker polls, so a wrong address,
+  // password or certificate stops it at once with one line saying which and what to do.
+  try {
+    const { admin, cluster } = await openKafka(settings, `${settings.kafka.clientId}-worker`, logLevel.ERROR);
+    opened.push(() => cluster.disconnect(), () => admin.disconnect());
+    const pool = await openPool(settings, { connectionLimit: 16, supportBigNumbers: true, bigNumberStrings: false, enableKeepAlive: true });
+    opened.push(() => pool.end());
+    const connection = await NativeConnection.connect(temporalConnectionOptions(settings.temporal)).catch(unreachable('Temporal', settings));
+    opened.push(() => connection.close());
+    return await wire(opts, settings, { transforms, admin, cluster, pool, connection, metrics, metricsServer, close });
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+async function wire(
+  opts: Parameters<typeof createOnceflowWorker>[0] & object,
+  settings: Settings,
+  { transforms, admin, cluster, pool, connection, metrics, metricsServer, close }: { transforms: TransformRegistry; admin: Admin; cluster: KafkaCluster; pool: Pool; connection: NativeConnection; metrics: WorkerMetrics; metricsServer?: Server; close: () => Promise<void> },
+): Promise<WorkerHandle> {
   const worker = await Worker.create({
     connection,
     namespace: settings.temporal.namespace,
@@ -87,10 +105,6 @@ export async function createOnceflowWorker(opts: {
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentActivities,
     ...opts.worker,
   });
-  const close = async () => {
-    await Promise.allSettled([cluster.disconnect(), admin.disconnect(), pool.end(), connection.close()]);
-    metricsServer?.close();
-  };
   const address = metricsServer?.address();
   return {
     worker,

@@ -53,8 +53,9 @@ export type ActivityContext = ReturnType<typeof activityContext>;
 /**
  * Maps onceflow's errors to Temporal failures at the activity edge; keeps the worker heartbeating.
  * A permission a service refuses becomes NotAuthorized, naming what to grant: it ends the
- * partition where nothing is decided yet (`decided: false`: set-up, reconcile, prepare, which
- * leave nothing behind), and is retried where an epoch is decided and must finish (commit, redo).
+ * partition where nothing is decided yet (`decided: false`: set-up and prepare, which leave
+ * nothing behind), and is retried where an epoch may be decided and must finish (reconcile's
+ * recovery, commit, redo).
  */
 export async function edge<T>(fn: () => Promise<T>, opts: { decided: boolean } = { decided: true }): Promise<T> {
   const ctx = Context.current();

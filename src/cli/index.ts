@@ -8,7 +8,7 @@ import { pipelineSpecOf, startPipeline, controlPipeline, workflowUrl } from '../
 import { pipelineWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
 import { openConnections, type Connections } from '../connections';
 import { loadSettings, type Settings } from '../config';
-import { ValidationError, errorMessage } from '../errors';
+import { ConfigError, ValidationError, errorMessage } from '../errors';
 import type { PartitionResult } from '../workflows/partition';
 import { verifyPipeline } from '../verify';
 import { createOnceflowWorker, transformsOf } from '../worker';
@@ -142,7 +142,7 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
       io.stderr(`onceflow: ${e.message}\n`);
       return 2;
     }
-    if (e instanceof ValidationError) {
+    if (e instanceof ValidationError || e instanceof ConfigError) {
       io.stderr(`onceflow: ${e.message}\n`);
       return 2;
     }

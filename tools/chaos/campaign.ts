@@ -143,6 +143,8 @@ export interface CampaignResult {
     txnTimeoutPrecursors: number;
     proxyResets: number;
     inputSendRetries: number;
+    /** prepare attempts failed by src/kafka/landed.ts (an acknowledgement without a partition it carried, or records short in the log). */
+    landedCheckFailures?: number;
   };
   verify: VerifyReport;
   /** What the input producer had acknowledged against what the source topic holds. */
@@ -169,6 +171,8 @@ interface FaultLine {
 
 const FAULT_RE = /^\[faults\] (SIGKILL|throw|stall=\d+|freeze=\d+) at (\S+) epoch=(\d+) partition=(\d+) attempt=(\d+) pid=(\d+)/;
 const HOLD_MS = 1500;
+/** The worker's log line of a prepare attempt failed by src/kafka/landed.ts. */
+const LANDED_RE = /error: ApplicationFailure: (Kafka acknowledged a send without|acknowledged records missing from the log)/;
 /** A frozen worker stays stopped past the activities' heartbeat timeout (10 s), so its attempts time out and become zombies. */
 const FREEZE_MS = 20_000;
 
@@ -220,7 +224,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   // ---- workers and what they report
   const lines: FaultLine[] = [];
   const waiters = new Set<(l: FaultLine) => void>();
-  const evidence = { workerSigkills: 0, workerRestarts: 0, sinkThrows: 0, redosKafka: 0, redosMysql: 0, rolledBackBranches: 0, txnTimeoutPrecursors: 0, proxyResets: 0, inputSendRetries: 0 };
+  const evidence = { workerSigkills: 0, workerRestarts: 0, sinkThrows: 0, redosKafka: 0, redosMysql: 0, rolledBackBranches: 0, txnTimeoutPrecursors: 0, proxyResets: 0, inputSendRetries: 0, landedCheckFailures: 0 };
   const ready = new Set<number>();
   const workerStats: ({ rssMb: number; loopP99Ms: number } | undefined)[] = [];
   const freezer = new ServiceFreezer();
@@ -250,7 +254,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
         for (const w of waiters) w(l);
         return;
       }
-      if (line.startsWith('[chaos] sink-throw')) evidence.sinkThrows++;
+      if (LANDED_RE.test(line)) evidence.landedCheckFailures++;
+      else if (line.startsWith('[chaos] sink-throw')) evidence.sinkThrows++;
       else if (line.startsWith('[chaos] redo side=kafka')) evidence.redosKafka++;
       else if (line.startsWith('[chaos] redo side=mysql')) evidence.redosMysql++;
       else if (line.startsWith('[chaos] rolled-back')) evidence.rolledBackBranches++;

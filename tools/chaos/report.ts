@@ -91,6 +91,7 @@ export function renderReport(r: CampaignResult): string {
   out.push(`| sink throws | ${r.evidence.sinkThrows} |`);
   out.push(`| proxied sockets reset by cuts | ${r.evidence.proxyResets} |`);
   out.push(`| input sends retried (broker down) | ${r.evidence.inputSendRetries} |`);
+  if (r.evidence.landedCheckFailures !== undefined) out.push(`| prepare attempts failed by the acknowledgement/log check (src/kafka/landed.ts), then redone | ${r.evidence.landedCheckFailures} |`);
   if (r.input) {
     out.push(`| input acknowledged by the harness's producer (kafkajs, idempotent, acks -1) | ${r.input.acked} |`);
     out.push(`| input in the source topic (read back; what the checks judge) | ${r.input.inLog} |`);

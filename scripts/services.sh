@@ -185,7 +185,7 @@ temporal_secure() { # up|down|kill|status|build
 }
 
 up_temporal() {
-  if ((SECURE)); then secure_prepare; temporal_secure up >&2; return; fi
+  if ((SECURE)); then secure_prepare; temporal_secure up >/dev/null; return; fi
   install_temporal
   if alive temporal; then temporal_ready && return; else check_ports_free temporal $TEMPORAL_PORT $TEMPORAL_UI_PORT; fi
   if ! alive temporal; then

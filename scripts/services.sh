@@ -133,6 +133,11 @@ check_ports_free() { # name ports...
     if port_open "$p"; then
       die "port $p is held by a process that is not onceflow's $name (no pid file of ours is alive). Stop that process or free the port; onceflow never kills what it did not start."
     fi
+    # Not listening, but bound as the local end of a connection: a port in Linux's ephemeral
+    # range (net.ipv4.ip_local_port_range, usually 32768-60999) that some client was given.
+    if command -v ss >/dev/null && [[ -n $(ss -Htan state established state syn-sent "sport = :$p" 2>/dev/null) ]]; then
+      die "port $p is the local port of an open connection (an ephemeral port, range $(tr '\t' - </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null)), so $name cannot listen on it until that connection closes; choose an ONCEFLOW_PORT_BASE whose ports lie below that range (e.g. 17000 or 27000)"
+    fi
   done
 }
 

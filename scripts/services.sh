@@ -237,7 +237,7 @@ kafka_log_opts() { # broker|tools
 }
 # A Kafka command-line tool (storage format, ACLs, topics, features); warnings go to stderr.
 # shellcheck disable=SC2046
-kafka_tool() { java -Xms64m -Xmx512m $(kafka_log_opts tools) -cp "$KAFKA_LIBS/*" "$@"; }
+kafka_tool() { java -Xms64m -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC $(kafka_log_opts tools) -cp "$KAFKA_LIBS/*" "$@"; }
 
 kafka_config() { # node index
   local i=$1 name; name=$(knode "$1")

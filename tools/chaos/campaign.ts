@@ -387,6 +387,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
         const point = f.trigger;
         const T = o.transactionTimeoutMs;
         for (let tries = 0; tries < 5 && !rec.injected; tries++) {
+          // The controller is asked before the epoch is picked and armed (a JVM start, seconds under
+          // load: the partition would pass the epoch meanwhile), so the kill follows the hit at once.
+          if (f.kind === 'kafka-controller-kill') controllerNow = await quorumLeader(kafkaLibsDir!, settings.kafka.brokers).catch(() => undefined);
           const e = ((await retryDb(ledgerMax)).get(f.partition) ?? -1) + 2;
           const at = `@epoch=${e}@partition=${f.partition}@attempt=1`;
           const stallPastTimeout = `commit.before${at}:stall=${T + 4000}`;
@@ -394,8 +397,6 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
             f.kind === 'txn-timeout'
               ? [stallPastTimeout]
               : [...(point === 'redo.start' ? [stallPastTimeout] : []), `${point}${at}:${f.kind === 'worker-kill' ? 'crash' : f.kind === 'worker-freeze' ? `freeze=${FREEZE_MS}` : `stall=${HOLD_MS}`}`];
-          // The controller is asked before arming (a JVM start), so the kill follows the hit at once.
-          if (f.kind === 'kafka-controller-kill') controllerNow = await quorumLeader(kafkaLibsDir!, settings.kafka.brokers).catch(() => undefined);
           arm(rules);
           const hit = await waitLine((l) => l.point === point && l.epoch === e && l.partition === f.partition && l.attempt === 1, point === 'redo.start' || f.kind === 'txn-timeout' ? T + 60_000 : 45_000);
           arm([]);

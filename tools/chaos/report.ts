@@ -101,6 +101,7 @@ export function renderReport(r: CampaignResult): string {
   out.push('');
   out.push('## Checks');
   out.push('');
+  if (r.judgedBy) out.push(`The kind-coverage check below was computed from this run's faults afterwards, by code \`${r.judgedBy}\` (\`--from\` its saved result); every other check is as the run judged it.`, '');
   for (const c of r.checks) out.push(`- ${c.ok ? 'PASS' : '**FAIL**'} ${c.name}: ${c.detail}`);
   out.push('');
   out.push('## Every fault');

@@ -1,6 +1,6 @@
 /**
  * On a 3-node KRaft cluster (started here through scripts/services.sh with
- * ONCEFLOW_KAFKA_NODES=3 on its own run directory and port base 48000, stopped at the end): an
+ * ONCEFLOW_KAFKA_NODES=3 on its own run directory and port base 24000, stopped at the end): an
  * output partition's leader killed during an epoch's transactional sends.
  *
  * The partition that loses its leader is placed (replica order) so that its new leader is the
@@ -26,7 +26,7 @@ import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionC
 import { servicePid, services, type StackOptions } from '../tools/chaos/stack';
 
 const home = process.env.ONCEFLOW_HOME || join(homedir(), '.cache', 'onceflow');
-const stack: StackOptions = { runDir: join(home, 'cluster-test-run'), portBase: 48000, workers: 0, kafkaNodes: 3 };
+const stack: StackOptions = { runDir: join(home, 'cluster-test-run'), portBase: 24000, workers: 0, kafkaNodes: 3 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let admin: Admin;

@@ -36,6 +36,8 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
   if (preset === 'cluster') {
     // The 3-node KRaft cluster (issue 14): the three node-kill kinds at every protocol step and
     // at one random moment each (24 faults, 8 per kind), one stalled commit into the redo path.
+    // Port base below the ephemeral range (32768+): a node's port there can be held by an
+    // outgoing connection's local port, and services.sh then refuses to start it.
     return {
       ...common,
       kafkaNodes: 3,
@@ -47,7 +49,7 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
       compareFailEveryNthEpoch: 40,
       compareFailAfter: 10,
       poisonEvery: 4999,
-      portBase: 47000,
+      portBase: 23000,
       runDir: join(home, 'chaos-cluster-run'),
       command: `npm run chaos -- --cluster --seed ${seed}`,
     };

@@ -479,6 +479,11 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     } else {
       await feeder.stop();
     }
+  } catch (e) {
+    // A run that ends here (e.g. no first epoch) must not leave the process hanging on open clients.
+    clearInterval(copyTimer);
+    await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()]);
+    throw e;
   } finally {
     arm([]);
     clearInterval(sampleTimer);

@@ -218,10 +218,11 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, compareFailAfter: o.compareFailAfter, compareFailEveryNthEpoch: o.compareFailEveryNthEpoch },
   });
   await resetPipeline(admin, pool, spec, o.partitions);
-  // A cluster: every node must know the new topics before the pipeline starts — setup reads the
+  // A cluster: every node must know the topics just created (source and sink; setup creates the
+  // others itself) before the pipeline starts — setup reads the
   // partition counts from whichever node it asks, and a node that has not caught up answers
   // "no partitions", which setup takes for a configuration error (seen with seed 20261202).
-  if (nodes > 1) await waitFor('every node to know the pipeline topics', () => topicsOnEveryNode(settings.kafka, [spec.source.topic, spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic]), 60_000);
+  if (nodes > 1) await waitFor('every node to know the pipeline topics', () => topicsOnEveryNode(settings.kafka, [spec.source.topic, spec.kafkaSink.topic]), 60_000);
   const { values } = makeEvents(Math.ceil(o.records * (o.inputMultiplier ?? 5)), o.seed, o.poisonEvery);
   const feeder = new InputFeeder(settings.kafka, spec.source.topic, o.partitions, values, o.ratePerSecond, o.records, log);
 

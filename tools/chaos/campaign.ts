@@ -25,7 +25,7 @@ import { verifyPipeline, type Check, type VerifyReport } from '../../src/verify'
 import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { auditRecords, javaReadCommitted, ledgerCopier, type JavaReadResult, type RangeStats } from './audit';
 import { boundedStateChecks } from './bounds';
-import { clusterWhole, nodeServices, partitionLeader, quorumLeader, topicsOnEveryNode, transactionCoordinator } from './cluster';
+import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from './cluster';
 import { InputFeeder, type LandedInput } from './feeder';
 import { CLUSTER_KINDS, INJECTED_KINDS, planFaults, POINTS, type ClusterKind, type FaultKind, type PlannedFault } from './schedule';
 import { ServiceFreezer, services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
@@ -218,11 +218,13 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, compareFailAfter: o.compareFailAfter, compareFailEveryNthEpoch: o.compareFailEveryNthEpoch },
   });
   await resetPipeline(admin, pool, spec, o.partitions);
-  // A cluster: every node must know the topics just created (source and sink; setup creates the
-  // others itself) before the pipeline starts — setup reads the
-  // partition counts from whichever node it asks, and a node that has not caught up answers
-  // "no partitions", which setup takes for a configuration error (seen with seed 20261202).
-  if (nodes > 1) await waitFor('every node to know the pipeline topics', () => topicsOnEveryNode(settings.kafka, [spec.source.topic, spec.kafkaSink.topic]), 60_000);
+  // A cluster: give every node time to learn the topics just created before the pipeline starts —
+  // setup reads partition counts from whichever node it asks, and a node that has not caught up
+  // answers "no partitions", which setup takes for a configuration error (seen with seed 20261202).
+  if (nodes > 1) {
+    await waitFor('the pipeline topics to have leaders', async () => (await admin.fetchTopicMetadata({ topics: [spec.source.topic, spec.kafkaSink.topic] })).topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)), 60_000);
+    await sleep(5000);
+  }
   const { values } = makeEvents(Math.ceil(o.records * (o.inputMultiplier ?? 5)), o.seed, o.poisonEvery);
   const feeder = new InputFeeder(settings.kafka, spec.source.topic, o.partitions, values, o.ratePerSecond, o.records, log);
 

@@ -7,9 +7,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Kafka, logLevel, type Admin } from 'kafkajs';
-import type { KafkaSettings } from '../../src/config';
-import { kafkaClientConfig } from '../../src/kafka/client-config';
+import type { Admin } from 'kafkajs';
 import type { KafkaCluster } from '../../src/kafka/internals';
 import type { StackOptions } from './stack';
 
@@ -85,19 +83,3 @@ export async function clusterWhole(admin: Admin, nodes: number, topics: string[]
   return md.topics.every((t) => t.partitions.every((p) => p.leader >= 0 && p.isr.length >= Math.min(nodes, p.replicas.length)));
 }
 
-/** True when each node, asked on its own, knows every topic with a leader for each partition. */
-export async function topicsOnEveryNode(k: KafkaSettings, topics: string[]): Promise<boolean> {
-  for (const broker of k.brokers) {
-    const admin = new Kafka({ ...kafkaClientConfig({ ...k, brokers: [broker] }, 'onceflow-chaos-nodecheck'), logLevel: logLevel.NOTHING, retry: { retries: 0 } }).admin();
-    try {
-      await admin.connect();
-      const md = await admin.fetchTopicMetadata({ topics });
-      if (md.topics.length !== topics.length || md.topics.some((t) => t.partitions.length === 0 || t.partitions.some((p) => p.leader < 0))) return false;
-    } catch {
-      return false;
-    } finally {
-      await admin.disconnect().catch(() => undefined);
-    }
-  }
-  return true;
-}

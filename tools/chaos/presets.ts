@@ -48,7 +48,7 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
       txnTimeouts: 1,
       compareFailEveryNthEpoch: 40,
       compareFailAfter: 10,
-      poisonEvery: 4999,
+      poisonEvery: 2999, // ≥ 5 poison records even when the 24 faults take only ~8 minutes (20,000 records)
       portBase: 23000,
       runDir: join(home, 'chaos-cluster-run'),
       command: `npm run chaos -- --cluster --seed ${seed}`,

@@ -1,13 +1,15 @@
 /**
  * Opens every client a tool needs (Temporal client, Kafka admin and cluster, MySQL pool) from
- * one set of settings, each failure naming the service and its address. Used by the CLI, the
- * demo and the tests; workers build their own (src/worker.ts).
+ * one set of settings, each failure naming the service, its address and what to do. Used by the
+ * CLI, the demo and the tests; the worker opens its Kafka and MySQL clients with openKafka and
+ * openPool and its own Temporal connection (src/worker.ts).
  */
+import { connect as connectTls } from 'node:tls';
 import { Kafka, logLevel, type Admin } from 'kafkajs';
 import { createPool, type Pool, type PoolOptions } from 'mysql2/promise';
 import type { Client } from '@temporalio/client';
 import { connectClient } from './client';
-import { loadSettings, type Settings } from './config';
+import { loadSettings, type Settings, type TemporalSettings } from './config';
 import { errorMessage } from './errors';
 import { kafkaClientConfig } from './kafka/client-config';
 import { connectCluster, type KafkaCluster } from './kafka/internals';
@@ -27,7 +29,7 @@ export interface Connections {
  * neither; `prefix` names the settings of the service (e.g. ONCEFLOW_KAFKA_SSL).
  */
 export function securityHint(e: unknown, prefix: string): string | undefined {
-  const msg = errorMessage(e);
+  const msg = errorMessage(e).replace(/\s+/g, ' ').trim();
   if (/self[- ]signed certificate|unable to (get local issuer|verify the first) certificate|UnknownIssuer|CERTIFICATE_VERIFY_FAILED|certificate verify failed|unknown ca/i.test(msg)) {
     return `the server's certificate is not signed by a CA this client trusts (${msg}) — set ${prefix}_CA_FILE to the CA that signed it`;
   }
@@ -46,15 +48,45 @@ export function securityHint(e: unknown, prefix: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The Temporal clients report a failed TLS handshake as "Failed to connect before the deadline"
+ * or a bare transport error. With TLS configured, one handshake from node:tls with the same CA,
+ * client certificate and server name tells why (untrusted CA, wrong name, refused certificate).
+ */
+export function temporalTlsProblem(t: TemporalSettings): Promise<Error | undefined> {
+  if (!t.tls) return Promise.resolve(undefined);
+  const host = t.address.replace(/:\d+$/, '');
+  const port = Number(/:(\d+)$/.exec(t.address)?.[1] ?? 7233);
+  return new Promise((resolve) => {
+    const socket = connectTls({
+      host,
+      port,
+      ...(t.tls?.serverRootCACertificate ? { ca: Buffer.from(t.tls.serverRootCACertificate) } : {}),
+      ...(t.tls?.clientCertPair ? { cert: Buffer.from(t.tls.clientCertPair.crt), key: Buffer.from(t.tls.clientCertPair.key) } : {}),
+      servername: t.tls?.serverNameOverride ?? host,
+      ALPNProtocols: ['h2'],
+    });
+    const done = (e?: Error) => {
+      socket.destroy();
+      resolve(e);
+    };
+    // TLS 1.3: a server refuses a client certificate only after the handshake completed.
+    socket.once('secureConnect', () => setTimeout(() => done(), 1000).unref());
+    socket.once('error', (e) => done(e));
+    socket.setTimeout(5000, () => done());
+  });
+}
+
 /** A failure to connect, as one line naming the service, its address and what to do. */
-export function unreachable(service: 'Temporal' | 'Kafka' | 'MySQL', settings: Settings): (e: unknown) => never {
+export function unreachable(service: 'Temporal' | 'Kafka' | 'MySQL', settings: Settings): (e: unknown) => Promise<never> {
   const [where, prefix, otherwise]: [string, string, string] = {
     Temporal: [settings.temporal.address, 'ONCEFLOW_TEMPORAL_TLS', '; is it running? (npm run services -- up)'],
     Kafka: [settings.kafka.brokers.join(','), 'ONCEFLOW_KAFKA_SSL', '; is it running?'],
     MySQL: [`${settings.mysql.host}:${settings.mysql.port} as ${settings.mysql.user}`, 'ONCEFLOW_MYSQL_SSL', ''],
   }[service] as [string, string, string];
-  return (e) => {
-    throw new Error(`cannot reach ${service} at ${where} (${securityHint(e, prefix) ?? `${errorMessage(e)}${otherwise}`})`);
+  return async (e) => {
+    const cause = (service === 'Temporal' && (await temporalTlsProblem(settings.temporal))) || e;
+    throw new Error(`cannot reach ${service} at ${where} (${securityHint(cause, prefix) ?? `${errorMessage(cause)}${otherwise}`})`);
   };
 }
 

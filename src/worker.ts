@@ -126,7 +126,10 @@ if (require.main === module) {
     .then((h) => {
       for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => h.shutdown());
       process.stderr.write(`[onceflow] worker polling task queue '${loadSettings().temporal.taskQueue}'\n`);
-      return h.run();
+      // Exit once stopped and closed, as the CLI's `worker` does: kafkajs's disconnect ends and
+      // unrefs each socket, but a TLS socket caught mid-connect has been seen to stay referenced
+      // and keep a stopped worker alive (test/secure.test.ts caught it).
+      return h.run().then(() => process.exit(0));
     })
     .catch((e) => {
       process.stderr.write(`[onceflow] worker failed: ${e instanceof Error ? e.message : String(e)}\n`);

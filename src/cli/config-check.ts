@@ -8,7 +8,7 @@ import { createConnection } from 'mysql2/promise';
 import { connectClient } from '../client';
 import type { Settings } from '../config';
 import { errorMessage } from '../errors';
-import { securityHint } from '../connections';
+import { securityHint, temporalTlsProblem } from '../connections';
 import { kafkaClientConfig } from '../kafka/client-config';
 
 export interface ConnectionCheck {
@@ -45,7 +45,8 @@ async function checkTemporal(s: Settings): Promise<ConnectionCheck> {
   try {
     client = await withTimeout(connectClient(s), 10_000, where);
   } catch (e) {
-    return { service: 'temporal', ok: false, detail: `${where}: ${securityHint(e, 'ONCEFLOW_TEMPORAL_TLS') ?? `cannot reach it: ${errorMessage(e)} — check ONCEFLOW_TEMPORAL_ADDRESS and that the server runs`}` };
+    const cause = (await temporalTlsProblem(s.temporal)) ?? e;
+    return { service: 'temporal', ok: false, detail: `${where}: ${securityHint(cause, 'ONCEFLOW_TEMPORAL_TLS') ?? `cannot reach it: ${errorMessage(cause)} — check ONCEFLOW_TEMPORAL_ADDRESS and that the server runs`}` };
   }
   try {
     await withTimeout(client.workflowService.describeNamespace({ namespace: s.temporal.namespace }), 10_000, where);
@@ -79,7 +80,7 @@ function mysqlHint(e: unknown, s: Settings): string {
   const m = s.mysql;
   switch (code) {
     case 'ER_ACCESS_DENIED_ERROR':
-      return `wrong user or password for '${m.user}', or the user must connect over TLS — check ONCEFLOW_MYSQL_USER, ONCEFLOW_MYSQL_PASSWORD (or _FILE, connections.mysql.passwordEnv) and ONCEFLOW_MYSQL_SSL`;
+      return `wrong user or password for '${m.user}' — check ONCEFLOW_MYSQL_USER and ONCEFLOW_MYSQL_PASSWORD (or _FILE, connections.mysql.passwordEnv)${m.ssl ? '' : "; or the account requires TLS (REQUIRE SSL) and TLS is off here: set ONCEFLOW_MYSQL_SSL=true"}`;
     case 'ER_BAD_DB_ERROR':
       return `database '${m.database}' does not exist — create it, or set ONCEFLOW_MYSQL_DATABASE`;
     case 'ER_DBACCESS_DENIED_ERROR':

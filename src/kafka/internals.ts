@@ -263,7 +263,9 @@ export class PreparedTransaction {
   }
 
   async begin(): Promise<TxnHandle> {
-    await this.eos.initProducerId();
+    await this.eos.initProducerId().catch(async (e: unknown) => {
+      throw await coordinatorRefusal(this.cluster, this.transactionalId, e);
+    });
     this.eos.beginTransaction();
     this.began = true;
     return this.handle();
@@ -290,6 +292,23 @@ export class PreparedTransaction {
 
   async sendOffsets(groupId: string, topic: string, partition: number, offset: number): Promise<void> {
     await this.eos.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions: [{ partition, offset: String(offset) }] }] });
+  }
+}
+
+/**
+ * kafkajs turns every broker's refusal of FindCoordinator into "Failed to find group coordinator"
+ * (it drops each answer), so a transactional id the principal may not use looks like a missing
+ * coordinator. Ask one broker directly and return its refusal (TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+ * with its type), or `e` unchanged.
+ */
+async function coordinatorRefusal(cluster: KafkaCluster, transactionalId: string, e: unknown): Promise<unknown> {
+  if ((e as Error | undefined)?.name !== 'KafkaJSGroupCoordinatorNotFound') return e;
+  try {
+    const broker = await cluster.raw.brokerPool.findConnectedBroker();
+    await broker.findGroupCoordinator({ groupId: transactionalId, coordinatorType: COORDINATOR_TYPES.TRANSACTION });
+    return e;
+  } catch (refusal) {
+    return (refusal as { type?: string }).type ? refusal : e;
   }
 }
 

@@ -6,7 +6,7 @@
  * Environment: BENCH_RECORDS (500000), BENCH_PARTITIONS (4), BENCH_EPOCHS (1000,5000,20000),
  * BENCH_LATENCY_RATE (0 = auto), BENCH_LATENCY_SECONDS (20), BENCH_LABEL, BENCH_BEFORE (a
  * results file to show as "before"), BENCH_DOCS=0 (do not touch docs/), BENCH_SKIP_SERVICES=1,
- * ONCEFLOW_RUN_DIR / ONCEFLOW_PORT_BASE (default ~/.cache/onceflow/bench-run, 27000).
+ * ONCEFLOW_RUN_DIR / ONCEFLOW_PORT_BASE (default ~/.cache/onceflow/bench-run, 28000; the secured stack has 27000).
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -20,7 +20,7 @@ const ROOT = join(__dirname, '..');
 
 async function main() {
   process.env.ONCEFLOW_RUN_DIR ??= join(homedir(), '.cache', 'onceflow', 'bench-run');
-  process.env.ONCEFLOW_PORT_BASE ??= '27000';
+  process.env.ONCEFLOW_PORT_BASE ??= '28000';
   if (process.env.BENCH_SKIP_SERVICES !== '1') {
     const r = spawnSync('bash', [join(ROOT, 'scripts', 'services.sh'), 'up'], { stdio: 'inherit', env: process.env });
     if (r.status !== 0) throw new Error('scripts/services.sh up failed');

@@ -9,13 +9,14 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
+import { loadSettings } from '../src/config';
 import { createOnceflowWorker } from '../src/worker';
 import { openDeps, quietRuntime, type Deps } from './support/env';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { drainAndWait, prepareScenario, start } from './support/pipeline';
 
 const CHROMIUM = process.env.ONCEFLOW_CHROMIUM ?? '/usr/bin/chromium';
-const UI = process.env.ONCEFLOW_TEMPORAL_UI ?? 'http://127.0.0.1:8233';
+const UI = loadSettings().temporal.webUi;
 const SCREENSHOTS = process.env.UPDATE_SCREENSHOTS === '1' ? join(__dirname, '..', 'docs') : join(__dirname, '.tmp');
 let deps: Deps;
 let browser: Browser;

@@ -39,7 +39,9 @@ const envWith = (file: string, extra: Record<string, string> = {}) => ({ ...proc
 const pipelineEnv = (extra: Record<string, string> = {}) => envWith(PIPELINE_ENV, extra);
 
 async function services(...args: string[]): Promise<void> {
-  const r = await run('bash', [join(ROOT, 'scripts', 'services.sh'), ...args, '--secure'], { cwd: ROOT, maxBuffer: 64 << 20, timeout: 1_500_000 });
+  // The secured stack's own run directory and port base, whatever stack the other tests use.
+  const env = { ...process.env, ONCEFLOW_RUN_DIR: RUN, ONCEFLOW_PORT_BASE: process.env.ONCEFLOW_SECURE_PORT_BASE || '27000' };
+  const r = await run('bash', [join(ROOT, 'scripts', 'services.sh'), ...args, '--secure'], { cwd: ROOT, env, maxBuffer: 64 << 20, timeout: 1_500_000 });
   seen.push({ what: `services.sh ${args.join(' ')}`, text: r.stdout + r.stderr });
 }
 

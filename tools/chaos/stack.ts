@@ -34,7 +34,10 @@ export function stackPorts(o: StackOptions) {
 /** The inherited environment without onceflow settings, so nothing leaks in from the dev stack. */
 export function cleanEnv(): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('ONCEFLOW_') || k === 'ONCEFLOW_HOME') env[k] = v;
+  // ONCEFLOW_HOME and the Kafka version carry over (`ONCEFLOW_KAFKA_VERSION=4.4.0 npm test` runs the
+  // campaign's stacks on Kafka 4 too; a run directory keeps the version it was formatted with, so
+  // use a separate ONCEFLOW_HOME for another version); every address and setting is the stack's.
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('ONCEFLOW_') || k === 'ONCEFLOW_HOME' || k === 'ONCEFLOW_KAFKA_VERSION') env[k] = v;
   return env;
 }
 

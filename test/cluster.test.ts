@@ -183,3 +183,86 @@ test('the log check costs one fetch per partition of a 500-record epoch', { time
   t.diagnostic(`${rounds} epochs of 500 records: send mean ${mean(sendMs).toFixed(1)} ms; check mean ${mean(checkMs).toFixed(1)} ms, p50 ${p(checkMs, 0.5)} ms, max ${Math.max(...checkMs)} ms; ${fetches / rounds} fetches per epoch`);
   assert.equal(fetches, rounds, 'one fetch per epoch (one output partition each)');
 });
+
+/**
+ * Cluster campaign run 8 (seed 20261202): one epoch's 15 outputs were written twice in ONE
+ * transaction — two produce requests of the same producer id and epoch to the same leader, 16 ms
+ * apart, sequences 0..14 then 15..29 (docs/reliability.md). kafkajs's sendMessages keys its
+ * per-broker requests by Broker object while each request carries every partition of that NODE:
+ * a node whose object the client's broker pool replaced during the send (removeBroker after a
+ * connection closed, then a metadata refresh — the client is shared by every activity of a
+ * worker) gets two requests with the same records. Here the replacement is forced between the
+ * send's two lookups of the node (one per topic, both led by it).
+ */
+async function sendWithBrokerReplaced(txn: PreparedTransaction, node: number, topicMessages: { topic: string; messages: ReturnType<typeof messages> }[]) {
+  const raw = cluster.raw;
+  const findBroker = raw.findBroker;
+  let lookups = 0;
+  raw.findBroker = async (a: { nodeId: number | string }) => {
+    const b = await findBroker.call(raw, a);
+    if (String(a.nodeId) === String(node) && ++lookups === 1) {
+      raw.brokerPool.removeBroker({ host: b.connectionPool.host, port: b.connectionPool.port });
+      await raw.refreshMetadata();
+    }
+    return b;
+  };
+  try {
+    return await txn.send(topicMessages).then(
+      (r) => ({ ok: true as const, r }),
+      (e: unknown) => ({ ok: false as const, e }),
+    );
+  } finally {
+    raw.findBroker = findBroker;
+  }
+}
+
+test('run 8: a send that writes its records twice in one transaction — kafkajs commits duplicates, onceflow\'s checks refuse the epoch (exact count)', { timeout: 300_000 }, async (t) => {
+  const ids = (await admin.describeCluster()).brokers.map((b) => b.nodeId).sort();
+  const [node, b2, b3] = [ids[0]!, ids[1]!, ids[2]!];
+  const tag = Date.now().toString(36);
+  const topics = [`cluster-dup-a-${tag}`, `cluster-dup-b-${tag}`];
+  await createTopicsReady(admin, topics.map((topic) => ({ topic, replicaAssignment: [{ partition: 0, replicas: [node, b2, b3] }] })));
+  await waitUntil('both topics led by one node', async () => (await partitionLeader(admin, topics[0]!, 0)) === node && (await partitionLeader(admin, topics[1]!, 0)) === node, 60_000);
+  const batch = (id: string) => topics.map((topic) => ({ topic, messages: messages(0, 15, `${id}-${topic}`) }));
+
+  // kafkajs alone: the send resolves, the acknowledgement names each partition twice, and the
+  // committed transaction holds 30 records of each partition for 15 sent.
+  const plain = new PreparedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.0`, 60_000);
+  const h = await plain.begin();
+  const out = await sendWithBrokerReplaced(plain, node, batch('plain'));
+  assert.equal(out.ok, true, out.ok ? '' : String(out.e));
+  t.diagnostic(`plain send acknowledged ${out.ok ? out.r.map((x) => `${x.topic.slice(0, 13)}[${x.partition}]@${x.baseOffset}`).join(', ') : '-'}`);
+  assert.equal(await endTxn(cluster, h, true), 'ok');
+  for (const topic of topics) {
+    const c = await countProducerRecords(cluster, { topic, partition: 0, fromOffset: 0, producerId: h.producerId, producerEpoch: h.producerEpoch, expected: 1000, settleMs: 0 });
+    assert.equal(c.found, 30, `${topic}: the committed transaction holds every record twice`);
+  }
+
+  // onceflow's CountedTransaction: the same send fails (acknowledged twice / sequence 30 for 15 sent).
+  const counted = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.1`, 60_000);
+  const h1 = await counted.begin();
+  const refused = await sendWithBrokerReplaced(counted, node, batch('counted'));
+  t.diagnostic(refused.ok ? 'counted send resolved' : `counted send refused: ${String(refused.e)}`);
+  assert.equal(refused.ok, false);
+  assert.ok(!refused.ok && refused.e instanceof TransientError && /more records than were sent/.test(refused.e.message), String(!refused.ok && refused.e));
+  assert.equal(await endTxn(cluster, h1, false), 'ok');
+
+  // checkLanded alone is exact: a surplus in the log (records of this transaction written
+  // without the counted send seeing them) fails it. The check before this fix asked only
+  // whether countProducerRecords (which stops once it has the expected number) found fewer.
+  const extra = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.2`, 60_000);
+  const h2 = await extra.begin();
+  await extra.send([{ topic: topics[0]!, messages: messages(0, 15, 'extra') }]);
+  await PreparedTransaction.prototype.send.call(extra, [{ topic: topics[0]!, messages: messages(0, 15, 'extra') }]);
+  const old = await countProducerRecords(cluster, { topic: topics[0]!, partition: 0, fromOffset: extra.sent.get(`${topics[0]}/0`)!.firstOffset!, producerId: h2.producerId, producerEpoch: h2.producerEpoch, expected: 15 });
+  assert.ok(!(old.found < 15), 'the former check (short only) passes this transaction');
+  await assert.rejects(checkLanded(cluster, extra, h2), (e: unknown) => e instanceof TransientError && /more records of this transaction than were sent/.test((e as Error).message));
+  assert.equal(await endTxn(cluster, h2, false), 'ok');
+
+  // And a whole epoch still passes.
+  const fine = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.3`, 60_000);
+  const h3 = await fine.begin();
+  await fine.send(batch('fine'));
+  assert.equal((await checkLanded(cluster, fine, h3)).partitions, 2);
+  assert.equal(await endTxn(cluster, h3, true), 'ok');
+});

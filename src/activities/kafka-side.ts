@@ -1,6 +1,7 @@
 /** An epoch's Kafka side: its records, dead letters, progress marker and source offsets in one transaction; its redo. */
 import { TransientError } from '../errors';
 import { PreparedTransaction, endTxn } from '../kafka/internals';
+import { CountedTransaction, checkLanded } from '../kafka/landed';
 import { epochMarker } from '../kafka/outcome';
 import { encodeMarker, type Marker } from '../kafka/progress';
 import { consumerGroupId, transactionalId, type PipelineSpec } from '../spec';
@@ -60,13 +61,23 @@ export async function redoKafkaSide(
   e: { epoch: number; start: number; end: number; xid?: string; markerFrom: number },
   src: Src,
 ): Promise<boolean> {
-  const txn = new PreparedTransaction(ctx.cluster, epochTransactionalId(spec, partition, e.epoch), spec.kafkaSink.transactionTimeoutMs);
+  // Counted, like prepare's (src/kafka/landed.ts): every send acknowledges each partition it
+  // carried exactly once, and before the commit the log holds exactly the records sent.
+  const txn = new CountedTransaction(ctx.cluster, epochTransactionalId(spec, partition, e.epoch), spec.kafkaSink.transactionTimeoutMs);
   const handle = await txn.begin();
   if (await epochMarker(ctx.cluster, spec, partition, e.epoch, e.markerFrom, ctx.heartbeat)) return false;
   const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, e.start, e.end, ctx.heartbeat));
   const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, e.epoch), tableMap(spec), src.layout);
   const marker: Marker = { pipeline: spec.name, partition, epoch: e.epoch, start: e.start, end: e.end, records: records.length, redo: true, ...(e.xid ? { xid: e.xid } : {}) };
-  await sendEpoch(ctx, txn, spec, partition, applied, marker, src);
+  try {
+    await sendEpoch(ctx, txn, spec, partition, applied, marker, src);
+    await checkLanded(ctx.cluster, txn, handle, [spec.progressTopic]);
+  } catch (err) {
+    // Never commit a redo the checks refused: abort it now (the retried redo's InitProducerId
+    // would abort it too) and let the activity retry the redo from the source offsets.
+    await endTxn(ctx.cluster, handle, false).catch(() => undefined);
+    throw err;
+  }
   const outcome = await endTxn(ctx.cluster, handle, true);
   if (outcome !== 'ok') throw new TransientError(`redo transaction of epoch ${e.epoch} was not committed (${outcome}); retrying the redo`);
   ctx.observe({ kind: 'redo', pipeline: spec.name, partition, side: 'kafka' });

@@ -415,3 +415,87 @@ export async function countProducerRecords(
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/**
+ * The sequence number kafkajs would give the next record of `txn` to a topic-partition: since
+ * begin() (InitProducerId resets it) the number of records of every produce request kafkajs
+ * made for that partition and did not roll back on a failure. It counts what kafkajs SENT, so a
+ * request that carried records a second time in one send (sendMessages keys its per-broker
+ * requests by Broker object: one node under two objects gets two requests, each with every
+ * partition that node leads) shows up as more than the caller sent.
+ */
+export function producerSequence(txn: PreparedTransaction, topic: string, partition: number): number {
+  return Number((txn as any).eos.getSequence(topic, partition));
+}
+
+export interface ProducerRecordScan {
+  /** Records of (producerId, producerEpoch) from `fromOffset` up to the high watermark. */
+  found: number;
+  /** Distinct sequence numbers among them, and the lowest and highest (-1 when none). */
+  distinctSequences: number;
+  minSequence: number;
+  maxSequence: number;
+  highWatermark: number;
+  fetches: number;
+}
+
+/**
+ * Counts EVERY data record one producer id and epoch wrote to a partition from `fromOffset` up
+ * to the high watermark (read_uncommitted), with their sequence numbers — unlike
+ * countProducerRecords, which stops once `expected` were found and so cannot see a surplus.
+ * A short count is looked at again until `settleMs` passed (a new leader's high watermark may
+ * lag the acknowledged records for a moment); a surplus is final at once.
+ */
+export async function scanProducerRecords(
+  cluster: KafkaCluster,
+  args: { topic: string; partition: number; fromOffset: number; producerId: number; producerEpoch: number; expected: number; maxBytes?: number; settleMs?: number },
+): Promise<ProducerRecordScan> {
+  const deadline = Date.now() + (args.settleMs ?? 3000);
+  const maxBytes = args.maxBytes ?? 4 * 1024 * 1024;
+  let fetches = 0;
+  for (;;) {
+    let found = 0;
+    const sequences = new Set<number>();
+    let offset = args.fromOffset;
+    let hw = -1;
+    for (;;) {
+      const broker = await leaderOf(cluster, args.topic, args.partition);
+      let response: any;
+      try {
+        fetches++;
+        response = await broker.fetch({
+          replicaId: -1,
+          isolationLevel: ISOLATION.READ_UNCOMMITTED,
+          maxWaitTime: 0,
+          minBytes: 1,
+          maxBytes,
+          topics: [{ topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(offset), maxBytes }] }],
+        });
+      } catch (e: any) {
+        if (e?.type === 'NOT_LEADER_FOR_PARTITION' || e?.type === 'UNKNOWN_TOPIC_OR_PARTITION' || e?.type === 'LEADER_NOT_AVAILABLE' || e?.type === 'FENCED_LEADER_EPOCH') {
+          await cluster.raw.refreshMetadata().catch(() => undefined);
+        }
+        throw e;
+      }
+      const pd = response.responses?.[0]?.partitions?.[0];
+      if (!pd) throw new Error(`empty fetch response for ${args.topic}[${args.partition}]`);
+      if (pd.errorCode && pd.errorCode !== 0) throw Object.assign(new Error(`fetch ${args.topic}[${args.partition}] failed with error code ${pd.errorCode}`), { errorCode: pd.errorCode });
+      hw = Number(pd.highWatermark);
+      const within: any[] = new Batch(args.topic, String(offset), pd).messagesWithinOffset;
+      for (const m of within) {
+        if (m.isControlRecord) continue;
+        const c = m.batchContext;
+        if (String(c.producerId) !== String(args.producerId) || Number(c.producerEpoch) !== args.producerEpoch) continue;
+        found++;
+        sequences.add(Number(c.firstSequence) + (Number(m.offset) - Number(c.firstOffset)));
+      }
+      const next = within.length ? Number(within[within.length - 1].offset) + 1 : offset;
+      if (next >= hw || next === offset) break;
+      offset = next;
+    }
+    const seq = [...sequences];
+    const scan = { found, distinctSequences: seq.length, minSequence: seq.length ? Math.min(...seq) : -1, maxSequence: seq.length ? Math.max(...seq) : -1, highWatermark: hw, fetches };
+    if (found >= args.expected || Date.now() >= deadline) return scan;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}

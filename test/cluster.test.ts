@@ -21,7 +21,7 @@ import { TransientError } from '../src/errors';
 import { kafkaClientConfig } from '../src/kafka/client-config';
 import { connectCluster, countProducerRecords, endTxn, PreparedTransaction, type KafkaCluster } from '../src/kafka/internals';
 import { checkLanded, CountedTransaction } from '../src/kafka/landed';
-import { createTopicsReady } from '../src/kafka/topics';
+import { createTopicsReady, missingTopics, partitionCountsOfKnown } from '../src/kafka/topics';
 import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from '../tools/chaos/cluster';
 import { servicePid, services, type StackOptions } from '../tools/chaos/stack';
 
@@ -265,4 +265,27 @@ test('run 8: a send that writes its records twice in one transaction — kafkajs
   await fine.send(batch('fine'));
   assert.equal((await checkLanded(cluster, fine, h3)).partitions, 2);
   assert.equal(await endTxn(cluster, h3, true), 'ok');
+});
+
+/**
+ * Setup's topic race (no broker needed: a fake admin whose answering node lags): topics that
+ * exist are waited for, not refused with a ConfigError; a source topic counts as missing only
+ * if it stays unlisted.
+ */
+test('setup on a cluster: a node that has not learnt a topic yet delays setup instead of failing it', async () => {
+  const lagging = (lagCalls: number, topics: Record<string, number>) => {
+    let calls = 0;
+    return {
+      listTopics: async () => (++calls <= lagCalls ? [] : Object.keys(topics)),
+      fetchTopicMetadata: async ({ topics: ts }: { topics: string[] }) => ({ topics: ts.map((name) => ({ name, partitions: Array.from({ length: topics[name] ?? 0 }, (_, i) => ({ partitionId: i, leader: 1 })) })) }),
+    } as unknown as Admin;
+  };
+  const counts = await partitionCountsOfKnown(lagging(3, { out: 4, dlq: 4, progress: 4 }), ['out', 'dlq', 'progress']);
+  assert.deepEqual([...counts.entries()], [['out', 4], ['dlq', 4], ['progress', 4]]);
+  const seen = await missingTopics(lagging(3, { src: 4 }), ['src']);
+  assert.deepEqual(seen.missing, []);
+  // Still invisible after the bound: retryable, never a ConfigError.
+  await assert.rejects(partitionCountsOfKnown(lagging(1e9, {}), ['out'], ['out'], 600), (e: unknown) => e instanceof TransientError);
+  // A source topic that really does not exist is still reported missing (setup's ConfigError).
+  assert.deepEqual((await missingTopics(lagging(0, { other: 1 }), ['src'], 500)).missing, ['src']);
 });

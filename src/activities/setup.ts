@@ -1,5 +1,5 @@
 /** Pipeline setup: checks the source and creates the sink, dead-letter and progress topics and the tables. */
-import { createTopicsReady, partitionCounts } from '../kafka/topics';
+import { createTopicsReady, missingTopics as absentTopics, partitionCountsOfKnown } from '../kafka/topics';
 import { ConfigError } from '../errors';
 import { ER_NO_SUCH_TABLE, sqlErrno } from '../mysql/errors';
 import { ensureLedger } from '../mysql/ledger';
@@ -62,14 +62,16 @@ export function createSetup(ctx: ActivityContext) {
         // starts: MissingTransform (not retryable) names the pipeline, the transform and --transforms.
         if (!opts.discovery) ctx.transforms.get(spec.transform, spec.name);
         const topics = sourceTopics(spec);
-        const existing = new Set(await admin.listTopics());
-        const missingTopics = topics.filter((t) => !existing.has(t));
+        // A source topic counts as missing only if it stays unlisted for a few seconds (a node
+        // behind the controller answers without topics created moments ago).
+        const { existing, missing: missingTopics } = await absentTopics(admin, topics, opts.discovery ? 0 : 5_000);
         if (missingTopics.length && !opts.discovery) {
           const field = spec.source.topics ? `source.topics[${topics.indexOf(missingTopics[0]!)}]` : 'source.topic';
           throw new ConfigError(field, `'${missingTopics[0]}' does not exist on the brokers; create it or fix the pipeline definition`);
         }
         const present = topics.filter((t) => existing.has(t));
-        const counts = present.length ? await partitionCounts(admin, present) : new Map<string, number>();
+        // Listed topics exist: a node that does not show their partitions yet is waited for.
+        const counts = present.length ? await partitionCountsOfKnown(admin, present) : new Map<string, number>();
         if (!opts.discovery) await ensureSourcesTable(pool);
         const { all } = await assignSources(
           pool,
@@ -89,14 +91,16 @@ export function createSetup(ctx: ActivityContext) {
             missing.map((topic) => ({ topic, numPartitions: Math.max(1, partitions), replicationFactor: ctx.replicationFactor ?? -1, ...(topic === spec.progressTopic ? { configEntries: PROGRESS_TOPIC_CONFIG } : {}) })),
           );
         }
-        const sinks = await partitionCounts(admin, wanted.map(([, t]) => t));
+        // Every wanted topic exists now (listed, or created / found existing just above): one the
+        // answering node does not show yet is waited for, and a TransientError at worst.
+        const sinks = await partitionCountsOfKnown(admin, wanted.map(([, t]) => t));
         // The progress topic has one partition per source partition id; the sink and dead-letter
         // topics are the user's and are never grown: outputs go to id mod their partition count.
         const progress = sinks.get(spec.progressTopic) ?? 0;
         if (progress < partitions) {
           await admin.createPartitions({ topicPartitions: [{ topic: spec.progressTopic, count: partitions }] }).catch(async (e: unknown) => {
             // Another attempt grew it first.
-            if (((await partitionCounts(admin, [spec.progressTopic])).get(spec.progressTopic) ?? 0) < partitions) throw e;
+            if (((await partitionCountsOfKnown(admin, [spec.progressTopic])).get(spec.progressTopic) ?? 0) < partitions) throw e;
           });
         }
         const outputPartitions = sinks.get(spec.kafkaSink.topic) ?? 0;

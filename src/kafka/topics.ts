@@ -7,7 +7,7 @@
  * as not yet.
  */
 import type { Admin, ITopicConfig } from 'kafkajs';
-import { errorMessage } from '../errors';
+import { errorMessage, TransientError } from '../errors';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -38,4 +38,42 @@ export async function partitionCounts(admin: Admin, topics: string[]): Promise<M
   const out = new Map<string, number>(topics.map((t) => [t, 0]));
   if (present.length) for (const t of (await admin.fetchTopicMetadata({ topics: present })).topics) out.set(t.name, t.partitions.length);
   return out;
+}
+
+/**
+ * Partitions of each topic of `topics`, asking again until each topic of `known` — topics that
+ * exist (listed earlier, or created or found existing by this caller) — is listed with its
+ * partitions. On a cluster the node that answers may not have learnt a topic created moments ago
+ * and answers without it; that is not "the topic does not exist". After `timeoutMs` a topic of
+ * `known` still invisible is a TransientError (retryable), never a configuration error.
+ */
+export async function partitionCountsOfKnown(admin: Admin, topics: string[], known: string[] = topics, timeoutMs = 30_000): Promise<Map<string, number>> {
+  const deadline = Date.now() + timeoutMs;
+  let last = '';
+  for (;;) {
+    try {
+      const counts = await partitionCounts(admin, topics);
+      const invisible = known.filter((t) => (counts.get(t) ?? 0) === 0);
+      if (invisible.length === 0) return counts;
+      last = `not yet listed with partitions: ${invisible.join(', ')}`;
+    } catch (e) {
+      last = errorMessage(e); // e.g. UNKNOWN_TOPIC_OR_PARTITION from a node that has not caught up
+    }
+    if (Date.now() > deadline) throw new TransientError(`topics exist but the brokers' metadata does not show them after ${timeoutMs / 1000} s (${last}); retrying`, { topics: known });
+    await sleep(250);
+  }
+}
+
+/**
+ * Which of `topics` do not exist, asked again for `settleMs` before a topic counts as missing:
+ * a node behind the controller answers without topics created moments ago.
+ */
+export async function missingTopics(admin: Admin, topics: string[], settleMs = 5_000): Promise<{ existing: Set<string>; missing: string[] }> {
+  const deadline = Date.now() + settleMs;
+  for (;;) {
+    const existing = new Set(await admin.listTopics());
+    const missing = topics.filter((t) => !existing.has(t));
+    if (missing.length === 0 || Date.now() > deadline) return { existing, missing };
+    await sleep(250);
+  }
 }

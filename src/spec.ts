@@ -31,6 +31,17 @@ export interface EpochBounds {
   maxBytes: number;
   /** Longest wait for data before an epoch closes (or, empty, before the workflow polls again). */
   maxWaitMs: number;
+  /**
+   * An epoch that has caught up with its source closes only this long after it began reading
+   * (or at maxRecords / maxBytes), so that a live partition runs at most ~1000/lingerMs epochs
+   * a second. 0 (default): it closes as soon as it has caught up. At most maxWaitMs.
+   */
+  lingerMs?: number;
+  /**
+   * true (default): one activity commits epoch e and prepares e+1 (advanceEpoch); false: two
+   * activities, the loop before advance-epoch-v1 (kept to measure one against the other).
+   */
+  commitWithNextPrepare?: boolean;
 }
 
 export interface PipelineSpec {
@@ -197,6 +208,12 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   const epoch = { ...SPEC_DEFAULTS.epoch, ...(i.epoch ?? {}) };
   for (const k of ['maxRecords', 'maxBytes', 'maxWaitMs'] as const) {
     if (!positiveInt(epoch[k])) bad(`epoch.${k}`, `must be a positive integer, got ${JSON.stringify(epoch[k])}`);
+  }
+  const linger = epoch.lingerMs ?? 0;
+  if (!Number.isInteger(linger) || linger < 0) bad('epoch.lingerMs', `must be an integer ≥ 0, got ${JSON.stringify(epoch.lingerMs)}`);
+  else if (positiveInt(epoch.maxWaitMs) && linger > epoch.maxWaitMs) bad('epoch.lingerMs', `must be at most epoch.maxWaitMs (${epoch.maxWaitMs}); lower it or raise maxWaitMs`);
+  if (epoch.commitWithNextPrepare !== undefined && typeof epoch.commitWithNextPrepare !== 'boolean') {
+    bad('epoch.commitWithNextPrepare', `must be true or false, got ${JSON.stringify(epoch.commitWithNextPrepare)}`);
   }
   if (positiveInt(epoch.maxWaitMs) && positiveInt(txTimeout) && epoch.maxWaitMs * 2 >= txTimeout) {
     bad('epoch.maxWaitMs', `must be well below kafkaSink.transactionTimeoutMs (${txTimeout}); lower it or raise the timeout`);

@@ -8,7 +8,8 @@
  * variable): the discovery loop behind source-discovery-v1, continued as new, and a partition
  * workflow started by it.
  * Older generations are kept to guard the patches: sequential-*.json were recorded before the
- * pipelined loop, v1-pipelined-*.json before the single commit activity (commit-epoch-v1).
+ * pipelined loop, v1-pipelined-*.json before the single commit activity (commit-epoch-v1),
+ * v2-commit-epoch-*.json before commit and next prepare became one activity (advance-epoch-v1).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -30,16 +31,18 @@ function currentBundle() {
 
 test('checked-in histories cover retries, a redo and continue-as-new, for every generation of the loop', () => {
   const text = (f: string) => readFileSync(join(dir, f), 'utf8');
+  const OLDER = ['sequential-', 'v1-pipelined-', 'v2-commit-epoch-'];
   const generation = (prefix: string | null) =>
     files
-      .filter((f) => (prefix ? f.startsWith(prefix) : !f.startsWith('sequential-') && !f.startsWith('v1-pipelined-')))
+      .filter((f) => (prefix ? f.startsWith(prefix) : !OLDER.some((p) => f.startsWith(p))))
       .map(text)
       .join('\n');
   const sequential = generation('sequential-');
   const pipelinedV1 = generation('v1-pipelined-');
+  const commitEpoch = generation('v2-commit-epoch-');
   const current = generation(null);
-  assert.ok(files.length >= 9, `histories: ${files.join(', ')}`);
-  for (const [name, all] of [['sequential', sequential], ['pipelined v1', pipelinedV1], ['current', current]] as const) {
+  assert.ok(files.length >= 12, `histories: ${files.join(', ')}`);
+  for (const [name, all] of [['sequential', sequential], ['pipelined v1', pipelinedV1], ['commit epoch v2', commitEpoch], ['current', current]] as const) {
     assert.match(all, /compare sink failed/, `${name}: a history with failed prepare attempts`);
     assert.match(all, /"redoKafka"/, `${name}: a history with a redo`);
     assert.match(all, /ContinuedAsNew/, `${name}: a history that continued as new`);
@@ -48,10 +51,14 @@ test('checked-in histories cover retries, a redo and continue-as-new, for every 
   assert.deepEqual(patchIds(sequential), []);
   assert.deepEqual(patchIds(pipelinedV1), ['pipelined-epochs-v1']);
   assert.match(pipelinedV1, /"abortPrepared"/, 'pipelined v1: a withdrawn e+1 before a redo');
-  assert.deepEqual(patchIds(current), ['commit-epoch-v1', 'pipelined-epochs-v1']);
-  assert.match(current, /"commitEpoch"/);
-  assert.doesNotMatch(current, /"commitKafka"/);
-  assert.match(current, /"abortPrepared"/, 'current: a withdrawn e+1 before a redo');
+  assert.deepEqual(patchIds(commitEpoch), ['commit-epoch-v1', 'pipelined-epochs-v1']);
+  assert.match(commitEpoch, /"commitEpoch"/);
+  assert.doesNotMatch(commitEpoch, /"commitKafka"/);
+  assert.match(commitEpoch, /"abortPrepared"/, 'commit epoch v2: a withdrawn e+1 before a redo');
+  assert.deepEqual(patchIds(current), ['advance-epoch-v1', 'commit-epoch-v1', 'pipelined-epochs-v1']);
+  assert.match(current, /"advanceEpoch"/);
+  // e+1 is withdrawn inside advanceEpoch now; the loop schedules no abortPrepared any more.
+  assert.doesNotMatch(current, /"abortPrepared"/);
 });
 
 /** Ids of the patches (core_patch markers) in JSON histories, sorted and distinct. */

@@ -55,6 +55,17 @@ test('definePipeline names every wrong field and the fix', () => {
       return true;
     },
   );
+  assert.throws(
+    () => definePipeline({ ...base, epoch: { maxWaitMs: 100, lingerMs: 200, commitWithNextPrepare: 'yes' as unknown as boolean } }),
+    (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.match(e.message, /epoch\.lingerMs: must be at most epoch\.maxWaitMs \(100\)/);
+      assert.match(e.message, /epoch\.commitWithNextPrepare: must be true or false, got "yes"/);
+      return true;
+    },
+  );
+  assert.throws(() => definePipeline({ ...base, epoch: { lingerMs: -1 } }), /epoch\.lingerMs: must be an integer ≥ 0, got -1/);
+  assert.equal(definePipeline({ ...base, epoch: { lingerMs: 50 } }).epoch.lingerMs, 50);
 });
 
 test('staging table names stay within the 64 characters MySQL allows and differ per table', () => {

@@ -5,10 +5,12 @@
  *   reconcile  reconcile                           before a partition runs: agree, recover
  *   prepare    prepareEpoch                        phase 1: both participants pre-committed
  *   commit     commitEpoch, abortPrepared          phase 3 (and commitKafka/commitMysql of older runs)
+ *   advance    advanceEpoch                        phase 3 of e and phase 1 of e+1 in one activity
  *   redo       redoKafka                           a broker-aborted Kafka side, produced again
  * The states and moves they implement: src/protocol/epoch.ts.
  */
 import { activityContext, type ActivityDeps } from './context';
+import { createAdvance } from './advance';
 import { createCommit } from './commit';
 import { createPrepare } from './prepare';
 import { createReconcile } from './reconcile';
@@ -17,7 +19,7 @@ import { createSetup } from './setup';
 
 export function createActivities(deps: ActivityDeps) {
   const ctx = activityContext(deps);
-  return { ...createSetup(ctx), ...createReconcile(ctx), ...createPrepare(ctx), ...createCommit(ctx), ...createRedo(ctx) };
+  return { ...createSetup(ctx), ...createReconcile(ctx), ...createPrepare(ctx), ...createCommit(ctx), ...createAdvance(ctx), ...createRedo(ctx) };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

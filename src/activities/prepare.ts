@@ -29,95 +29,105 @@ export type PrepareArgs = EpochArgs & { afterCommitOf?: number };
 
 const CHUNK = 1000;
 
-export function createPrepare(ctx: ActivityContext) {
+/**
+ * Phase 1 without the activity edge: advanceEpoch runs it beside the previous epoch's commit.
+ * Errors come out raw; the caller's edge turns them into activity failures (decided: false).
+ */
+export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: () => boolean) => Promise<PrepareResult> {
   const { cluster, pool } = ctx;
 
-  /** Waits until the ledger row of `epoch` is committed (pipelined direct-mode epochs). */
-  async function awaitLedger(spec: PipelineSpec, partition: number, epoch: number): Promise<void> {
+  /** Waits until the ledger row of `epoch` is committed (pipelined direct-mode epochs), unless given up. */
+  async function awaitLedger(spec: PipelineSpec, partition: number, epoch: number, givenUp: () => boolean): Promise<void> {
     for (let delay = 2; !(await ledgerRow(pool, spec.name, partition, epoch)); delay = Math.min(50, delay * 2)) {
+      if (givenUp()) throw new Error(`epoch ${epoch + 1}: not prepared, the commit of epoch ${epoch} failed`);
       ctx.heartbeat();
       await new Promise((r) => setTimeout(r, delay));
     }
   }
 
+  return async (args: PrepareArgs, givenUp: () => boolean = () => false): Promise<PrepareResult> => {
+    const { spec, partition, epoch, offset } = args;
+    const src = sourceOf(args);
+    const started = Date.now();
+    const at = { partition, epoch };
+    const token = attemptToken();
+    await ctx.hit('prepare.start', at);
+    if (attempt() > 1) {
+      // A retried prepare: roll back this epoch's branches left by OLDER attempts. None of them
+      // can be the decided one (this attempt runs because they failed or timed out); a newer
+      // branch may be, if this attempt is itself a zombie, so it is never touched.
+      await rollbackBranches(ctx, spec, partition, epoch, { olderThan: token });
+      ctx.observe({ kind: 'retry', pipeline: spec.name, partition, activity: 'prepareEpoch' });
+    }
+    const waitMs = args.noWait ? 0 : spec.epoch.maxWaitMs;
+    const { records, end, sourceEnd } = await readingSource(ctx.admin, spec, src, () => readEpoch(cluster, src.topic, src.partition, offset, spec.epoch, waitMs, ctx.heartbeat));
+    if (end === offset) return { kind: 'empty', offset };
+    const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
+    const timed = async <T>(k: keyof PrepareSplit, fn: () => Promise<T> | T): Promise<T> => {
+      const t0 = Date.now();
+      try {
+        return await fn();
+      } finally {
+        split[k] += Date.now() - t0;
+      }
+    };
+
+    const transform = ctx.transforms.get(spec.transform, spec.name);
+    const tables = tableMap(spec);
+    const tctx = ctx.transformCtx(spec, partition, epoch);
+    const xid = { gtrid: epochGtrid(spec.name, partition, epoch), bqual: attemptBqual(attempt(), token, randomBytes(4).toString('hex')) };
+    // The marker names the branch: a committed marker tells recovery which branch was decided.
+    const marker: Marker = { pipeline: spec.name, partition, epoch, start: offset, end, records: records.length, redo: false, xid: xidToString(xid) };
+    // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
+    const applied = await timed('transformMs', () => applyTransform(spec, transform, records, tctx, tables, src.layout));
+    const deadLetters = applied.deadLetters.length;
+    // InitProducerId on this epoch's transactional id: fences zombies and aborts their open transaction.
+    // Counted: each send must acknowledge every partition it carried (src/kafka/landed.ts).
+    const txn = new CountedTransaction(cluster, epochTransactionalId(spec, partition, epoch), spec.kafkaSink.transactionTimeoutMs);
+    const handle = await timed('initMs', () => txn.begin());
+    try {
+      const markerOffset = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, partition, applied, marker, src));
+      // Before anything may commit it: the log holds every acknowledged output and dead letter
+      // of this transaction (one fetch per partition written; the marker's own ack was checked).
+      await timed('kafkaMs', () => checkLanded(cluster, txn, handle, [spec.progressTopic]));
+      await ctx.hit('prepare.kafka-sent', at);
+      const staged = mysqlMode(spec) === 'staged';
+      if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(spec, partition, args.afterCommitOf!, givenUp));
+      const dialect = await ctx.dialect();
+      let bodyDone = 0;
+      await prepareBranch(
+        pool,
+        xid,
+        async (conn) => {
+          if (staged) await timed('mysqlMs', () => stageRows(conn, { pipeline: spec.name, partition, epoch }, applied.rows, tables));
+          else await timed('mysqlMs', () => writeRows(conn, applied.rows, tables, dialect));
+          // The transform's own sink sees the processed records once both sides hold them.
+          for (let i = 0; i < applied.processed.length; i += CHUNK) {
+            transform.sink?.(applied.processed.slice(i, i + CHUNK), { ...tctx, writtenInAttempt: Math.min(i + CHUNK, applied.processed.length) });
+          }
+          await timed('mysqlMs', () => insertLedger(conn, spec.name, partition, { epoch, start: offset, end, records: records.length, redo: false }));
+          bodyDone = Date.now();
+        },
+        { afterPrepare: () => ctx.hit('prepare.xa-prepared', at) },
+      );
+      split.xaPrepareMs = Date.now() - bodyDone;
+      ctx.observe({ kind: 'prepared', pipeline: spec.name, partition, epoch, records: records.length, deadLetters, ms: Date.now() - started, end, lag: Math.max(0, sourceEnd - end), startedAt: started, split });
+      return { kind: 'prepared', epoch, start: offset, end, records: records.length, deadLetters, kafka: { ...handle, markerOffset }, xid: xidToString(xid) };
+    } catch (e) {
+      // This attempt's result will never be in history: abort its open transaction now rather
+      // than let it hold back the LSO until the next InitProducerId or the broker's timeout.
+      // (Safe: only this attempt's handle can name it; a fenced handle is refused anyway.)
+      await endTxn(cluster, handle, false).catch(() => undefined);
+      throw e;
+    }
+  };
+}
+
+export function createPrepare(ctx: ActivityContext) {
+  const prepare = preparer(ctx);
   return {
     async prepareEpoch(args: PrepareArgs): Promise<PrepareResult> {
-      return edge(async () => {
-        const { spec, partition, epoch, offset } = args;
-        const src = sourceOf(args);
-        const started = Date.now();
-        const at = { partition, epoch };
-        const token = attemptToken();
-        await ctx.hit('prepare.start', at);
-        if (attempt() > 1) {
-          // A retried prepare: roll back this epoch's branches left by OLDER attempts. None of them
-          // can be the decided one (this attempt runs because they failed or timed out); a newer
-          // branch may be, if this attempt is itself a zombie, so it is never touched.
-          await rollbackBranches(ctx, spec, partition, epoch, { olderThan: token });
-          ctx.observe({ kind: 'retry', pipeline: spec.name, partition, activity: 'prepareEpoch' });
-        }
-        const waitMs = args.noWait ? 0 : spec.epoch.maxWaitMs;
-        const { records, end, sourceEnd } = await readingSource(ctx.admin, spec, src, () => readEpoch(cluster, src.topic, src.partition, offset, spec.epoch, waitMs, ctx.heartbeat));
-        if (end === offset) return { kind: 'empty', offset };
-        const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
-        const timed = async <T>(k: keyof PrepareSplit, fn: () => Promise<T> | T): Promise<T> => {
-          const t0 = Date.now();
-          try {
-            return await fn();
-          } finally {
-            split[k] += Date.now() - t0;
-          }
-        };
-
-        const transform = ctx.transforms.get(spec.transform, spec.name);
-        const tables = tableMap(spec);
-        const tctx = ctx.transformCtx(spec, partition, epoch);
-        const xid = { gtrid: epochGtrid(spec.name, partition, epoch), bqual: attemptBqual(attempt(), token, randomBytes(4).toString('hex')) };
-        // The marker names the branch: a committed marker tells recovery which branch was decided.
-        const marker: Marker = { pipeline: spec.name, partition, epoch, start: offset, end, records: records.length, redo: false, xid: xidToString(xid) };
-        // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
-        const applied = await timed('transformMs', () => applyTransform(spec, transform, records, tctx, tables, src.layout));
-        const deadLetters = applied.deadLetters.length;
-        // InitProducerId on this epoch's transactional id: fences zombies and aborts their open transaction.
-        // Counted: each send must acknowledge every partition it carried (src/kafka/landed.ts).
-        const txn = new CountedTransaction(cluster, epochTransactionalId(spec, partition, epoch), spec.kafkaSink.transactionTimeoutMs);
-        const handle = await timed('initMs', () => txn.begin());
-        try {
-          const markerOffset = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, partition, applied, marker, src));
-          // Before anything may commit it: the log holds every acknowledged output and dead letter
-          // of this transaction (one fetch per partition written; the marker's own ack was checked).
-          await timed('kafkaMs', () => checkLanded(cluster, txn, handle, [spec.progressTopic]));
-          await ctx.hit('prepare.kafka-sent', at);
-          const staged = mysqlMode(spec) === 'staged';
-          if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(spec, partition, args.afterCommitOf!));
-          const dialect = await ctx.dialect();
-          let bodyDone = 0;
-          await prepareBranch(
-            pool,
-            xid,
-            async (conn) => {
-              if (staged) await timed('mysqlMs', () => stageRows(conn, { pipeline: spec.name, partition, epoch }, applied.rows, tables));
-              else await timed('mysqlMs', () => writeRows(conn, applied.rows, tables, dialect));
-              // The transform's own sink sees the processed records once both sides hold them.
-              for (let i = 0; i < applied.processed.length; i += CHUNK) {
-                transform.sink?.(applied.processed.slice(i, i + CHUNK), { ...tctx, writtenInAttempt: Math.min(i + CHUNK, applied.processed.length) });
-              }
-              await timed('mysqlMs', () => insertLedger(conn, spec.name, partition, { epoch, start: offset, end, records: records.length, redo: false }));
-              bodyDone = Date.now();
-            },
-            { afterPrepare: () => ctx.hit('prepare.xa-prepared', at) },
-          );
-          split.xaPrepareMs = Date.now() - bodyDone;
-          ctx.observe({ kind: 'prepared', pipeline: spec.name, partition, epoch, records: records.length, deadLetters, ms: Date.now() - started, end, lag: Math.max(0, sourceEnd - end), startedAt: started, split });
-          return { kind: 'prepared', epoch, start: offset, end, records: records.length, deadLetters, kafka: { ...handle, markerOffset }, xid: xidToString(xid) };
-        } catch (e) {
-          // This attempt's result will never be in history: abort its open transaction now rather
-          // than let it hold back the LSO until the next InitProducerId or the broker's timeout.
-          // (Safe: only this attempt's handle can name it; a fenced handle is refused anyway.)
-          await endTxn(cluster, handle, false).catch(() => undefined);
-          throw e;
-        }
-      }, { decided: false });
+      return edge(() => prepare(args), { decided: false });
     },
   };
 }

@@ -51,13 +51,16 @@ export async function readEpoch(
   waitMs: number,
   onProgress: () => void,
 ): Promise<{ records: SourceRecord[]; end: number; sourceEnd: number }> {
-  const deadline = Date.now() + waitMs;
+  const started = Date.now();
+  const deadline = started + waitMs;
+  // A caught-up epoch with records closes at lingerUntil (= at once without lingerMs).
+  const lingerUntil = started + Math.min(bounds.lingerMs ?? 0, waitMs);
   const records: SourceRecord[] = [];
   let bytes = 0;
   let next = from;
   let sourceEnd = from;
   for (;;) {
-    const wait = records.length > 0 ? 0 : Math.max(0, Math.min(POLL_SLICE_MS, deadline - Date.now()));
+    const wait = Math.max(0, Math.min(POLL_SLICE_MS, (records.length > 0 ? lingerUntil : deadline) - Date.now()));
     const r = await fetchPartition(cluster, { topic, partition, fromOffset: next, maxBytes: FETCH_BYTES, maxWaitMs: wait, isolation: ISOLATION.READ_COMMITTED });
     onProgress();
     checkRetained(topic, partition, next, r.logStartOffset);
@@ -72,7 +75,7 @@ export async function readEpoch(
     const advanced = r.nextOffset > next;
     next = Math.max(next, r.nextOffset);
     const caughtUp = next >= r.lastStableOffset;
-    if (records.length > 0 && (caughtUp || records.length >= bounds.maxRecords)) return { records, end: next, sourceEnd };
+    if (records.length > 0 && ((caughtUp && Date.now() >= lingerUntil) || records.length >= bounds.maxRecords)) return { records, end: next, sourceEnd };
     if (!advanced && Date.now() >= deadline) return { records, end: next, sourceEnd };
   }
 }

@@ -68,6 +68,22 @@ export interface CommitArgs {
 export type KafkaCommitOutcome = 'committed' | 'aborted';
 export type MysqlCommitOutcome = 'committed' | 'redone';
 
+/** advanceEpoch: commit `prepared` (epoch e) and prepare e+1 from its end, in one activity. */
+export interface AdvanceArgs extends CommitArgs {
+  /** Prepare e+1 without waiting for data (drain). */
+  noWait?: boolean;
+}
+
+/**
+ * e's commit outcomes, and e+1's prepare result. `next` is absent when e's Kafka side was
+ * aborted by the broker: e+1 was withdrawn inside the activity (e is redone first).
+ */
+export interface AdvanceResult {
+  kafka: KafkaCommitOutcome;
+  mysql: MysqlCommitOutcome;
+  next?: PrepareResult;
+}
+
 export interface ReconcileArgs {
   spec: PipelineSpec;
   partition: number;

@@ -37,6 +37,8 @@ import {
   type PartitionState,
   type PartitionStatus,
   type Phase,
+  type KafkaCommitOutcome,
+  type MysqlCommitOutcome,
   type PrepareResult,
   type PreparedEpoch,
 } from '../protocol';
@@ -103,6 +105,17 @@ export const PIPELINED_EPOCHS_PATCH = 'pipelined-epochs-v1';
  */
 export const COMMIT_EPOCH_PATCH = 'commit-epoch-v1';
 
+/**
+ * One activity per epoch (advanceEpoch: commit e and prepare e+1 together, src/activities/advance.ts)
+ * instead of commitEpoch(e) ∥ prepareEpoch(e+1): per epoch one activity dispatch and one
+ * workflow task less, and one activity slot per partition instead of two. The same guarantees
+ * as the pipelined loop above; e+1 is withdrawn inside the activity when e must be redone, so
+ * the loop never holds a prepared e+1 across a redo. A spec with
+ * `epoch.commitWithNextPrepare: false` keeps the two-activity loop (for side-by-side
+ * measurement). Runs recorded before replay the two-activity loop.
+ */
+export const ADVANCE_EPOCH_PATCH = 'advance-epoch-v1';
+
 export interface PartitionResult {
   pipeline: string;
   partition: number;
@@ -152,6 +165,7 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
   const acts = proxyActivities<Activities>(opts.commit);
   const pipelined = patched(PIPELINED_EPOCHS_PATCH);
   const oneCommit = patched(COMMIT_EPOCH_PATCH);
+  const merged = spec.epoch.commitWithNextPrepare !== false && patched(ADVANCE_EPOCH_PATCH);
 
   let control: Control = input.control ?? { paused: false, drain: false, stop: false };
   let phase: Phase = 'reconciling';
@@ -222,7 +236,8 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
         return r;
       });
   };
-  // The next epoch's prepare, started while the current epoch commits (pipelined runs only).
+  // The next epoch's prepare, started while the current epoch commits (pipelined runs only);
+  // with advanceEpoch it has already completed (its result came with the commit of the epoch before).
   let next: Promise<PrepareResult> | undefined;
 
   for (;;) {
@@ -245,14 +260,22 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
         return { pipeline: spec.name, partition, state, reason: 'drained' };
       }
     } else {
-      const committing = commitEpoch(r);
       const lastOfRun = runEpochs + 1 >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested;
-      if (pipelined && !lastOfRun && !control.paused && !control.stop) {
-        next = prepare(r.epoch + 1, r.end, r.epoch);
-        // Awaited in the next iteration; a failure must not count as unhandled before that.
-        next.catch(() => undefined);
+      const overlap = pipelined && !lastOfRun && !control.paused && !control.stop;
+      let epochState: EpochState;
+      if (merged && overlap) {
+        const a = await advanceEpoch(r);
+        epochState = a.state;
+        if (a.next) next = Promise.resolve(a.next);
+      } else {
+        const committing = commitEpoch(r);
+        if (overlap) {
+          next = prepare(r.epoch + 1, r.end, r.epoch);
+          // Awaited in the next iteration; a failure must not count as unhandled before that.
+          next.catch(() => undefined);
+        }
+        epochState = await committing;
       }
-      const epochState = await committing;
       if (nextStep(epochState) === 'redo-kafka') {
         // Epoch e's Kafka side was aborted by the broker and must be redone. A pipelined e+1 may
         // already have written to the output partitions: withdraw it first, so that e's redo
@@ -286,6 +309,38 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
     }
   }
 
+  /** Records commit outcomes in the epoch's state (kafka 'aborted' = the caller must redo). */
+  function committed(p: PreparedEpoch, kafka: KafkaCommitOutcome, mysql: MysqlCommitOutcome): EpochState {
+    if (mysql === 'redone') state = { ...state, mysqlRedos: state.mysqlRedos + 1 };
+    const after = afterCommit(inFlight.get(p.epoch) ?? preparedEpoch(p.epoch, staged), kafka, mysql);
+    inFlight.set(p.epoch, after);
+    return after;
+  }
+
+  /**
+   * Commits p and prepares the epoch after it, in one activity. Without `next`, e+1 was
+   * withdrawn (p must be redone first) and is prepared again after the redo. If the activity
+   * fails for good (e.g. e+1's prepare was refused a permission), p is still committed by
+   * commitEpoch — it is decided — before the failure ends the partition.
+   */
+  async function advanceEpoch(p: PreparedEpoch): Promise<{ state: EpochState; next?: PrepareResult }> {
+    setPhase('committing');
+    inFlight.set(p.epoch + 1, openEpoch(p.epoch + 1, staged));
+    const a = await CancellationScope.nonCancellable(() =>
+      acts.advanceEpoch.executeWithOptions(
+        { ...opts.prepare, startToCloseTimeout: spec.epoch.maxWaitMs + 180_000, summary: `epoch ${p.epoch}: commit, and prepare epoch ${p.epoch + 1} from offset ${p.end}` },
+        [{ spec, partition, ...src, prepared: p, noWait: control.drain }],
+      ),
+    ).catch(async (e: unknown) => {
+      inFlight.delete(p.epoch + 1);
+      if (nextStep(await commitEpoch(p)) === 'redo-kafka') await redoEpoch(p);
+      throw e;
+    });
+    if (a.next?.kind === 'prepared') inFlight.set(p.epoch + 1, preparedEpoch(p.epoch + 1, staged));
+    else inFlight.delete(p.epoch + 1);
+    return { state: committed(p, a.kafka, a.mysql), ...(a.next ? { next: a.next } : {}) };
+  }
+
   /** Commits both sides; resolves to the epoch's state after the commit (kafka 'aborted' = the caller must redo). */
   function commitEpoch(p: PreparedEpoch): Promise<EpochState> {
     setPhase('committing');
@@ -298,10 +353,7 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
             acts.commitKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: commit Kafka transaction` }, [...args]),
             acts.commitMysql.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: XA COMMIT` }, [...args]),
           ]).then(([k, m]) => ({ kafka: k, mysql: m }));
-      if (mysql === 'redone') state = { ...state, mysqlRedos: state.mysqlRedos + 1 };
-      const after = afterCommit(inFlight.get(p.epoch) ?? preparedEpoch(p.epoch, staged), kafka, mysql);
-      inFlight.set(p.epoch, after);
-      return after;
+      return committed(p, kafka, mysql);
     });
   }
 

@@ -19,8 +19,9 @@ import { Kafka, logLevel, type Admin } from 'kafkajs';
 import { loadSettings, toolPaths } from '../src/config';
 import { TransientError } from '../src/errors';
 import { kafkaClientConfig } from '../src/kafka/client-config';
-import { connectCluster, countProducerRecords, endTxn, PreparedTransaction, type KafkaCluster } from '../src/kafka/internals';
+import { connectCluster, endTxn, PreparedTransaction, type KafkaCluster } from '../src/kafka/internals';
 import { checkLanded, CountedTransaction } from '../src/kafka/landed';
+import { scanProducerRecords } from '../src/kafka/scan';
 import { createTopicsReady, missingTopics, partitionCountsOfKnown } from '../src/kafka/topics';
 import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from '../tools/chaos/cluster';
 import { servicePid, services, type StackOptions } from '../tools/chaos/stack';
@@ -128,7 +129,7 @@ test('kafkajs alone: a send through a leader kill is acknowledged while a partit
   const txn = new PreparedTransaction(cluster, l.tid, 120_000);
   const h = await txn.begin();
   const out = await sendThroughLeaderKill(txn, l);
-  const inLog = await countProducerRecords(cluster, { topic: l.topic, partition: 1, fromOffset: 0, producerId: h.producerId, producerEpoch: h.producerEpoch, expected: 11 });
+  const inLog = await scanProducerRecords(cluster, { topic: l.topic, partition: 1, fromOffset: 0, producerId: h.producerId, producerEpoch: h.producerEpoch, expected: 11 });
   t.diagnostic(`send ${out.ok ? `acknowledged partitions [${out.r.map((x) => x.partition).join(', ')}]` : `failed: ${String(out.e)}`}; partition 1 holds ${inLog.found} of the 11 records this producer sent and had acknowledged`);
   await endTxn(cluster, h, false);
   // The finding: acknowledged (no error) while partition 1's records are not in the log.
@@ -234,7 +235,7 @@ test('run 8: a send that writes its records twice in one transaction — kafkajs
   t.diagnostic(`plain send acknowledged ${out.ok ? out.r.map((x) => `${x.topic.slice(0, 13)}[${x.partition}]@${x.baseOffset}`).join(', ') : '-'}`);
   assert.equal(await endTxn(cluster, h, true), 'ok');
   for (const topic of topics) {
-    const c = await countProducerRecords(cluster, { topic, partition: 0, fromOffset: 0, producerId: h.producerId, producerEpoch: h.producerEpoch, expected: 1000, settleMs: 0 });
+    const c = await scanProducerRecords(cluster, { topic, partition: 0, fromOffset: 0, producerId: h.producerId, producerEpoch: h.producerEpoch, expected: 1000, settleMs: 0 });
     assert.equal(c.found, 30, `${topic}: the committed transaction holds every record twice`);
   }
 
@@ -249,12 +250,12 @@ test('run 8: a send that writes its records twice in one transaction — kafkajs
 
   // checkLanded alone is exact: a surplus in the log (records of this transaction written
   // without the counted send seeing them) fails it. The check before this fix asked only
-  // whether countProducerRecords (which stops once it has the expected number) found fewer.
+  // whether the log held fewer records than were sent (its count stopped at the expected number).
   const extra = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.2`, 60_000);
   const h2 = await extra.begin();
   await extra.send([{ topic: topics[0]!, messages: messages(0, 15, 'extra') }]);
   await PreparedTransaction.prototype.send.call(extra, [{ topic: topics[0]!, messages: messages(0, 15, 'extra') }]);
-  const old = await countProducerRecords(cluster, { topic: topics[0]!, partition: 0, fromOffset: extra.sent.get(`${topics[0]}/0`)!.firstOffset!, producerId: h2.producerId, producerEpoch: h2.producerEpoch, expected: 15 });
+  const old = await scanProducerRecords(cluster, { topic: topics[0]!, partition: 0, fromOffset: extra.sent.get(`${topics[0]}/0`)!.firstOffset!, producerId: h2.producerId, producerEpoch: h2.producerEpoch, expected: 15 });
   assert.ok(!(old.found < 15), 'the former check (short only) passes this transaction');
   await assert.rejects(checkLanded(cluster, extra, h2), (e: unknown) => e instanceof TransientError && /more records of this transaction than were sent/.test((e as Error).message));
   assert.equal(await endTxn(cluster, h2, false), 'ok');

@@ -125,11 +125,18 @@ async function leaderOf(cluster: KafkaCluster, topic: string, partition: number)
   return cluster.raw.findBroker({ nodeId });
 }
 
-/** Reads from `fromOffset` on one partition. Never joins a group. */
-export async function fetchPartition(
+/** Error types of a fetch after which the client's metadata is refreshed (the partition moved). */
+const LEADER_MOVED = ['NOT_LEADER_FOR_PARTITION', 'UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE'];
+
+/**
+ * One Fetch request for one partition from `fromOffset`, to its leader: the partition's part of
+ * the response, or the error (after a metadata refresh when its type is one of `refreshOn`).
+ */
+async function fetchOne(
   cluster: KafkaCluster,
   args: { topic: string; partition: number; fromOffset: number; maxBytes: number; maxWaitMs: number; isolation: 0 | 1 },
-): Promise<FetchResult> {
+  refreshOn: string[],
+): Promise<any> {
   const broker = await leaderOf(cluster, args.topic, args.partition);
   let response: any;
   try {
@@ -144,9 +151,7 @@ export async function fetchPartition(
       ],
     });
   } catch (e: any) {
-    if (e?.type === 'NOT_LEADER_FOR_PARTITION' || e?.type === 'UNKNOWN_TOPIC_OR_PARTITION' || e?.type === 'LEADER_NOT_AVAILABLE') {
-      await cluster.raw.refreshMetadata().catch(() => undefined);
-    }
+    if (refreshOn.includes(e?.type)) await cluster.raw.refreshMetadata().catch(() => undefined);
     throw e;
   }
   const pd = response.responses?.[0]?.partitions?.[0];
@@ -154,6 +159,15 @@ export async function fetchPartition(
   if (pd.errorCode && pd.errorCode !== 0) {
     throw Object.assign(new Error(`fetch ${args.topic}[${args.partition}] failed with error code ${pd.errorCode}`), { errorCode: pd.errorCode });
   }
+  return pd;
+}
+
+/** Reads from `fromOffset` on one partition. Never joins a group. */
+export async function fetchPartition(
+  cluster: KafkaCluster,
+  args: { topic: string; partition: number; fromOffset: number; maxBytes: number; maxWaitMs: number; isolation: 0 | 1 },
+): Promise<FetchResult> {
+  const pd = await fetchOne(cluster, args, LEADER_MOVED);
   const batch = new Batch(args.topic, String(args.fromOffset), pd);
   const within: any[] = batch.messagesWithinOffset;
   const last = within.length ? Number(within[within.length - 1].offset) : args.fromOffset - 1;
@@ -355,67 +369,6 @@ export async function endTxn(cluster: KafkaCluster, h: TxnHandle, commit: boolea
   });
 }
 
-export interface ProducerRecordCount {
-  /** Records of (producerId, producerEpoch) found from `fromOffset` up to the high watermark. */
-  found: number;
-  highWatermark: number;
-  /** Fetch requests it took (the per-epoch cost of the check). */
-  fetches: number;
-}
-
-/**
- * Counts the data records one producer id and epoch wrote to a partition from `fromOffset`
- * (read_uncommitted, so an open transaction's records count), stopping as soon as `expected`
- * were found. A new leader's high watermark may lag the acknowledged records for a moment after
- * a leader change, so a short count is looked at again until `settleMs` passed.
- */
-export async function countProducerRecords(
-  cluster: KafkaCluster,
-  args: { topic: string; partition: number; fromOffset: number; producerId: number; producerEpoch: number; expected: number; maxBytes?: number; settleMs?: number },
-): Promise<ProducerRecordCount> {
-  const deadline = Date.now() + (args.settleMs ?? 3000);
-  let fetches = 0;
-  for (;;) {
-    let found = 0;
-    let offset = args.fromOffset;
-    let hw = -1;
-    for (;;) {
-      const broker = await leaderOf(cluster, args.topic, args.partition);
-      let response: any;
-      try {
-        fetches++;
-        response = await broker.fetch({
-          replicaId: -1,
-          isolationLevel: ISOLATION.READ_UNCOMMITTED,
-          maxWaitTime: 0,
-          minBytes: 1,
-          maxBytes: args.maxBytes ?? 4 * 1024 * 1024,
-          topics: [{ topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(offset), maxBytes: args.maxBytes ?? 4 * 1024 * 1024 }] }],
-        });
-      } catch (e: any) {
-        if (e?.type === 'NOT_LEADER_FOR_PARTITION' || e?.type === 'UNKNOWN_TOPIC_OR_PARTITION' || e?.type === 'LEADER_NOT_AVAILABLE' || e?.type === 'FENCED_LEADER_EPOCH') {
-          await cluster.raw.refreshMetadata().catch(() => undefined);
-        }
-        throw e;
-      }
-      const pd = response.responses?.[0]?.partitions?.[0];
-      if (!pd) throw new Error(`empty fetch response for ${args.topic}[${args.partition}]`);
-      if (pd.errorCode && pd.errorCode !== 0) throw Object.assign(new Error(`fetch ${args.topic}[${args.partition}] failed with error code ${pd.errorCode}`), { errorCode: pd.errorCode });
-      hw = Number(pd.highWatermark);
-      const within: any[] = new Batch(args.topic, String(offset), pd).messagesWithinOffset;
-      for (const m of within) {
-        if (m.isControlRecord) continue;
-        if (String(m.batchContext.producerId) === String(args.producerId) && Number(m.batchContext.producerEpoch) === args.producerEpoch) found++;
-      }
-      const next = within.length ? Number(within[within.length - 1].offset) + 1 : offset;
-      if (found >= args.expected || next >= hw || next === offset) break;
-      offset = next;
-    }
-    if (found >= args.expected || Date.now() >= deadline) return { found, highWatermark: hw, fetches };
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
 /**
  * The sequence number kafkajs would give the next record of `txn` to a topic-partition: since
  * begin() (InitProducerId resets it) the number of records of every produce request kafkajs
@@ -428,74 +381,42 @@ export function producerSequence(txn: PreparedTransaction, topic: string, partit
   return Number((txn as any).eos.getSequence(topic, partition));
 }
 
-export interface ProducerRecordScan {
-  /** Records of (producerId, producerEpoch) from `fromOffset` up to the high watermark. */
-  found: number;
-  /** Distinct sequence numbers among them, and the lowest and highest (-1 when none). */
-  distinctSequences: number;
-  minSequence: number;
-  maxSequence: number;
+export interface ProducerRecord {
+  offset: number;
+  producerId: string;
+  producerEpoch: number;
+  /** The record's producer sequence number: its batch's first sequence plus its place in the batch. */
+  sequence: number;
+}
+
+export interface ProducerFetch {
+  /** The data records fetched (control records left out), with their batch's producer id and epoch. */
+  records: ProducerRecord[];
+  /** Offset to fetch next: past every record returned, control records included (`fromOffset` if none). */
+  nextOffset: number;
   highWatermark: number;
-  fetches: number;
 }
 
 /**
- * Counts EVERY data record one producer id and epoch wrote to a partition from `fromOffset` up
- * to the high watermark (read_uncommitted), with their sequence numbers — unlike
- * countProducerRecords, which stops once `expected` were found and so cannot see a surplus.
- * A short count is looked at again until `settleMs` passed (a new leader's high watermark may
- * lag the acknowledged records for a moment); a surplus is final at once.
+ * One read_uncommitted fetch (no wait) of one partition from `fromOffset`, with the producer id,
+ * epoch and sequence number of each data record, which kafkajs's public consumer does not give:
+ * what the producer-record scans of ./scan count.
  */
-export async function scanProducerRecords(
+export async function fetchProducerRecords(
   cluster: KafkaCluster,
-  args: { topic: string; partition: number; fromOffset: number; producerId: number; producerEpoch: number; expected: number; maxBytes?: number; settleMs?: number },
-): Promise<ProducerRecordScan> {
-  const deadline = Date.now() + (args.settleMs ?? 3000);
-  const maxBytes = args.maxBytes ?? 4 * 1024 * 1024;
-  let fetches = 0;
-  for (;;) {
-    let found = 0;
-    const sequences = new Set<number>();
-    let offset = args.fromOffset;
-    let hw = -1;
-    for (;;) {
-      const broker = await leaderOf(cluster, args.topic, args.partition);
-      let response: any;
-      try {
-        fetches++;
-        response = await broker.fetch({
-          replicaId: -1,
-          isolationLevel: ISOLATION.READ_UNCOMMITTED,
-          maxWaitTime: 0,
-          minBytes: 1,
-          maxBytes,
-          topics: [{ topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(offset), maxBytes }] }],
-        });
-      } catch (e: any) {
-        if (e?.type === 'NOT_LEADER_FOR_PARTITION' || e?.type === 'UNKNOWN_TOPIC_OR_PARTITION' || e?.type === 'LEADER_NOT_AVAILABLE' || e?.type === 'FENCED_LEADER_EPOCH') {
-          await cluster.raw.refreshMetadata().catch(() => undefined);
-        }
-        throw e;
-      }
-      const pd = response.responses?.[0]?.partitions?.[0];
-      if (!pd) throw new Error(`empty fetch response for ${args.topic}[${args.partition}]`);
-      if (pd.errorCode && pd.errorCode !== 0) throw Object.assign(new Error(`fetch ${args.topic}[${args.partition}] failed with error code ${pd.errorCode}`), { errorCode: pd.errorCode });
-      hw = Number(pd.highWatermark);
-      const within: any[] = new Batch(args.topic, String(offset), pd).messagesWithinOffset;
-      for (const m of within) {
-        if (m.isControlRecord) continue;
-        const c = m.batchContext;
-        if (String(c.producerId) !== String(args.producerId) || Number(c.producerEpoch) !== args.producerEpoch) continue;
-        found++;
-        sequences.add(Number(c.firstSequence) + (Number(m.offset) - Number(c.firstOffset)));
-      }
-      const next = within.length ? Number(within[within.length - 1].offset) + 1 : offset;
-      if (next >= hw || next === offset) break;
-      offset = next;
-    }
-    const seq = [...sequences];
-    const scan = { found, distinctSequences: seq.length, minSequence: seq.length ? Math.min(...seq) : -1, maxSequence: seq.length ? Math.max(...seq) : -1, highWatermark: hw, fetches };
-    if (found >= args.expected || Date.now() >= deadline) return scan;
-    await new Promise((r) => setTimeout(r, 200));
+  args: { topic: string; partition: number; fromOffset: number; maxBytes: number },
+): Promise<ProducerFetch> {
+  const pd = await fetchOne(cluster, { ...args, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED }, [...LEADER_MOVED, 'FENCED_LEADER_EPOCH']);
+  const within: any[] = new Batch(args.topic, String(args.fromOffset), pd).messagesWithinOffset;
+  const records: ProducerRecord[] = [];
+  for (const m of within) {
+    if (m.isControlRecord) continue;
+    const c = m.batchContext;
+    records.push({ offset: Number(m.offset), producerId: String(c.producerId), producerEpoch: Number(c.producerEpoch), sequence: Number(c.firstSequence) + (Number(m.offset) - Number(c.firstOffset)) });
   }
+  return {
+    records,
+    nextOffset: within.length ? Number(within[within.length - 1].offset) + 1 : args.fromOffset,
+    highWatermark: Number(pd.highWatermark),
+  };
 }

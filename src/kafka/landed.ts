@@ -31,7 +31,8 @@
  * is retried from the source offsets, with a new producer epoch.
  */
 import { TransientError } from '../errors';
-import { PreparedTransaction, producerSequence, scanProducerRecords, type KafkaCluster, type ProducedOffsets, type TxnHandle } from './internals';
+import { PreparedTransaction, producerSequence, type KafkaCluster, type ProducedOffsets, type TxnHandle } from './internals';
+import { scanProducerRecords } from './scan';
 
 type Message = { key?: Buffer | string | null; value: Buffer | string | null; partition?: number; headers?: Record<string, string | Buffer> };
 

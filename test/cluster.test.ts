@@ -23,6 +23,7 @@ import { connectCluster, endTxn, PreparedTransaction, type KafkaCluster } from '
 import { checkLanded, CountedTransaction } from '../src/kafka/landed';
 import { scanProducerRecords } from '../src/kafka/scan';
 import { createTopicsReady, missingTopics, partitionCountsOfKnown } from '../src/kafka/topics';
+import { waitFor } from '../tools/chaos/campaign';
 import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from '../tools/chaos/cluster';
 import { servicePid, services, type StackOptions } from '../tools/chaos/stack';
 
@@ -51,15 +52,6 @@ after(async () => {
   await services(stack, ['down']);
 });
 
-async function waitUntil(what: string, fn: () => Promise<boolean>, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (await fn().catch(() => false)) return;
-    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(250);
-  }
-}
-
 const messages = (partition: number, n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ key: `${tag}-${i}`, value: `${tag}-${partition}-${i}`, partition }));
 
 /**
@@ -84,7 +76,7 @@ async function layout(tag: string) {
         ],
       },
   ]);
-  await waitUntil('leaders as assigned', async () => (await partitionLeader(admin, topic, 0)) === answering && (await partitionLeader(admin, topic, 1)) === victim, 60_000);
+  await waitFor('leaders as assigned', async () => (await partitionLeader(admin, topic, 0)) === answering && (await partitionLeader(admin, topic, 1)) === victim, 60_000);
   let tid = '';
   for (let i = 0; ; i++) {
     tid = `onceflow.cluster-test.${tag}.${i}`;
@@ -108,7 +100,7 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
       (r) => ({ ok: true as const, r }),
       (e: unknown) => ({ ok: false as const, e }),
     );
-    await waitUntil(`${l.topic}[1] led by node ${l.answering}`, async () => (await partitionLeader(admin, l.topic, 1)) === l.answering, 90_000);
+    await waitFor(`${l.topic}[1] led by node ${l.answering}`, async () => (await partitionLeader(admin, l.topic, 1)) === l.answering, 90_000);
     // The answering broker acknowledges partition 0 once the frozen node left its ISR (same moment).
     await sleep(2000);
     await services(stack, ['kill', l.service]);
@@ -120,7 +112,7 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
       // killed
     }
     await services(stack, ['up', l.service]);
-    await waitUntil('the cluster whole again', () => clusterWhole(admin, 3, ['__transaction_state']), 180_000);
+    await waitFor('the cluster whole again', () => clusterWhole(admin, 3, ['__transaction_state']), 180_000);
   }
 }
 
@@ -223,7 +215,7 @@ test('run 8: a send that writes its records twice in one transaction — kafkajs
   const tag = Date.now().toString(36);
   const topics = [`cluster-dup-a-${tag}`, `cluster-dup-b-${tag}`];
   await createTopicsReady(admin, topics.map((topic) => ({ topic, replicaAssignment: [{ partition: 0, replicas: [node, b2, b3] }] })));
-  await waitUntil('both topics led by one node', async () => (await partitionLeader(admin, topics[0]!, 0)) === node && (await partitionLeader(admin, topics[1]!, 0)) === node, 60_000);
+  await waitFor('both topics led by one node', async () => (await partitionLeader(admin, topics[0]!, 0)) === node && (await partitionLeader(admin, topics[1]!, 0)) === node, 60_000);
   const batch = (id: string) => topics.map((topic) => ({ topic, messages: messages(0, 15, `${id}-${topic}`) }));
 
   // kafkajs alone: the send resolves, the acknowledgement names each partition twice, and the

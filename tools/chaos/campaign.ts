@@ -767,7 +767,8 @@ async function retryUntil<T>(fn: () => Promise<T>, timeoutMs: number): Promise<T
   }
 }
 
-async function waitFor(what: string, fn: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+/** Polls `fn` (an error counts as false) every 250 ms until it is true, for at most `timeoutMs`. */
+export async function waitFor(what: string, fn: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await fn().catch(() => false)) return;

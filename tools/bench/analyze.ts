@@ -144,3 +144,84 @@ export function activeSpan(events: ObservedEvent[]): { firstAt: number; lastAt: 
   }
   return { firstAt, lastAt };
 }
+
+/**
+ * Per epoch: end of its prepare → start of its first commit step, as the activities saw it. This
+ * is the activity completion, the workflow task that schedules the commit, and the commit's
+ * dispatch — including any wait for a free activity slot of the worker.
+ */
+export function commitStartWait(events: ObservedEvent[]): Percentiles & { mean: number } {
+  const preparedAt = new Map<string, number>();
+  for (const e of events) if (e.kind === 'prepared') preparedAt.set(`${e.partition}/${e.epoch}`, e.startedAt + e.ms);
+  const commitAt = new Map<string, number>();
+  for (const e of events) {
+    if (e.kind !== 'committed') continue;
+    const k = `${e.partition}/${e.epoch}`;
+    commitAt.set(k, Math.min(commitAt.get(k) ?? Infinity, e.startedAt));
+  }
+  const waits: number[] = [];
+  for (const [k, at] of commitAt) {
+    const p = preparedAt.get(k);
+    if (p !== undefined) waits.push(at - p);
+  }
+  return { ...percentiles(waits), mean: waits.length ? waits.reduce((a, b) => a + b, 0) / waits.length : NaN };
+}
+
+/** What the Temporal server recorded for a pipeline's partition workflows (all runs), per committed epoch. */
+export interface TemporalCost {
+  epochs: number;
+  workflowRuns: number;
+  events: number;
+  workflowTasks: number;
+  activityTasks: number;
+  eventsPerEpoch: number;
+  workflowTasksPerEpoch: number;
+  activityTasksPerEpoch: number;
+  /** per activity type: tasks scheduled, and scheduled → started (history event times) p50 / p99 ms */
+  activities: Record<string, { count: number; scheduleToStartP50Ms: number; scheduleToStartP99Ms: number }>;
+}
+
+/** The parts of a history event this module reads (a subset of temporal.api.history.v1.HistoryEvent). */
+export interface HistoryEventLike {
+  eventId?: unknown;
+  eventTime?: { seconds?: unknown; nanos?: number | null } | null;
+  workflowTaskCompletedEventAttributes?: unknown;
+  activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null;
+  activityTaskStartedEventAttributes?: { scheduledEventId?: unknown } | null;
+}
+
+const eventMs = (e: HistoryEventLike) => Number(e.eventTime?.seconds ?? NaN) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
+
+/** Counts workflow and activity tasks in the histories of a pipeline's partition workflows (one list of events per run). */
+export function temporalCost(runs: HistoryEventLike[][], epochs: number): TemporalCost {
+  let events = 0;
+  let workflowTasks = 0;
+  const waits = new Map<string, number[]>();
+  const counts = new Map<string, number>();
+  for (const run of runs) {
+    events += run.length;
+    const scheduled = new Map<string, { type: string; at: number }>();
+    for (const e of run) {
+      if (e.workflowTaskCompletedEventAttributes) workflowTasks++;
+      const s = e.activityTaskScheduledEventAttributes;
+      if (s) {
+        const type = s.activityType?.name ?? '?';
+        counts.set(type, (counts.get(type) ?? 0) + 1);
+        scheduled.set(String(e.eventId), { type, at: eventMs(e) });
+      }
+      const st = e.activityTaskStartedEventAttributes;
+      if (st) {
+        const s0 = scheduled.get(String(st.scheduledEventId));
+        if (s0) waits.set(s0.type, [...(waits.get(s0.type) ?? []), eventMs(e) - s0.at]);
+      }
+    }
+  }
+  const activityTasks = [...counts.values()].reduce((a, b) => a + b, 0);
+  const per = (x: number) => (epochs > 0 ? x / epochs : NaN);
+  const activities: TemporalCost['activities'] = {};
+  for (const [type, count] of [...counts].sort((a, b) => b[1] - a[1])) {
+    const p = percentiles(waits.get(type) ?? []);
+    activities[type] = { count, scheduleToStartP50Ms: p.p50, scheduleToStartP99Ms: p.p99 };
+  }
+  return { epochs, workflowRuns: runs.length, events, workflowTasks, activityTasks, eventsPerEpoch: per(events), workflowTasksPerEpoch: per(workflowTasks), activityTasksPerEpoch: per(activityTasks), activities };
+}

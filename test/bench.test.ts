@@ -1,15 +1,48 @@
 /**
  * The benchmark harness, small: all three measurements (A ProducerPerformance, B at-least-once,
- * C onceflow) and the latency phase produce sane, non-zero figures, and C's run verified
- * exactly once. Speed itself is reported by `npm run bench`, never asserted here.
+ * C onceflow), the latency phase and a tiny scale phase produce sane, non-zero figures, and
+ * every C run verified exactly once. Speed itself is reported by `npm run bench`, never
+ * asserted here.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { markdown, svgChart } from '../tools/bench/report';
-import { runBench } from '../tools/bench/run';
+import { cVariants, defaultOptions, runBench } from '../tools/bench/run';
 import { quietRuntime } from './support/env';
 
-test('npm run bench, small: A, B and C measured, C verified exactly once, report rendered', { timeout: 180_000 }, async () => {
+test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appended, one run at the latency settings', () => {
+  const o = defaultOptions({
+    BENCH_EPOCHS: '1000,5000',
+    BENCH_DIRECT_EPOCHS: '1000',
+    BENCH_NO_EAGER_EPOCHS: '',
+    BENCH_C_VARIANTS: '[{"label":"wait 200","epoch":{"maxRecords":1000,"maxWaitMs":200}},{"label":"direct 700","epoch":{"maxRecords":700},"mysqlMode":"direct","eager":false}]',
+    BENCH_SCALE_PARTITIONS: '',
+  });
+  assert.equal(o.latencyRate, 13_000);
+  assert.deepEqual(o.latencyEpoch, { maxRecords: 5000 });
+  assert.deepEqual(o.scalePartitions, []);
+  assert.deepEqual(defaultOptions({}).scalePartitions, [4, 16, 64]);
+  assert.equal(defaultOptions({ BENCH_LATENCY_RATE: '0' }).latencyRate, 0);
+  const v = cVariants(o);
+  assert.deepEqual(
+    v.map((x) => [x.label, x.epoch, x.mysqlMode ?? 'staged', x.eager !== false, x.latencySettings === true]),
+    [
+      ['epoch.maxRecords 1000', { maxRecords: 1000 }, 'staged', true, false],
+      ['epoch.maxRecords 5000', { maxRecords: 5000 }, 'staged', true, true],
+      ['epoch.maxRecords 1000, MySQL direct', { maxRecords: 1000 }, 'direct', true, false],
+      ['wait 200', { maxRecords: 1000, maxWaitMs: 200 }, 'staged', true, false],
+      ['direct 700', { maxRecords: 700 }, 'direct', false, false],
+    ],
+  );
+  // Latency settings that no other run has: one run more, at the end.
+  const w = cVariants({ ...o, latencyEpoch: { maxRecords: 2000 } });
+  assert.equal(w.length, 6);
+  assert.deepEqual([w[5]!.epoch, w[5]!.latencySettings], [{ maxRecords: 2000 }, true]);
+  assert.throws(() => defaultOptions({ BENCH_C_VARIANTS: '[{"epoch":{}}]' }), /label/);
+  assert.throws(() => defaultOptions({ BENCH_LATENCY_EPOCH: '[1]' }), /BENCH_LATENCY_EPOCH/);
+});
+
+test('npm run bench, small: A, B and C measured, C verified exactly once, scale phase, report rendered', { timeout: 360_000 }, async () => {
   quietRuntime();
   const r = await runBench({
     records: 4000,
@@ -18,8 +51,14 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, report
     epochSizes: [500],
     directEpochSizes: [500],
     noEagerEpochSizes: [],
+    // A variant as BENCH_C_VARIANTS gives it, with fields the spec has today.
+    extraVariants: [{ label: 'maxWaitMs 300', epoch: { maxRecords: 1000, maxWaitMs: 300 } }],
     latencyRate: 400,
     latencySeconds: 3,
+    latencyEpoch: { maxRecords: 700 },
+    scalePartitions: [2, 4],
+    scaleRecords: 3000,
+    scaleLatencySeconds: 3,
     perfTransactionMs: 200,
     log: () => undefined,
   });
@@ -28,7 +67,26 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, report
   positive('A transactional records/s', r.A.transactional.recordsPerSec);
   positive('B records/s', r.B.recordsPerSec);
   assert.equal(r.B.records, 4000);
-  assert.equal(r.C.length, 2);
+  assert.equal(r.C.length, 4);
+  assert.deepEqual(
+    r.C.map((c) => [c.label, c.epochMaxRecords, c.latencySettings === true]),
+    [
+      ['epoch.maxRecords 500', 500, false],
+      ['epoch.maxRecords 500, MySQL direct', 500, false],
+      ['maxWaitMs 300', 1000, false],
+      ['latency settings (epoch {"maxRecords":700})', 700, true],
+    ],
+  );
+  assert.equal(r.C[2]!.epoch?.maxWaitMs, 300);
+  for (const x of r.C) {
+    assert.equal(x.records, 4000);
+    assert.ok(x.verified, `C ${x.label} verified exactly once: ${x.failedChecks.join('; ')}`);
+    positive(`C ${x.label} records/s`, x.recordsPerSec);
+    assert.ok(x.temporal && x.temporal.epochs > 0, `C ${x.label}: Temporal work per epoch from the histories`);
+    positive(`C ${x.label} activity tasks per epoch`, x.temporal.activityTasksPerEpoch);
+    positive(`C ${x.label} workflow tasks per epoch`, x.temporal.workflowTasksPerEpoch);
+    assert.ok(x.commitStartWaitMs && x.commitStartWaitMs.n > 0 && Number.isFinite(x.commitStartWaitMs.p99), `C ${x.label}: prepare end → commit start`);
+  }
   const direct = r.C[1]!;
   assert.equal(direct.mysqlMode, 'direct');
   assert.equal(direct.records, 4000);
@@ -47,11 +105,46 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, report
   positive('C worker peak RSS', c.peakRssMb);
   for (const l of r.latency) {
     assert.equal(l.seen, l.records, `${l.engine}: every paced record became visible`);
+    assert.equal(l.timedOut, false);
     assert.ok(l.latencyMs.p50 >= 0 && l.latencyMs.p99 >= l.latencyMs.p50, `${l.engine} latency ${JSON.stringify(l.latencyMs)}`);
   }
-  assert.equal(r.latency.find((l) => l.engine === 'C')?.verified, true);
+  const lc = r.latency.find((l) => l.engine === 'C');
+  assert.equal(lc?.verified, true);
+  assert.equal(lc?.epoch?.maxRecords, 700);
+
+  // Scale phase: every figure of every partition count.
+  assert.deepEqual(r.scale?.runs.map((s) => s.partitions), [2, 4]);
+  for (const s of r.scale!.runs) {
+    const at = `${s.partitions} partitions`;
+    assert.equal(s.B.records, 3000);
+    assert.equal(s.C.records, 3000);
+    positive(`${at}: B records/s`, s.B.recordsPerSec);
+    positive(`${at}: C records/s`, s.C.recordsPerSec);
+    positive(`${at}: C Temporal CPU ms/1k`, s.C.servicesCpuMsPer1k.temporal);
+    positive(`${at}: C worker CPU ms/1k`, s.C.cpuMsPer1kRecords);
+    assert.ok(s.C.verified, `${at}: C verified exactly once: ${s.C.failedChecks.join('; ')}`);
+    assert.ok(s.C.temporal && s.C.temporal.activityTasksPerEpoch > 0, `${at}: C activity tasks per epoch`);
+    assert.deepEqual(s.latency.map((l) => [l.engine, l.partitions]), [['B', s.partitions], ['C', s.partitions]]);
+    for (const l of s.latency) {
+      assert.equal(l.records, 1200);
+      assert.ok(Number.isFinite(l.latencyMs.p50) && Number.isFinite(l.latencyMs.p99), `${at}: ${l.engine} latency ${JSON.stringify(l.latencyMs)}`);
+      assert.equal(l.backlog, l.records - l.seen);
+      assert.ok(l.limitMs === 60_000, `${at}: ${l.engine} waited at most max(60 s, 6 × 3 s)`);
+    }
+    assert.equal(s.latency[1]!.verified, true, `${at}: C's latency run verified exactly once`);
+  }
+
   const md = markdown(r, 'performance.svg');
   assert.match(md, /C onceflow, epoch.maxRecords 500 \|/);
-  assert.match(md, /C onceflow, epoch.maxRecords 500, MySQL \*\*direct\*\*/);
+  assert.match(md, /C onceflow, epoch.maxRecords 500, MySQL direct \|/);
+  assert.match(md, /C onceflow, latency settings \(epoch \{"maxRecords":700\}\) \[latency settings\] \|/);
+  assert.match(md, /Target: best C ≥ 0\.9× B — .*: \*\*(met|missed)\*\*/);
+  assert.match(md, /Target: C at the latency settings .* ≥ 0\.8× B — .*: \*\*(met|missed)\*\*/);
+  assert.match(md, /\| B at-least-once \| 1,200\/1,200 \|/);
+  assert.match(md, /\*\*Partition scaling\*\*/);
+  assert.match(md, /\n\| 4 \| [\d,]+ \| [\d,]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d,]+ \/ [\d,]+ · [\d,]+ \/ [\d,]+ \| exactly once \|/);
+  assert.match(md, /Target: at 4 partitions C ≥ 0\.9× its 2-partition records\/s — [\d.]+×: \*\*(met|missed)\*\*/);
+  assert.match(md, /Target: at 4 partitions Temporal CPU per 1,000 records ≤ 1\.2× the 2-partition figure — [\d.]+×: \*\*(met|missed)\*\*/);
+  assert.match(md, /\*\*Temporal work per committed epoch of C\*\*/);
   assert.match(svgChart(r), /^<svg/);
 });

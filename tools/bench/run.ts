@@ -4,7 +4,9 @@
  *   B  the same pipeline at-least-once (kafkajs consume → produce, batched MySQL upserts),
  *   C  onceflow exactly-once at a few epoch sizes (each run verified exactly-once),
  * then end-to-end latency (source append time → visible to a read_committed reader) of B and C
- * at a paced input rate. The engines under test run in child processes (CPU, peak memory).
+ * at a paced input rate, then the scale phase: B and C (at the latency settings) on the same
+ * number of records spread over more source partitions, each with a short paced latency run.
+ * The engines under test run in child processes (CPU, peak memory).
  */
 import { createTopicsReady } from '../../src/kafka/topics';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -13,22 +15,42 @@ import { cpus, homedir, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Admin } from 'kafkajs';
 import type { ObservedEvent } from '../../src/activities';
-import { controlPipeline, startPipeline } from '../../src/client';
+import { controlPipeline, partitionStatus, startPipeline } from '../../src/client';
 import { openConnections, type Connections } from '../../src/connections';
 import { loadSettings, toolPaths } from '../../src/config';
 import type { Pool } from 'mysql2/promise';
 import { fetchPartition, ISOLATION, type KafkaCluster } from '../../src/kafka/internals';
+import { recoverXids, rollbackXid } from '../../src/mysql/branch';
 import { dropPipelineTables } from '../../src/mysql/stage';
+import { partitionGtridPrefix } from '../../src/mysql/xid';
 import { compareSpec, makeEvents, produceRecords } from '../../examples/flink-compare/scenario';
-import type { PipelineSpec } from '../../src/spec';
+import { partitionWorkflowId, pipelineWorkflowId, type EpochBounds, type PipelineSpec } from '../../src/spec';
 import { readAll, verifyPipeline } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
-import { activeSpan, epochSplit, percentiles, type EpochSplit, type Percentiles } from './analyze';
+import { activeSpan, commitStartWait, epochSplit, percentiles, temporalCost, type EpochSplit, type HistoryEventLike, type Percentiles, type TemporalCost } from './analyze';
 import type { BaselineArgs, BaselineBatch } from './baseline';
 import type { FromChild, ToChild, Usage } from './ipc';
 
 const ROOT = join(__dirname, '..', '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A time limit for Promise.race that does not keep the process alive once the race is over. */
+const limit = (ms: number) => new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref());
+
+/**
+ * One C run of the throughput phase on the main data: what differs from the base spec.
+ * `epoch` is merged into the spec's epoch bounds (base: maxBytes 64 MiB, maxWaitMs 1000); a
+ * field the spec does not know is refused by its validation, naming the field.
+ */
+export interface CVariant {
+  label: string;
+  epoch: Record<string, unknown>;
+  /** default 'staged' */
+  mysqlMode?: 'staged' | 'direct';
+  /** false: a worker that takes no activity task eagerly; default true */
+  eager?: boolean;
+  /** this run has exactly the latency phase's settings (set by cVariants) */
+  latencySettings?: boolean;
+}
 
 export interface BenchOptions {
   records: number;
@@ -39,13 +61,103 @@ export interface BenchOptions {
   directEpochSizes: number[];
   /** Epoch sizes also run by a worker that takes no activity task eagerly (maxEagerActivityReservationsPerWorkflowTask 0). */
   noEagerEpochSizes: number[];
+  /** More C runs (BENCH_C_VARIANTS), after those of the three lists above. */
+  extraVariants?: CVariant[];
   /** Paced input rate of the latency phase (records/s); 0 = half the slower of B and the best C. */
   latencyRate: number;
   latencySeconds: number;
+  /** The latency settings: merged into C's epoch bounds in the latency runs, one throughput run and the scale phase (BENCH_LATENCY_EPOCH; default {"maxRecords":5000}). */
+  latencyEpoch?: Record<string, unknown>;
+  /** Scale phase: source partition counts (empty or absent: no scale phase); the first is the reference of the ratios. */
+  scalePartitions?: number[];
+  /** Scale phase: records per partition count (the same total at every count). */
+  scaleRecords?: number;
+  /** Scale phase: seconds of paced input per partition count (at the latency phase's rate). */
+  scaleLatencySeconds?: number;
   /** transaction duration of the transactional ProducerPerformance run */
   perfTransactionMs: number;
   label?: string;
   log?: (line: string) => void;
+}
+
+/** Targets printed next to the figures (issue 11). The verdicts are computed from each run's figures. */
+export const TARGETS = {
+  /** best C records/s ≥ this × B */
+  bestCvsB: 0.9,
+  /** C records/s at the latency settings ≥ this × B */
+  latencySettingsCvsB: 0.8,
+  latencyP50Ms: 150,
+  latencyP99Ms: 500,
+  /** at the largest partition count: C records/s ≥ this × C at the first count */
+  scaleThroughput: 0.9,
+  /** at the largest partition count: Temporal CPU ms per 1k records ≤ this × at the first count */
+  scaleTemporalCpu: 1.2,
+} as const;
+
+/** The spec's epoch bounds in every bench run, before a variant's or the latency settings' fields. */
+export const BASE_EPOCH = { maxBytes: 64 << 20, maxWaitMs: 1000 } as const;
+export const DEFAULT_LATENCY_EPOCH = { maxRecords: 5000 };
+
+const sameEpoch = (a: Record<string, unknown>, b: Record<string, unknown>) => {
+  const x: Record<string, unknown> = { ...BASE_EPOCH, ...a };
+  const y: Record<string, unknown> = { ...BASE_EPOCH, ...b };
+  const keys = new Set([...Object.keys(x), ...Object.keys(y)]);
+  return [...keys].every((k) => JSON.stringify(x[k]) === JSON.stringify(y[k]));
+};
+
+/**
+ * The C runs of the throughput phase, in order: BENCH_EPOCHS (staged, eager), BENCH_DIRECT_EPOCHS
+ * (MySQL direct), BENCH_NO_EAGER_EPOCHS (no eager dispatch), BENCH_C_VARIANTS, and one run at
+ * the latency settings — unless one of the others has exactly those settings, which is then
+ * marked as that run.
+ */
+export function cVariants(opts: BenchOptions): CVariant[] {
+  const out: CVariant[] = [
+    ...opts.epochSizes.map((n): CVariant => ({ label: `epoch.maxRecords ${n}`, epoch: { maxRecords: n } })),
+    ...opts.directEpochSizes.map((n): CVariant => ({ label: `epoch.maxRecords ${n}, MySQL direct`, epoch: { maxRecords: n }, mysqlMode: 'direct' })),
+    ...opts.noEagerEpochSizes.map((n): CVariant => ({ label: `epoch.maxRecords ${n}, no eager activity dispatch`, epoch: { maxRecords: n }, eager: false })),
+    ...(opts.extraVariants ?? []),
+  ];
+  const lat = opts.latencyEpoch ?? DEFAULT_LATENCY_EPOCH;
+  const i = out.findIndex((v) => (v.mysqlMode ?? 'staged') === 'staged' && v.eager !== false && sameEpoch(v.epoch, lat));
+  if (i >= 0) out[i] = { ...out[i]!, latencySettings: true };
+  else out.push({ label: `latency settings (epoch ${JSON.stringify(lat)})`, epoch: lat, latencySettings: true });
+  return out;
+}
+
+/** BENCH_C_VARIANTS: a JSON array of {label, epoch, mysqlMode?, eager?}. */
+export function parseVariants(raw: string | undefined): CVariant[] {
+  if (!raw || !raw.trim()) return [];
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch (e) {
+    throw new Error(`BENCH_C_VARIANTS is not JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (!Array.isArray(v)) throw new Error('BENCH_C_VARIANTS must be a JSON array of {label, epoch, mysqlMode?, eager?}');
+  return v.map((x: unknown, i): CVariant => {
+    const o = x as Record<string, unknown>;
+    if (!o || typeof o !== 'object' || typeof o.label !== 'string' || !o.label) throw new Error(`BENCH_C_VARIANTS[${i}]: needs a non-empty "label"`);
+    if (!o.epoch || typeof o.epoch !== 'object' || Array.isArray(o.epoch)) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): needs "epoch", an object merged into the spec's epoch`);
+    if (o.mysqlMode !== undefined && o.mysqlMode !== 'staged' && o.mysqlMode !== 'direct') throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): mysqlMode is 'staged' or 'direct'`);
+    if (o.eager !== undefined && typeof o.eager !== 'boolean') throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): eager is true or false`);
+    const known = new Set(['label', 'epoch', 'mysqlMode', 'eager']);
+    const extra = Object.keys(o).filter((k) => !known.has(k));
+    if (extra.length) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): unknown field(s) ${extra.join(', ')}`);
+    return { label: o.label, epoch: o.epoch as Record<string, unknown>, ...(o.mysqlMode ? { mysqlMode: o.mysqlMode } : {}), ...(o.eager !== undefined ? { eager: o.eager } : {}) };
+  });
+}
+
+function parseEpoch(name: string, raw: string | undefined, fallback: Record<string, unknown>): Record<string, unknown> {
+  if (raw === undefined || !raw.trim()) return fallback;
+  let v: unknown;
+  try {
+    v = JSON.parse(raw);
+  } catch (e) {
+    throw new Error(`${name} is not JSON: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new Error(`${name} must be a JSON object merged into the spec's epoch, e.g. {"maxRecords":5000}`);
+  return v as Record<string, unknown>;
 }
 
 export interface PerfResult {
@@ -79,6 +191,12 @@ export interface EngineRun {
 }
 
 export interface CRun extends EngineRun {
+  /** the variant's label (absent in results from before variants) */
+  label?: string;
+  /** the spec's epoch bounds of this run (absent in results from before variants) */
+  epoch?: Record<string, unknown>;
+  /** this run had exactly the latency phase's settings */
+  latencySettings?: boolean;
   epochMaxRecords: number;
   /** absent in results from before the option existed (those wrote directly) */
   mysqlMode?: 'staged' | 'direct';
@@ -90,21 +208,62 @@ export interface CRun extends EngineRun {
   split: EpochSplit;
   verified: boolean;
   failedChecks: string[];
+  /** per epoch: prepare end → first commit step start (activity completion, workflow task, dispatch, slot wait) */
+  commitStartWaitMs?: Percentiles & { mean: number };
+  /** workflow/activity tasks and history events per committed epoch, from the partition workflows' histories */
+  temporal?: TemporalCost;
 }
 
 export interface LatencyRun {
   engine: 'B' | 'C';
+  /** source partitions (absent in results from before the scale phase: the run's partitions) */
+  partitions?: number;
   rate: number;
   seconds: number;
   records: number;
   seen: number;
+  /** of the records seen */
   latencyMs: Percentiles;
+  /** the time allowed after the feed ended for every record to become visible, ms */
+  limitMs?: number;
+  /** not every record was visible within limitMs: the figures are of what was seen */
+  timedOut?: boolean;
+  /** records fed but not visible when the wait ended (0 when all were seen) */
+  backlog?: number;
+  /** feed end → last record visible (or → the limit), ms */
+  drainMs?: number;
+  /** C only: the spec's epoch bounds */
+  epoch?: Record<string, unknown>;
   /** C only: mean prepare-start → next prepare-start per partition */
   epochIntervalMs?: number;
   split?: EpochSplit;
+  commitStartWaitMs?: Percentiles & { mean: number };
+  temporal?: TemporalCost;
   verified?: boolean;
+  failedChecks?: string[];
+  /** C only, when it did not finish: how the pipeline was ended ('stopped': stop signal; 'terminated': did not stop in time) */
+  ended?: 'drained' | 'stopped' | 'terminated';
   cpuCores: number;
   peakRssMb: number;
+}
+
+/** One partition count of the scale phase. */
+export interface ScaleRun {
+  partitions: number;
+  records: number;
+  B: EngineRun;
+  C: EngineRun & { split: EpochSplit; verified: boolean; failedChecks: string[]; commitStartWaitMs?: Percentiles & { mean: number }; temporal?: TemporalCost };
+  latency: LatencyRun[];
+}
+
+export interface ScalePhase {
+  partitions: number[];
+  records: number;
+  /** C's epoch bounds (the latency settings) */
+  epoch: Record<string, unknown>;
+  latencyRate: number;
+  latencySeconds: number;
+  runs: ScaleRun[];
 }
 
 export interface BenchResult {
@@ -117,6 +276,11 @@ export interface BenchResult {
   B: EngineRun;
   C: CRun[];
   latency: LatencyRun[];
+  /** absent when the scale phase was skipped (and in results from before it) */
+  scale?: ScalePhase;
+  /** the worker's activity slots (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES) in every C run */
+  workerMaxConcurrentActivities?: number;
+  targets?: typeof TARGETS;
 }
 
 export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptions {
@@ -128,8 +292,13 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     epochSizes: (env.BENCH_EPOCHS ?? '1000,5000,20000').split(',').map(Number),
     directEpochSizes: (env.BENCH_DIRECT_EPOCHS ?? '1000').split(',').filter(Boolean).map(Number),
     noEagerEpochSizes: (env.BENCH_NO_EAGER_EPOCHS ?? '1000').split(',').filter(Boolean).map(Number),
-    latencyRate: num('BENCH_LATENCY_RATE', 0),
+    extraVariants: parseVariants(env.BENCH_C_VARIANTS),
+    latencyRate: num('BENCH_LATENCY_RATE', 13_000),
     latencySeconds: num('BENCH_LATENCY_SECONDS', 20),
+    latencyEpoch: parseEpoch('BENCH_LATENCY_EPOCH', env.BENCH_LATENCY_EPOCH, DEFAULT_LATENCY_EPOCH),
+    scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64').split(',').map((x) => x.trim()).filter(Boolean).map(Number),
+    scaleRecords: num('BENCH_SCALE_RECORDS', 200_000),
+    scaleLatencySeconds: num('BENCH_SCALE_LATENCY_SECONDS', 10),
     perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),
     ...(env.BENCH_LABEL ? { label: env.BENCH_LABEL } : {}),
   };
@@ -145,7 +314,7 @@ function benchValues(n: number, seed: number, bytes: number): { key: string; val
   });
 }
 
-type Deps = Connections & { bundle: string };
+type Deps = Connections & { bundle: string; log: (line: string) => void };
 
 async function createTopics(admin: Admin, topics: string[], partitions: number, logAppendTime = false): Promise<void> {
   await createTopicsReady(
@@ -207,7 +376,7 @@ class Child {
 
   async stop(): Promise<Usage> {
     this.send({ type: 'stop' });
-    const u = await Promise.race([this.usageP, sleep(60_000).then(() => null)]);
+    const u = await Promise.race([this.usageP, limit(60_000)]);
     if (!u) {
       this.proc.kill('SIGKILL');
       throw new Error('engine process did not stop within 60 s');
@@ -310,13 +479,13 @@ function engineRun(records: number, firstAt: number, lastAt: number, startedAt: 
   };
 }
 
-function specFor(name: string, source: string, epochMaxRecords: number, partitions: number, mode: 'staged' | 'direct' = 'staged'): PipelineSpec {
-  void partitions;
+function specFor(name: string, source: string, epoch: Record<string, unknown>, mode: 'staged' | 'direct' = 'staged'): PipelineSpec {
   const spec = compareSpec({
     name,
     source: { topic: source },
     kafkaSink: { topic: `${name}.out` },
-    epoch: { maxRecords: epochMaxRecords, maxBytes: 64 << 20, maxWaitMs: 1000 },
+    // Fields unknown to the spec (a variant's) reach its validation, which names them.
+    epoch: { ...BASE_EPOCH, ...epoch } as Partial<EpochBounds>,
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` },
   });
   return { ...spec, mysqlSink: { ...spec.mysqlSink, mode } };
@@ -376,6 +545,12 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const settings = loadSettings();
   const libs = toolPaths().kafkaLibs;
   if (!libs || !existsSync(libs)) throw new Error('the Kafka jars (ONCEFLOW_KAFKA_LIBS) were not found; run scripts/services.sh up first');
+  const latencyEpoch = opts.latencyEpoch ?? DEFAULT_LATENCY_EPOCH;
+  const scaleP = opts.scalePartitions ?? [];
+  for (const p of scaleP) if (!Number.isInteger(p) || p < 1) throw new Error(`BENCH_SCALE_PARTITIONS: '${p}' is not a partition count`);
+  const variants = cVariants(opts);
+  // Every spec is validated before anything is measured: a variant's unknown field fails now, not after A and B.
+  for (const v of variants) specFor('bench-check', 'bench-check', v.epoch, v.mysqlMode);
   let bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
   if (!bundle || !existsSync(bundle)) {
     bundle = join(mkdtempSync(join(tmpdir(), 'onceflow-bench-')), 'workflow-bundle.js');
@@ -384,7 +559,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   }
   const connections = await openConnections(settings, 'onceflow-bench');
   const { kafka, admin } = connections;
-  const deps: Deps = { ...connections, bundle };
+  const deps: Deps = { ...connections, bundle, log };
   const id = `b${Date.now().toString(36)}`;
   const loadBefore = loadavg();
   const created: PipelineSpec[] = [];
@@ -408,25 +583,25 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     log(`A transactional: ${transactional.recordsPerSec.toFixed(0)} records/s`);
 
     log('B: at-least-once baseline');
-    const bSpec = specFor(`${id}-b`, source, 0 || 5000, P);
+    const bSpec = specFor(`${id}-b`, source, { maxRecords: 5000 });
     created.push(bSpec);
     const B = await runBaseline(deps, bSpec, N, P);
     log(`B: ${B.recordsPerSec.toFixed(0)} records/s`);
 
     const C: CRun[] = [];
-    const cRuns = [
-      ...opts.epochSizes.map((size) => ({ size, mode: 'staged' as const, eager: true })),
-      ...opts.directEpochSizes.map((size) => ({ size, mode: 'direct' as const, eager: true })),
-      ...opts.noEagerEpochSizes.map((size) => ({ size, mode: 'staged' as const, eager: false })),
-    ];
-    for (const { size, mode, eager } of cRuns) {
-      const spec = specFor(`${id}-c${mode === 'direct' ? 'd' : ''}${eager ? '' : 'n'}${size}`, source, size, P, mode);
+    for (const [i, v] of variants.entries()) {
+      const mode = v.mysqlMode ?? 'staged';
+      const eager = v.eager !== false;
+      const spec = specFor(`${id}-c${i}`, source, v.epoch, mode);
       created.push(spec);
-      log(`C: onceflow exactly-once, epoch.maxRecords ${size}, MySQL ${mode}${eager ? '' : ', no eager activities'}`);
-      const c = await runOnceflow(deps, spec, N, eager);
+      log(`C: onceflow exactly-once, ${v.label} (epoch ${JSON.stringify(spec.epoch)}, MySQL ${mode}${eager ? '' : ', no eager activities'})`);
+      const c = await runOnceflow(deps, spec, N, P, eager);
       const run: CRun = {
         ...c.run,
-        epochMaxRecords: size,
+        label: v.label,
+        epoch: { ...spec.epoch },
+        ...(v.latencySettings ? { latencySettings: true } : {}),
+        epochMaxRecords: spec.epoch.maxRecords,
         mysqlMode: mode,
         eagerActivities: eager,
         vsB: c.run.recordsPerSec / B.recordsPerSec,
@@ -435,9 +610,11 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         split: c.split,
         verified: c.verified,
         failedChecks: c.failedChecks,
+        commitStartWaitMs: c.commitStartWaitMs,
+        ...(c.temporal ? { temporal: c.temporal } : {}),
       };
       C.push(run);
-      log(`C ${size} ${mode}${eager ? '' : ' no-eager'}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
+      log(`C ${v.label}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
     }
 
     const bestC = Math.max(...C.map((c) => c.recordsPerSec));
@@ -445,25 +622,84 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     const latency: LatencyRun[] = [];
     for (const engine of ['B', 'C'] as const) {
       log(`latency: ${engine} at ${rate} records/s for ${opts.latencySeconds} s`);
-      const l = await runLatency(deps, engine, `${id}-l${engine.toLowerCase()}`, rate, opts, created);
+      const l = await runLatency(deps, { engine, name: `${id}-l${engine.toLowerCase()}`, rate, seconds: opts.latencySeconds, partitions: P, epoch: latencyEpoch, recordBytes: opts.recordBytes }, created);
       latency.push(l);
-      log(`latency ${engine}: p50 ${l.latencyMs.p50} ms, p99 ${l.latencyMs.p99} ms (${l.seen}/${l.records} seen)`);
+      log(`latency ${engine}: ${latencyLine(l)}`);
+    }
+
+    let scale: ScalePhase | undefined;
+    if (scaleP.length > 0) {
+      const SN = opts.scaleRecords ?? 200_000;
+      const seconds = opts.scaleLatencySeconds ?? 10;
+      const scaleValues = benchValues(SN, 2020, opts.recordBytes);
+      const runs: ScaleRun[] = [];
+      for (const sp of scaleP) {
+        const src = `${id}.s${sp}.in`;
+        await createTopics(admin, [src], sp, true);
+        log(`scale, ${sp} partitions: producing ${SN} records to ${src}`);
+        await produceRecords(kafka, src, sp, scaleValues);
+        const bs = specFor(`${id}-s${sp}b`, src, { maxRecords: 5000 });
+        created.push(bs);
+        const sB = await runBaseline(deps, bs, SN, sp);
+        log(`scale ${sp} B: ${sB.recordsPerSec.toFixed(0)} records/s`);
+        const cs = specFor(`${id}-s${sp}c`, src, latencyEpoch);
+        created.push(cs);
+        const c = await runOnceflow(deps, cs, SN, sp, true);
+        log(`scale ${sp} C: ${c.run.recordsPerSec.toFixed(0)} records/s, Temporal CPU ${c.run.servicesCpuMsPer1k.temporal.toFixed(1)} ms/1k, verified: ${c.verified ? 'exactly once' : `FAILED ${c.failedChecks.join('; ')}`}`);
+        const lat: LatencyRun[] = [];
+        for (const engine of ['B', 'C'] as const) {
+          const l = await runLatency(deps, { engine, name: `${id}-s${sp}l${engine.toLowerCase()}`, rate, seconds, partitions: sp, epoch: latencyEpoch, recordBytes: opts.recordBytes }, created);
+          lat.push(l);
+          log(`scale ${sp} latency ${engine}: ${latencyLine(l)}`);
+        }
+        runs.push({
+          partitions: sp,
+          records: SN,
+          B: sB,
+          C: { ...c.run, split: c.split, verified: c.verified, failedChecks: c.failedChecks, commitStartWaitMs: c.commitStartWaitMs, ...(c.temporal ? { temporal: c.temporal } : {}) },
+          latency: lat,
+        });
+      }
+      scale = { partitions: scaleP, records: SN, epoch: { ...BASE_EPOCH, ...latencyEpoch }, latencyRate: rate, latencySeconds: seconds, runs };
     }
     return {
       date: new Date().toISOString(),
       ...(opts.label ? { label: opts.label } : {}),
       command: 'npm run bench',
       machine: { cpus: cpus().length, model: cpus()[0]?.model ?? '?', node: process.version, loadBefore, loadAfter: loadavg() },
-      options: { records: opts.records, partitions: opts.partitions, recordBytes: opts.recordBytes, epochSizes: opts.epochSizes, directEpochSizes: opts.directEpochSizes, noEagerEpochSizes: opts.noEagerEpochSizes, latencyRate: rate, latencySeconds: opts.latencySeconds, perfTransactionMs: opts.perfTransactionMs, ...(opts.label ? { label: opts.label } : {}) },
+      options: {
+        records: opts.records,
+        partitions: opts.partitions,
+        recordBytes: opts.recordBytes,
+        epochSizes: opts.epochSizes,
+        directEpochSizes: opts.directEpochSizes,
+        noEagerEpochSizes: opts.noEagerEpochSizes,
+        extraVariants: opts.extraVariants ?? [],
+        latencyRate: rate,
+        latencySeconds: opts.latencySeconds,
+        latencyEpoch: { ...BASE_EPOCH, ...latencyEpoch },
+        scalePartitions: scaleP,
+        ...(scale ? { scaleRecords: scale.records, scaleLatencySeconds: scale.latencySeconds } : {}),
+        perfTransactionMs: opts.perfTransactionMs,
+        ...(opts.label ? { label: opts.label } : {}),
+      },
       A: { plain, transactional },
       B,
       C,
       latency,
+      ...(scale ? { scale } : {}),
+      workerMaxConcurrentActivities: settings.maxConcurrentActivities,
+      targets: TARGETS,
     };
   } finally {
     await cleanup(deps, id, created).catch((e) => log(`cleanup: ${String(e)}`));
     await connections.close();
   }
+}
+
+function latencyLine(l: LatencyRun): string {
+  const seen = `${l.seen}/${l.records} seen`;
+  return `p50 ${l.latencyMs.p50} ms, p99 ${l.latencyMs.p99} ms (${seen}${l.timedOut ? `, NOT ALL within ${(l.limitMs ?? 0) / 1000} s after the feed: backlog ${l.backlog}` : ''})${l.verified === undefined ? '' : l.verified ? ', verified' : `, verification FAILED ${(l.failedChecks ?? []).join('; ')}`}`;
 }
 
 async function cleanup(deps: Deps, id: string, specs: PipelineSpec[]): Promise<void> {
@@ -494,6 +730,7 @@ async function runBaseline(deps: Deps, spec: PipelineSpec, n: number, partitions
 }
 
 async function startWorker(deps: Deps, taskQueue: string, eager = true): Promise<Child> {
+  // The child inherits this process's environment, ONCEFLOW_MAX_CONCURRENT_ACTIVITIES included.
   const child = new Child('worker.ts', { ONCEFLOW_TASK_QUEUE: taskQueue, ONCEFLOW_WORKFLOW_BUNDLE: deps.bundle, ONCEFLOW_BENCH_EAGER: eager ? '1' : '0' });
   await child.ready();
   return child;
@@ -504,7 +741,38 @@ async function verify(deps: Deps, spec: PipelineSpec): Promise<{ ok: boolean; fa
   return { ok: r.ok, failed: r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`) };
 }
 
-async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, eager = true): Promise<{ run: EngineRun; split: EpochSplit; verified: boolean; failedChecks: string[] }> {
+/** Workflow and activity tasks per committed epoch, from every run of the pipeline's partition workflows; undefined if a history could not be read. */
+async function historyCost(deps: Deps, spec: PipelineSpec, partitions: number, epochs: number): Promise<TemporalCost | undefined> {
+  try {
+    const runs: HistoryEventLike[][] = [];
+    for (let p = 0; p < partitions; p++) {
+      const wid = partitionWorkflowId(spec.name, p);
+      let runId: string | undefined;
+      for (let k = 0; k < 10_000; k++) {
+        const h = await deps.client.workflow.getHandle(wid, runId).fetchHistory();
+        runs.push((h.events ?? []) as HistoryEventLike[]);
+        const previous = h.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId;
+        if (!previous) break;
+        runId = previous;
+      }
+    }
+    return temporalCost(runs, epochs);
+  } catch (e) {
+    deps.log(`Temporal histories of ${spec.name} not read: ${e instanceof Error ? e.message : String(e)}`);
+    return undefined;
+  }
+}
+
+interface COutcome {
+  run: EngineRun;
+  split: EpochSplit;
+  verified: boolean;
+  failedChecks: string[];
+  commitStartWaitMs: Percentiles & { mean: number };
+  temporal?: TemporalCost;
+}
+
+async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions: number, eager = true): Promise<COutcome> {
   const child = await startWorker(deps, `${spec.name}-tq`, eager);
   const locks0 = await probe(deps.pool);
   child.send({ type: 'mark' });
@@ -520,73 +788,188 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, eager = tr
   if (records !== n) throw new Error(`onceflow committed ${records} records, expected ${n}`);
   const { firstAt, lastAt } = activeSpan(events);
   const v = await verify(deps, spec);
-  return { run: engineRun(records, firstAt, lastAt, startedAt, doneAt, u, [locks0, locks1]), split: epochSplit(events), verified: v.ok, failedChecks: v.failed };
+  const epochs = results.reduce((a, r) => a + r.state.committedEpochs, 0);
+  const temporal = await historyCost(deps, spec, partitions, epochs);
+  return {
+    run: engineRun(records, firstAt, lastAt, startedAt, doneAt, u, [locks0, locks1]),
+    split: epochSplit(events),
+    verified: v.ok,
+    failedChecks: v.failed,
+    commitStartWaitMs: commitStartWait(events),
+    ...(temporal ? { temporal } : {}),
+  };
 }
 
-async function runLatency(deps: Deps, engine: 'B' | 'C', name: string, rate: number, opts: BenchOptions, created: PipelineSpec[]): Promise<LatencyRun> {
-  const P = opts.partitions;
+/** Ends a pipeline that would not stop: its workflows terminated, its worker killed, its prepared XA branches rolled back (so cleanup can drop its tables). */
+async function abandonPipeline(deps: Deps, spec: PipelineSpec, partitions: number, child: Child): Promise<void> {
+  await deps.client.workflow.getHandle(pipelineWorkflowId(spec.name)).terminate('bench: did not stop in time').catch(() => undefined);
+  for (let p = 0; p < partitions; p++) await deps.client.workflow.getHandle(partitionWorkflowId(spec.name, p)).terminate('bench: did not stop in time').catch(() => undefined);
+  if (child.proc.exitCode === null) {
+    child.proc.kill('SIGKILL');
+    await Promise.race([new Promise((r) => child.proc.once('exit', r)), limit(10_000)]);
+  }
+  for (let p = 0; p < partitions; p++) {
+    for (const x of await recoverXids(deps.pool, partitionGtridPrefix(spec.name, p)).catch(() => [])) await rollbackXid(deps.pool, x).catch(() => undefined);
+  }
+}
+
+interface LatencyParams {
+  engine: 'B' | 'C';
+  name: string;
+  rate: number;
+  seconds: number;
+  partitions: number;
+  /** C's epoch bounds (merged into the base) */
+  epoch: Record<string, unknown>;
+  recordBytes: number;
+}
+
+/** How long a pipeline may take to end after drain or stop, before it is terminated. */
+const END_LIMIT_MS = 120_000;
+
+/** Waits until every partition workflow reconciled and polls its first epoch (at most `limitMs`). */
+async function partitionsPolling(deps: Deps, name: string, partitions: number, limitMs: number): Promise<boolean> {
+  const deadline = Date.now() + limitMs;
+  const ready = new Set<number>();
+  while (Date.now() < deadline) {
+    await Promise.all(
+      Array.from({ length: partitions }, async (_, p) => {
+        if (ready.has(p)) return;
+        const s = await partitionStatus(deps.client, name, p).catch(() => undefined);
+        if (s && s.phase !== 'reconciling') ready.add(p);
+      }),
+    );
+    if (ready.size === partitions) return true;
+    await sleep(250);
+  }
+  return false;
+}
+
+/**
+ * Paced input for `seconds`, then a wait for every record to become visible of at most
+ * max(60 s, 6 × the paced duration) after the feed ended: what was not seen by then is the
+ * backlog, and the figures are of what was seen. Never waits longer than its limits.
+ */
+async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[]): Promise<LatencyRun> {
+  const { engine, name, rate, seconds, partitions: P } = p;
   const source = `${name}.in`;
-  const spec = specFor(name, source, 5000, P);
+  const spec = specFor(name, source, p.epoch);
   created.push(spec);
   await createTopics(deps.admin, [source], P, true);
   await createTopics(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic], P);
-  const total = Math.round(rate * opts.latencySeconds);
-  const values = benchValues(total, 7, opts.recordBytes);
-  let child: Child;
+  const total = Math.round(rate * seconds);
+  const values = benchValues(total, 7, p.recordBytes);
+  const limitMs = Math.max(60_000, 6 * seconds * 1000);
+  let child: Child | undefined;
   let handle: Awaited<ReturnType<typeof startPipeline>> | undefined;
-  if (engine === 'B') {
-    child = new Child('baseline.ts', {});
-    await child.ready();
-    child.send({ type: 'mark' });
-    child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions: P } satisfies BaselineArgs });
-  } else {
-    child = await startWorker(deps, `${spec.name}-tq`);
-    child.send({ type: 'mark' });
-    handle = await startPipeline(deps.client, spec, `${spec.name}-tq`);
-  }
-  const watcher = watchOutputs(deps.cluster, spec.kafkaSink.topic, P);
-  await sleep(3000); // group join / first prepare polling
-  const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  await producer.connect();
-  const t0 = Date.now();
-  let sent = 0;
-  while (sent < total) {
-    const due = Math.min(total, Math.floor(((Date.now() - t0) / 1000) * rate));
-    if (due > sent) {
-      const slice = values.slice(sent, due);
-      await producer.send({ topic: source, acks: -1, messages: slice.map((v, k) => ({ key: v.key, value: v.value, partition: (sent + k) % P })) });
-      sent = due;
+  let watcher: ReturnType<typeof watchOutputs> | undefined;
+  let settled = false;
+  try {
+    if (engine === 'B') {
+      child = new Child('baseline.ts', {});
+      await child.ready();
+      child.send({ type: 'mark' });
+      child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions: P } satisfies BaselineArgs });
+    } else {
+      child = await startWorker(deps, `${spec.name}-tq`);
+      child.send({ type: 'mark' });
+      handle = await startPipeline(deps.client, spec, `${spec.name}-tq`);
     }
-    await sleep(5);
+    const running = child;
+    watcher = watchOutputs(deps.cluster, spec.kafkaSink.topic, P);
+    if (engine === 'C') {
+      if (!(await partitionsPolling(deps, spec.name, P, 120_000))) deps.log(`latency ${name}: not every partition workflow was polling after 120 s; feeding anyway`);
+      await sleep(1000);
+    } else await sleep(3000); // group join / first fetch
+    const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    await producer.connect();
+    const t0 = Date.now();
+    let sent = 0;
+    while (sent < total) {
+      const due = Math.min(total, Math.floor(((Date.now() - t0) / 1000) * rate));
+      if (due > sent) {
+        const slice = values.slice(sent, due);
+        await producer.send({ topic: source, acks: -1, messages: slice.map((v, k) => ({ key: v.key, value: v.value, partition: (sent + k) % P })) });
+        sent = due;
+      }
+      await sleep(5);
+    }
+    await producer.disconnect();
+    const fedAt = Date.now();
+    const w = watcher;
+    while (w.visible.size < total && Date.now() - fedAt < limitMs) {
+      running.check();
+      await sleep(50);
+    }
+    await w.stop();
+    const seen = w.visible.size;
+    const timedOut = seen < total;
+    const drainMs = timedOut ? Date.now() - fedAt : Math.max(0, Math.max(...w.visible.values()) - fedAt);
+    let verified: boolean | undefined;
+    let failedChecks: string[] | undefined;
+    let ended: LatencyRun['ended'];
+    let epochs = 0;
+    if (handle) {
+      // All seen: drain (the source is at its end). Not all: stop at the next epoch boundary.
+      await controlPipeline(deps.client, spec.name, timedOut ? 'stop' : 'drain');
+      const results = await Promise.race([handle.result(), limit(END_LIMIT_MS)]);
+      if (results) {
+        ended = timedOut ? 'stopped' : 'drained';
+        epochs = results.reduce((a, r) => a + r.state.committedEpochs, 0);
+      } else {
+        ended = 'terminated';
+        deps.log(`latency ${name}: the pipeline did not end within ${END_LIMIT_MS / 1000} s after ${timedOut ? 'stop' : 'drain'}; terminated`);
+        await abandonPipeline(deps, spec, P, running);
+      }
+    }
+    const u = ended === 'terminated' ? undefined : await running.stop();
+    settled = true;
+    if (engine === 'C') {
+      if (ended === 'terminated') {
+        verified = false;
+        failedChecks = [`the pipeline did not end within ${END_LIMIT_MS / 1000} s and was terminated; not verified`];
+      } else {
+        // What was committed, exactly once (a stopped pipeline committed a prefix of the input).
+        const v = await verify(deps, spec);
+        verified = v.ok;
+        failedChecks = v.failed;
+      }
+    }
+    const appended = await sourceAppendTimes(deps.cluster, source, P);
+    const lat: number[] = [];
+    for (const [src, at] of w.visible) {
+      const ts = appended.get(src);
+      if (ts !== undefined) lat.push(at - ts);
+    }
+    const events = running.events as ObservedEvent[];
+    const split = engine === 'C' ? epochSplit(events) : undefined;
+    const temporal = engine === 'C' && ended !== 'terminated' ? await historyCost(deps, spec, P, epochs) : undefined;
+    return {
+      engine,
+      partitions: P,
+      rate,
+      seconds,
+      records: total,
+      seen,
+      latencyMs: percentiles(lat),
+      limitMs,
+      timedOut,
+      backlog: total - seen,
+      drainMs,
+      ...(engine === 'C' ? { epoch: { ...spec.epoch } } : {}),
+      ...(split ? { epochIntervalMs: split.cycleMs, split, commitStartWaitMs: commitStartWait(events) } : {}),
+      ...(temporal ? { temporal } : {}),
+      ...(verified !== undefined ? { verified, failedChecks: failedChecks ?? [] } : {}),
+      ...(ended && ended !== 'drained' ? { ended } : {}),
+      cpuCores: u ? u.cpuMs / u.wallMs : NaN,
+      peakRssMb: u ? u.peakRssMb : NaN,
+    };
+  } finally {
+    await watcher?.stop();
+    if (!settled && child) {
+      // Failed midway: nothing of this run may stay running (or hold XA branches) behind the bench's back.
+      if (handle) await abandonPipeline(deps, spec, P, child);
+      else if (child.proc.exitCode === null) child.proc.kill('SIGKILL');
+    }
   }
-  await producer.disconnect();
-  await waitFor(`${engine} outputs to become visible`, () => watcher.visible.size >= total, 180_000, () => child.check());
-  await watcher.stop();
-  let verified: boolean | undefined;
-  if (handle) {
-    await controlPipeline(deps.client, spec.name, 'drain');
-    await handle.result();
-  }
-  const u = await child.stop();
-  if (engine === 'C') verified = (await verify(deps, spec)).ok;
-  const appended = await sourceAppendTimes(deps.cluster, source, P);
-  const lat: number[] = [];
-  for (const [src, at] of watcher.visible) {
-    const ts = appended.get(src);
-    if (ts !== undefined) lat.push(at - ts);
-  }
-  const events = child.events as ObservedEvent[];
-  const split = engine === 'C' ? epochSplit(events) : undefined;
-  return {
-    engine,
-    rate,
-    seconds: opts.latencySeconds,
-    records: total,
-    seen: watcher.visible.size,
-    latencyMs: percentiles(lat),
-    ...(split ? { epochIntervalMs: split.cycleMs, split } : {}),
-    ...(verified !== undefined ? { verified } : {}),
-    cpuCores: u.cpuMs / u.wallMs,
-    peakRssMb: u.peakRssMb,
-  };
 }

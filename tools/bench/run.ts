@@ -289,7 +289,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     records: num('BENCH_RECORDS', 500_000),
     partitions: num('BENCH_PARTITIONS', 4),
     recordBytes: 200,
-    epochSizes: (env.BENCH_EPOCHS ?? '1000,5000,20000').split(',').map(Number),
+    epochSizes: (env.BENCH_EPOCHS ?? '1000,5000,20000').split(',').filter(Boolean).map(Number),
     directEpochSizes: (env.BENCH_DIRECT_EPOCHS ?? '1000').split(',').filter(Boolean).map(Number),
     noEagerEpochSizes: (env.BENCH_NO_EAGER_EPOCHS ?? '1000').split(',').filter(Boolean).map(Number),
     extraVariants: parseVariants(env.BENCH_C_VARIANTS),
@@ -326,6 +326,19 @@ async function createTopics(admin: Admin, topics: string[], partitions: number, 
       ...(logAppendTime ? { configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }] } : {}),
     })),
   );
+  // A leader in the metadata is not yet a leader that answers: at 64 partitions ListOffsets
+  // (produceRecords, the readers) was refused with NOT_LEADER_OR_FOLLOWER right after creation.
+  for (const topic of topics) {
+    for (let deadline = Date.now() + 60_000; ; ) {
+      try {
+        await admin.fetchTopicOffsets(topic);
+        break;
+      } catch (e) {
+        if (Date.now() > deadline) throw e;
+        await sleep(200);
+      }
+    }
+  }
 }
 
 /** An engine under test in its own process. */

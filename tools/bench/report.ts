@@ -121,19 +121,27 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     L.push(...SPLIT_HEAD);
     for (const c of before.C) L.push(splitRow(cLabel(c, c.mysqlMode === undefined), c.split));
   }
-  const temporalRows: [string, Pick<LatencyRun, 'temporal' | 'commitStartWaitMs'>][] = [...r.C.map((c): [string, CRunR] => [cLabel(c), c]), ...(lc ? [['latency run (paced)', lc] as [string, LatencyRun]] : [])];
+  type TemporalRow = [string, Pick<LatencyRun, 'temporal' | 'commitStartWaitMs' | 'split'>];
+  const temporalRows: TemporalRow[] = [
+    ...r.C.map((c): TemporalRow => [cLabel(c), c]),
+    ...(lc ? [['latency run (paced)', lc] as TemporalRow] : []),
+    ...(r.scale?.runs ?? []).flatMap((s): TemporalRow[] => {
+      const l = s.latency.find((x) => x.engine === 'C');
+      return [[`scale: ${s.partitions} partitions`, s.C], ...(l ? [[`scale: ${s.partitions} partitions, latency run${l.ended && l.ended !== 'drained' ? ` (${l.ended})` : ''}`, l] as TemporalRow] : [])];
+    }),
+  ];
   if (temporalRows.some(([, x]) => x.temporal || x.commitStartWaitMs)) {
     L.push(
       '',
-      '**Temporal work per committed epoch of C** (from the partition workflows\' histories, all runs; empty polls of an idle partition count too) and the wait from the end of an epoch\'s prepare to the start of its commit (activity completion, workflow task, dispatch and any wait for a free activity slot):',
+      '**Temporal work per committed epoch of C** (from the partition workflows\' histories, all runs; empty polls of an idle partition count too; none for a pipeline that had to be terminated) and the wait from the end of an epoch\'s prepare to the start of its commit (activity completion, workflow task, dispatch and any wait for a free activity slot):',
       '',
     );
-    L.push('| run | epochs | workflow tasks / epoch | activity tasks / epoch | history events / epoch | prepare end → commit start p50 / p99 ms | scheduled → started p50 / p99 ms, per activity |');
-    L.push('|---|---:|---:|---:|---:|---:|---|');
+    L.push('| run | epochs | workflow tasks / epoch | activity tasks / epoch | history events / epoch | prepare end → commit start p50 / p99 ms | prepare retries | scheduled → started p50 / p99 ms, per activity |');
+    L.push('|---|---:|---:|---:|---:|---:|---:|---|');
     for (const [label, x] of temporalRows) {
       const t = x.temporal;
       const acts = t ? Object.entries(t.activities).map(([k, a]) => `${k} ${f0(a.scheduleToStartP50Ms)} / ${f0(a.scheduleToStartP99Ms)}`).join('; ') : '–';
-      L.push(`| ${label} | ${t ? f0(t.epochs) : '–'} | ${t ? f2(t.workflowTasksPerEpoch) : '–'} | ${t ? f2(t.activityTasksPerEpoch) : '–'} | ${t ? f1(t.eventsPerEpoch) : '–'} | ${x.commitStartWaitMs ? `${f0(x.commitStartWaitMs.p50)} / ${f0(x.commitStartWaitMs.p99)}` : '–'} | ${acts} |`);
+      L.push(`| ${label} | ${t ? f0(t.epochs) : '–'} | ${t ? f2(t.workflowTasksPerEpoch) : '–'} | ${t ? f2(t.activityTasksPerEpoch) : '–'} | ${t ? f1(t.eventsPerEpoch) : '–'} | ${x.commitStartWaitMs ? `${f0(x.commitStartWaitMs.p50)} / ${f0(x.commitStartWaitMs.p99)}` : '–'} | ${x.split ? f0(x.split.retries) : '–'} | ${acts} |`);
     }
   }
   L.push('', `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s${lc?.epoch ? `, C at the latency settings (epoch ${JSON.stringify(lc.epoch)})` : ''}; targets p50 ≤ ${T.latencyP50Ms} ms and p99 ≤ ${T.latencyP99Ms} ms:`, '');

@@ -6,7 +6,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { loadSettings, type Settings, type TemporalSettings } from './config';
 import type { ControlAction, PartitionStatus } from './protocol';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
-import { partitionWorkflowId, pipelineWorkflowId, sourceTopics, type PipelineSpec } from './spec';
+import { partitionWorkflowId, pipelineWorkflowId, runnerWorkflowId, sourceTopics, type PipelineSpec } from './spec';
 import type { pipelineWorkflow } from './workflows/pipeline';
 
 /** Address, TLS and API key of a connection to the settings' Temporal server (client and worker alike). */
@@ -45,8 +45,10 @@ export async function controlPipeline(client: Client, pipeline: string, action: 
   await client.workflow.getHandle(pipelineWorkflowId(pipeline)).signal('control', action);
 }
 
-export async function partitionStatus(client: Client, pipeline: string, partition: number): Promise<PartitionStatus> {
-  return client.workflow.getHandle(partitionWorkflowId(pipeline, partition)).query<PartitionStatus>('status');
+/** A source partition's status. Given the spec, also for a pipeline with partition groups (its group's workflow answers for it). */
+export async function partitionStatus(client: Client, pipeline: string | PipelineSpec, partition: number): Promise<PartitionStatus> {
+  const id = typeof pipeline === 'string' ? partitionWorkflowId(pipeline, partition) : runnerWorkflowId(pipeline, partition);
+  return client.workflow.getHandle(id).query<PartitionStatus, [number]>('status', partition);
 }
 
 /** The definition a pipeline was started with, read from its workflow history (no config file needed). */

@@ -12,9 +12,9 @@ import { lastCommittedMarker, waitDecided, type Marker } from './kafka/progress'
 import { commitBranch, recoverXids, rollbackXid } from './mysql/branch';
 import { lastLedgerRow, ledgerRow, type LedgerRow } from './mysql/ledger';
 import { pendingEpochs } from './mysql/stage';
-import { bqualToken, parseGtrid, partitionGtridPrefix, xidFromString, xidToString } from './mysql/xid';
+import { bqualToken, parseGroupGtrid, parseGtrid, partitionGtridPrefix, pipelineGroupGtridPrefix, xidFromString, xidToString } from './mysql/xid';
 import { recoverEpoch, type EpochEvidence, type RecoveryAction } from './protocol/epoch';
-import { transactionalId, type PipelineSpec } from './spec';
+import { groupTransactionalId, transactionalId, type PipelineSpec } from './spec';
 
 /**
  * Makes the partition's Kafka side decided, for a recovery that no workflow drives: fences every
@@ -33,6 +33,90 @@ export async function settleKafka(cluster: KafkaCluster, spec: PipelineSpec, par
   const hw = await latestOffset(cluster, spec.progressTopic, partition, ISOLATION.READ_UNCOMMITTED);
   if (hw > 0) await waitDecided(cluster, spec.progressTopic, partition, hw - 1, { timeoutMs: DECIDE_TIMEOUT_MS, ...(onWait ? { onWait } : {}) });
   return fenced;
+}
+
+/** Fences every transactional id of a partition group (src/protocol/group.ts): a transaction a crashed group run left open is aborted. */
+export async function settleGroupKafka(cluster: KafkaCluster, spec: PipelineSpec, group: number): Promise<string[]> {
+  const fenced: string[] = [];
+  for (let slot = 0; slot < spec.kafkaSink.transactionalIdPool; slot++) {
+    const id = groupTransactionalId(spec.name, group, slot);
+    await new PreparedTransaction(cluster, id, spec.kafkaSink.transactionTimeoutMs).begin();
+    fenced.push(id);
+  }
+  return fenced;
+}
+
+/**
+ * The xids that committed progress markers name: the last committed marker of each source
+ * partition id given (call after the Kafka side is settled). A group branch is decided iff a
+ * marker of one of its members names it.
+ */
+export async function namedXids(cluster: KafkaCluster, spec: PipelineSpec, ids: number[]): Promise<Map<string, { partition: number; epoch: number }>> {
+  const named = new Map<string, { partition: number; epoch: number }>();
+  for (const id of ids) {
+    const m = await lastCommittedMarker(cluster, spec.progressTopic, id, await earliestOffset(cluster, spec.progressTopic, id));
+    if (m?.xid) named.set(m.xid, { partition: id, epoch: m.epoch });
+  }
+  return named;
+}
+
+/** What recovery does with a prepared branch of a partition group, and why. */
+export interface GroupBranchDecision {
+  xid: string;
+  group: number;
+  groupEpoch: number;
+  do: 'commit' | 'rollback' | 'leave';
+  /** For 'commit': the member whose committed progress marker names the branch. */
+  by?: { partition: number; epoch: number };
+}
+
+/**
+ * Decides the prepared XA branches of partition groups that `which` selects and no workflow
+ * drives. A branch that a committed marker names (`named`: namedXids of the partitions the
+ * caller knows, read only if there is such a branch) is committed: its Kafka side committed.
+ * Any other is rolled back, unless an attempt newer than `token` opened it. Rolling back a
+ * branch whose deciding marker the caller did not read (a member it does not know, after
+ * `parallelism` changed) loses nothing: each member of that epoch then has a committed marker
+ * and no ledger row, and its own recovery redoes its MySQL side from the source, the ledger
+ * row first (redoMysqlSide).
+ */
+export async function examineGroupBranches(
+  pool: Pool,
+  spec: PipelineSpec,
+  which: (group: number) => boolean,
+  named: () => Promise<Map<string, { partition: number; epoch: number }>>,
+  token: number,
+): Promise<GroupBranchDecision[]> {
+  const branches = (await recoverXids(pool, pipelineGroupGtridPrefix(spec.name))).flatMap((x) => {
+    const g = parseGroupGtrid(x.gtrid);
+    return g && g.pipeline === spec.name && which(g.group) ? [{ x, g }] : [];
+  });
+  if (!branches.length) return [];
+  const markers = await named();
+  return branches.map(({ x, g }) => {
+    const xid = xidToString(x);
+    const by = markers.get(xid);
+    const base = { xid, group: g.group, groupEpoch: g.groupEpoch };
+    if (by) return { ...base, do: 'commit' as const, by };
+    return { ...base, do: bqualToken(x.bqual) < token ? ('rollback' as const) : ('leave' as const) };
+  });
+}
+
+/** Carries out examineGroupBranches' decisions; one line each. */
+export async function resolveGroupBranches(pool: Pool, spec: PipelineSpec, decisions: GroupBranchDecision[]): Promise<Done> {
+  const done: Done = [];
+  for (const d of decisions) {
+    const at = `group ${d.group} epoch ${d.groupEpoch}: XA ${d.xid}`;
+    if (d.do === 'commit') {
+      const r = await commitBranch(pool, xidFromString(d.xid), { pipeline: spec.name, ...d.by! });
+      done.push(`${at} ${r === 'committed' ? `committed (partition ${d.by!.partition}'s progress marker names it: its Kafka side committed)` : r}`);
+    } else if (d.do === 'rollback') {
+      done.push(`${at} ${await rollbackXid(pool, xidFromString(d.xid))} (no committed progress marker names it)`);
+    } else {
+      done.push(`${at} left alone: opened by an attempt newer than this recovery`);
+    }
+  }
+  return done;
 }
 
 export interface PartitionFindings {

@@ -79,6 +79,13 @@ export interface PipelineSpec {
   epoch: EpochBounds;
   /** Continue-as-new after this many epochs (also when Temporal suggests it). */
   epochsPerRun: number;
+  /**
+   * Partition groups: this many workflows run the pipeline, source partition id p in group
+   * p mod parallelism, and each epoch of a group is one Kafka transaction and one XA branch for
+   * all the partitions of the group (src/protocol/group.ts), like Flink's parallelism or Kafka
+   * Streams' threads. Absent: one workflow, transaction and branch per source partition.
+   */
+  parallelism?: number;
 }
 
 export type PipelineInput = Omit<
@@ -206,6 +213,10 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   }
 
   const epoch = { ...SPEC_DEFAULTS.epoch, ...(i.epoch ?? {}) };
+  const EPOCH_FIELDS = ['maxRecords', 'maxBytes', 'maxWaitMs', 'lingerMs', 'commitWithNextPrepare'];
+  for (const k of Object.keys(i.epoch ?? {})) {
+    if (!EPOCH_FIELDS.includes(k)) bad(`epoch.${k}`, `is not a setting; the epoch settings are ${EPOCH_FIELDS.join(', ')}`);
+  }
   for (const k of ['maxRecords', 'maxBytes', 'maxWaitMs'] as const) {
     if (!positiveInt(epoch[k])) bad(`epoch.${k}`, `must be a positive integer, got ${JSON.stringify(epoch[k])}`);
   }
@@ -220,6 +231,9 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   }
   const epochsPerRun = i.epochsPerRun ?? SPEC_DEFAULTS.epochsPerRun;
   if (!positiveInt(epochsPerRun)) bad('epochsPerRun', `must be a positive integer, got ${JSON.stringify(epochsPerRun)}`);
+  if (i.parallelism !== undefined && (!positiveInt(i.parallelism) || i.parallelism > MAX_PARALLELISM)) {
+    bad('parallelism', `must be an integer from 1 to ${MAX_PARALLELISM} (the number of partition groups), got ${JSON.stringify(i.parallelism)}; leave it out for one workflow per source partition`);
+  }
   const name = String(i.name);
   const deadLetterTopic = i.deadLetterTopic ?? `${name}.dlq`;
   const progressTopic = i.progressTopic ?? `onceflow.progress.${name}`;
@@ -238,6 +252,7 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
     progressTopic,
     epoch,
     epochsPerRun,
+    ...(i.parallelism !== undefined ? { parallelism: i.parallelism } : {}),
   };
 }
 
@@ -249,3 +264,13 @@ export const pipelineWorkflowId = (pipeline: string) => `onceflow/${pipeline}`;
 export const partitionWorkflowId = (pipeline: string, partition: number) => `onceflow/${pipeline}/${partition}`;
 export const consumerGroupId = (pipeline: string) => `onceflow.${pipeline}`;
 export const transactionalId = (pipeline: string, partition: number, slot: number) => `onceflow.${pipeline}.${partition}.${slot}`;
+
+/** Most partition groups of a pipeline. */
+export const MAX_PARALLELISM = 1024;
+/** The group of source partition id `id` (pipelines with spec.parallelism). */
+export const groupOf = (spec: PipelineSpec, id: number) => id % spec.parallelism!;
+export const groupWorkflowId = (pipeline: string, group: number) => `onceflow/${pipeline}/group-${group}`;
+/** The workflow that runs source partition id `id`: its group's, or its own. */
+export const runnerWorkflowId = (spec: PipelineSpec, id: number) => (spec.parallelism ? groupWorkflowId(spec.name, groupOf(spec, id)) : partitionWorkflowId(spec.name, id));
+/** A group's transactional ids ('g' keeps them apart from the partitions' own, which redos and older runs use). */
+export const groupTransactionalId = (pipeline: string, group: number, slot: number) => `onceflow.${pipeline}.g${group}.${slot}`;

@@ -21,7 +21,7 @@ import { lastCommittedMarker } from './kafka/progress';
 import { quoteIdent, type SqlValue } from './mysql/sink';
 import { recoverXids } from './mysql/branch';
 import { lastLedgerRow } from './mysql/ledger';
-import { partitionGtridPrefix, pipelineGtridPrefix, xidToString } from './mysql/xid';
+import { partitionGtridPrefix, pipelineGroupGtridPrefix, pipelineGtridPrefix, xidToString } from './mysql/xid';
 import { pendingEpochs } from './mysql/stage';
 import { listSources } from './mysql/sources';
 import { sourceTopics, type PipelineSpec } from './spec';
@@ -309,6 +309,8 @@ export async function verifyPipeline(
   }
 
   const prefixes = all.map((s) => partitionGtridPrefix(spec.name, s.id));
+  // The partitions' own branches, and those of the pipeline's partition groups (spec.parallelism).
+  prefixes.push(pipelineGroupGtridPrefix(spec.name));
   const prepared = (await recoverXids(pool, pipelineGtridPrefix(spec.name))).filter((x) => prefixes.some((pre) => x.gtrid.startsWith(pre)));
   const unapplied = await pendingEpochs(pool, spec.name);
   const tableProblems = await compareTables(pool, spec, expectedRows);

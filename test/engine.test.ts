@@ -20,7 +20,7 @@ import { pendingEpochs } from '../src/mysql/stage';
 import { partitionWorkflowId } from '../src/spec';
 import { readAll } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';
-import { openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
+import { bundle, openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 
@@ -50,12 +50,6 @@ async function replayAll(pipeline: string, label: string): Promise<number> {
   }
   return n;
 }
-
-const bundle = () => {
-  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
-  if (!codePath) throw new Error('ONCEFLOW_WORKFLOW_BUNDLE is not set; run the tests with npm test');
-  return { codePath };
-};
 
 test('the original scenario: failing compare sink, every input exactly once in Kafka and MySQL', { timeout: 240_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'scenario', records: 1200, partitions: 3, poisonEvery: 300, transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 } });

@@ -6,7 +6,8 @@
  * Re-record with: ONCEFLOW_RECORD_HISTORIES=1 npm test -- test/engine.test.ts (writes partition-*.json).
  * Pipeline workflows (test/histories/pipeline/, recorded by test/sources.test.ts with the same
  * variable): the discovery loop behind source-discovery-v1, continued as new, and a partition
- * workflow started by it.
+ * workflow started by it; and one with partition groups (test/groups.test.ts). Group workflows:
+ * test/histories/group/, recorded by test/groups.test.ts.
  * Older generations are kept to guard the patches: sequential-*.json were recorded before the
  * pipelined loop, v1-pipelined-*.json before the single commit activity (commit-epoch-v1),
  * v2-commit-epoch-*.json before commit and next prepare became one activity (advance-epoch-v1).
@@ -85,6 +86,21 @@ test('a nondeterministic change of the partition workflow is caught by replay', 
     assert.ok(e instanceof DeterminismViolationError, `expected a DeterminismViolationError, got ${String(e)}`);
     return true;
   });
+});
+
+const groupDir = join(dir, 'group');
+const groupFiles = readdirSync(groupDir).filter((f) => f.endsWith('.json')).sort();
+
+test('recorded partition-group histories (retries, a per-partition redo, continue-as-new, a partition joining) replay with the current workflow code', async () => {
+  quietRuntime();
+  const all = groupFiles.map((f) => readFileSync(join(groupDir, f), 'utf8')).join('\n');
+  assert.match(all, /compare sink failed/, 'a group epoch with failed prepare attempts');
+  assert.match(all, /"redoGroupKafka"/, 'a broker-aborted group transaction redone');
+  assert.match(all, /ContinuedAsNew/, 'a group run that continued as new');
+  assert.match(all, /"addMembers"/, 'a partition that joined a running group');
+  for (const f of groupFiles) {
+    await Worker.runReplayHistory(currentBundle(), historyFromJSON(JSON.parse(readFileSync(join(groupDir, f), 'utf8'))), f);
+  }
 });
 
 const pipelineDir = join(dir, 'pipeline');

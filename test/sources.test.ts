@@ -21,7 +21,7 @@ import { createOnceflowWorker } from '../src/worker';
 import type { PartitionResult } from '../src/workflows/partition';
 import type { PipelineCarry, PipelineInfo } from '../src/workflows/pipeline';
 import { SEARCH_ATTRIBUTES } from '../src/search-attributes';
-import { openDeps, quietRuntime, uniqueName, waitUntil, type Deps } from './support/env';
+import { bundle, openDeps, quietRuntime, uniqueName, waitUntil, type Deps } from './support/env';
 import { failedChecks, verify, type Scenario } from './support/pipeline';
 
 let deps: Deps;
@@ -30,12 +30,6 @@ before(async () => {
   deps = await openDeps();
 });
 after(async () => deps.close());
-
-const bundle = () => {
-  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
-  if (!codePath) throw new Error('ONCEFLOW_WORKFLOW_BUNDLE is not set; run the tests with npm test');
-  return { codePath };
-};
 
 /** A pipeline definition for the compare transform over `source`, with a 1 s discovery interval. */
 function specFor(name: string, source: PipelineInput['source']): PipelineSpec {

@@ -65,6 +65,9 @@ test('definePipeline names every wrong field and the fix', () => {
     },
   );
   assert.throws(() => definePipeline({ ...base, epoch: { lingerMs: -1 } }), /epoch\.lingerMs: must be an integer ≥ 0, got -1/);
+  assert.throws(() => definePipeline({ ...base, epoch: { lingerMS: 5 } as never }), /epoch\.lingerMS: is not a setting; the epoch settings are maxRecords, maxBytes, maxWaitMs, lingerMs, commitWithNextPrepare/);
+  assert.throws(() => definePipeline({ ...base, parallelism: 0 }), /parallelism: must be an integer from 1 to 1024/);
+  assert.equal(definePipeline({ ...base, parallelism: 4 }).parallelism, 4);
   assert.equal(definePipeline({ ...base, epoch: { lingerMs: 50 } }).epoch.lingerMs, 50);
 });
 

@@ -4,6 +4,7 @@ import { commitOrFindOut } from '../kafka/outcome';
 import { rollbackXid } from '../mysql/branch';
 import { xidFromString } from '../mysql/xid';
 import type { CommitArgs, KafkaCommitOutcome, MysqlCommitOutcome } from '../protocol';
+import type { PipelineSpec } from '../spec';
 import { edge, type ActivityContext } from './context';
 import { commitMysqlSide } from './mysql-side';
 import { sourceOf } from './source';
@@ -35,7 +36,7 @@ export function committer(ctx: ActivityContext) {
      * Withdraws a prepared epoch that was never committed: fences its transactional id
      * (InitProducerId aborts the open transaction) and rolls back its XA branch.
      */
-    async withdraw({ spec, prepared }: Pick<CommitArgs, 'spec' | 'prepared'>): Promise<void> {
+    async withdraw({ spec, prepared }: { spec: PipelineSpec; prepared: { kafka: { transactionalId: string }; xid: string } }): Promise<void> {
       await new PreparedTransaction(ctx.cluster, prepared.kafka.transactionalId, spec.kafkaSink.transactionTimeoutMs).begin();
       await rollbackXid(ctx.pool, xidFromString(prepared.xid));
     },

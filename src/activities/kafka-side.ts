@@ -17,13 +17,20 @@ const messageBytes = (m: KafkaMessage) =>
 /** The transaction of epoch `epoch` uses slot epoch mod pool (a pool ≥ 2 lets e+1 prepare while e awaits its commit). */
 export const epochTransactionalId = (spec: PipelineSpec, partition: number, epoch: number) => transactionalId(spec.name, partition, epoch % spec.kafkaSink.transactionalIdPool);
 
+/** One source partition's part of a transaction: its progress marker and where it read. */
+export interface SentPart {
+  marker: Marker;
+  src: Src;
+}
+
 /**
- * Outputs and dead letters in requests of up to REQUEST_BYTES, the progress marker with the last
- * request, then the source offsets. Returns the marker's offset.
+ * Outputs and dead letters in requests of up to REQUEST_BYTES, the progress markers (one per
+ * source partition, each in its own progress partition) with the last request, then the source
+ * offsets. Returns each marker's offset, in the order of `parts`.
  */
-export async function sendEpoch(ctx: ActivityContext, txn: PreparedTransaction, spec: PipelineSpec, partition: number, applied: Pick<Applied, 'outputs' | 'deadLetters'>, m: Marker, src: Src): Promise<number> {
+export async function sendEpoch(ctx: ActivityContext, txn: PreparedTransaction, spec: PipelineSpec, applied: Pick<Applied, 'outputs' | 'deadLetters'>, parts: SentPart[]): Promise<number[]> {
   const all = [...applied.outputs.map((msg) => ({ topic: spec.kafkaSink.topic, msg })), ...applied.deadLetters.map((msg) => ({ topic: spec.deadLetterTopic, msg }))];
-  let markerOffset: number | undefined;
+  let markerOffsets: (number | undefined)[] = [];
   let i = 0;
   do {
     const out: KafkaMessage[] = [];
@@ -35,17 +42,23 @@ export async function sendEpoch(ctx: ActivityContext, txn: PreparedTransaction, 
       bytes += messageBytes(x.msg);
     }
     const last = i >= all.length;
+    const markers = parts.map(({ marker }) => ({ key: String(marker.partition), value: encodeMarker(marker), partition: marker.partition }));
     const res = await txn.send([
       { topic: spec.kafkaSink.topic, messages: out },
       { topic: spec.deadLetterTopic, messages: dl },
-      ...(last ? [{ topic: spec.progressTopic, messages: [{ key: String(partition), value: encodeMarker(m), partition }] }] : []),
+      ...(last ? [{ topic: spec.progressTopic, messages: markers }] : []),
     ]);
-    if (last) markerOffset = res.find((r) => r.topic === spec.progressTopic && r.partition === partition)?.baseOffset;
+    // One marker per progress partition: the partition's base offset is its marker's offset.
+    if (last) markerOffsets = parts.map(({ marker }) => res.find((r) => r.topic === spec.progressTopic && r.partition === marker.partition)?.baseOffset);
     ctx.heartbeat();
   } while (i < all.length);
-  if (markerOffset === undefined) throw new Error('progress marker was not acknowledged');
-  await txn.sendOffsets(consumerGroupId(spec.name), src.topic, src.partition, m.end);
-  return markerOffset;
+  const missing = parts.filter((_, k) => markerOffsets[k] === undefined).map(({ marker }) => marker.partition);
+  if (missing.length) throw new Error(`progress marker of source partition ${missing.join(', ')} was not acknowledged`);
+  await txn.sendOffsets(
+    consumerGroupId(spec.name),
+    parts.map(({ marker, src }) => ({ topic: src.topic, partition: src.partition, offset: marker.end })),
+  );
+  return markerOffsets as number[];
 }
 
 /**
@@ -70,7 +83,7 @@ export async function redoKafkaSide(
   const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, e.epoch), tableMap(spec), src.layout);
   const marker: Marker = { pipeline: spec.name, partition, epoch: e.epoch, start: e.start, end: e.end, records: records.length, redo: true, ...(e.xid ? { xid: e.xid } : {}) };
   try {
-    await sendEpoch(ctx, txn, spec, partition, applied, marker, src);
+    await sendEpoch(ctx, txn, spec, applied, [{ marker, src }]);
     await checkLanded(ctx.cluster, txn, handle, [spec.progressTopic]);
   } catch (err) {
     // Never commit a redo the checks refused: abort it now (the retried redo's InitProducerId

@@ -38,6 +38,22 @@ export async function applyEpoch(ctx: ActivityContext, spec: PipelineSpec, parti
 }
 
 /**
+ * XA COMMIT of the decided branch `xid` from any connection: 'committed' (now or before), or
+ * 'gone' (rolled back behind our back: no ledger row of `ledger`, an epoch the branch wrote).
+ */
+export async function commitDecided(ctx: ActivityContext, xid: string, ledger: { pipeline: string; partition: number; epoch: number }): Promise<'committed' | 'gone'> {
+  let r = await commitBranch(ctx.pool, xidFromString(xid), ledger);
+  // Attached: the preparing worker's session is still closing (it was destroyed right after
+  // XA PREPARE). That clears within milliseconds; look again shortly before an activity retry.
+  for (let i = 0; r === 'attached' && i < 40; i++) {
+    await sleep(25);
+    r = await commitBranch(ctx.pool, xidFromString(xid), ledger);
+  }
+  if (r === 'attached') throw new TransientError(`XA branch ${xid} is still attached to its preparing session; retrying`);
+  return r === 'gone' ? 'gone' : 'committed';
+}
+
+/**
  * XA COMMIT of the decided branch from any connection, then its staged rows into the tables.
  * A branch rolled back behind our back (gone, no ledger row) is redone in a local transaction.
  */
@@ -45,22 +61,19 @@ export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, 
   const started = Date.now();
   const at = { partition, epoch: p.epoch };
   await ctx.hit('commit.mysql', at);
-  const ledger = { pipeline: spec.name, partition, epoch: p.epoch };
-  let r = await commitBranch(ctx.pool, xidFromString(p.xid), ledger);
-  // Attached: the preparing worker's session is still closing (it was destroyed right after
-  // XA PREPARE). That clears within milliseconds; look again shortly before an activity retry.
-  for (let i = 0; r === 'attached' && i < 40; i++) {
-    await sleep(25);
-    r = await commitBranch(ctx.pool, xidFromString(p.xid), ledger);
-  }
-  if (r === 'attached') throw new TransientError(`XA branch ${p.xid} is still attached to its preparing session; retrying`);
+  const r = await commitDecided(ctx, p.xid, { pipeline: spec.name, partition, epoch: p.epoch });
   if (r === 'gone') return redoMysqlSide(ctx, spec, partition, p, src);
   await ctx.hit('commit.mysql-committed', at);
-  const applyFrom = Date.now();
-  await applyEpoch(ctx, spec, partition, p.epoch);
-  if (ledgerPruneDue(p.epoch)) await pruneLedger(ctx.pool, spec.name, partition, p.epoch);
-  ctx.observe({ kind: 'committed', pipeline: spec.name, partition, epoch: p.epoch, side: 'mysql', ms: Date.now() - started, startedAt: started, applyMs: Date.now() - applyFrom });
+  await finishMysqlSide(ctx, spec, partition, p.epoch, started);
   return 'committed';
+}
+
+/** After an epoch's XA COMMIT: its staged rows into the tables; the ledger pruned now and then. */
+export async function finishMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number, started: number, opts: { applied?: boolean } = {}): Promise<void> {
+  const applyFrom = Date.now();
+  if (!opts.applied) await applyEpoch(ctx, spec, partition, epoch);
+  if (ledgerPruneDue(epoch)) await pruneLedger(ctx.pool, spec.name, partition, epoch);
+  ctx.observe({ kind: 'committed', pipeline: spec.name, partition, epoch, side: 'mysql', ms: Date.now() - started, startedAt: started, applyMs: Date.now() - applyFrom });
 }
 
 /**

@@ -29,6 +29,8 @@ export type ObservedEvent =
       /** source records not yet in an epoch (LSO − end) */ lag: number;
       /** Date.now() when the activity started */ startedAt: number;
       split: PrepareSplit;
+      /** The partition group whose epoch this member's part was (spec.parallelism); absent when ungrouped. */
+      group?: number;
     }
   | {
       kind: 'committed';

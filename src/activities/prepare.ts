@@ -29,21 +29,33 @@ export type PrepareArgs = EpochArgs & { afterCommitOf?: number };
 
 const CHUNK = 1000;
 
+/** Waits until the ledger row of (partition, epoch) is committed (pipelined direct-mode epochs), unless the caller gave up. */
+export async function awaitLedger(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number, givenUp: () => boolean): Promise<void> {
+  for (let delay = 2; !(await ledgerRow(ctx.pool, spec.name, partition, epoch)); delay = Math.min(50, delay * 2)) {
+    if (givenUp()) throw new Error(`partition ${partition}: the next epoch is not prepared, the commit of epoch ${epoch} failed`);
+    ctx.heartbeat();
+    await new Promise((r) => setTimeout(r, delay));
+  }
+}
+
+/** Adds the time of each timed step to its field of `split`. */
+export function timer(split: PrepareSplit) {
+  return async <T>(k: keyof PrepareSplit, fn: () => Promise<T> | T): Promise<T> => {
+    const t0 = Date.now();
+    try {
+      return await fn();
+    } finally {
+      split[k] += Date.now() - t0;
+    }
+  };
+}
+
 /**
  * Phase 1 without the activity edge: advanceEpoch runs it beside the previous epoch's commit.
  * Errors come out raw; the caller's edge turns them into activity failures (decided: false).
  */
 export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: () => boolean) => Promise<PrepareResult> {
   const { cluster, pool } = ctx;
-
-  /** Waits until the ledger row of `epoch` is committed (pipelined direct-mode epochs), unless given up. */
-  async function awaitLedger(spec: PipelineSpec, partition: number, epoch: number, givenUp: () => boolean): Promise<void> {
-    for (let delay = 2; !(await ledgerRow(pool, spec.name, partition, epoch)); delay = Math.min(50, delay * 2)) {
-      if (givenUp()) throw new Error(`epoch ${epoch + 1}: not prepared, the commit of epoch ${epoch} failed`);
-      ctx.heartbeat();
-      await new Promise((r) => setTimeout(r, delay));
-    }
-  }
 
   return async (args: PrepareArgs, givenUp: () => boolean = () => false): Promise<PrepareResult> => {
     const { spec, partition, epoch, offset } = args;
@@ -63,14 +75,7 @@ export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: ()
     const { records, end, sourceEnd } = await readingSource(ctx.admin, spec, src, () => readEpoch(cluster, src.topic, src.partition, offset, spec.epoch, waitMs, ctx.heartbeat));
     if (end === offset) return { kind: 'empty', offset };
     const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
-    const timed = async <T>(k: keyof PrepareSplit, fn: () => Promise<T> | T): Promise<T> => {
-      const t0 = Date.now();
-      try {
-        return await fn();
-      } finally {
-        split[k] += Date.now() - t0;
-      }
-    };
+    const timed = timer(split);
 
     const transform = ctx.transforms.get(spec.transform, spec.name);
     const tables = tableMap(spec);
@@ -86,13 +91,13 @@ export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: ()
     const txn = new CountedTransaction(cluster, epochTransactionalId(spec, partition, epoch), spec.kafkaSink.transactionTimeoutMs);
     const handle = await timed('initMs', () => txn.begin());
     try {
-      const markerOffset = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, partition, applied, marker, src));
+      const markerOffset = (await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, applied, [{ marker, src }])))[0]!;
       // Before anything may commit it: the log holds every acknowledged output and dead letter
       // of this transaction (one fetch per partition written; the marker's own ack was checked).
       await timed('kafkaMs', () => checkLanded(cluster, txn, handle, [spec.progressTopic]));
       await ctx.hit('prepare.kafka-sent', at);
       const staged = mysqlMode(spec) === 'staged';
-      if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(spec, partition, args.afterCommitOf!, givenUp));
+      if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, partition, args.afterCommitOf!, givenUp));
       const dialect = await ctx.dialect();
       let bodyDone = 0;
       await prepareBranch(

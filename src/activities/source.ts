@@ -7,7 +7,7 @@ import { SourceGone, SourceTopicGone } from '../errors';
 import type { SourceRef } from '../protocol';
 import type { PipelineSpec } from '../spec';
 import type { OutputLayout } from './apply';
-import { fetchPartition, ISOLATION, type KafkaCluster, type RawRecord } from '../kafka/internals';
+import { fetchPartition, fetchPartitions, ISOLATION, type FetchResult, type KafkaCluster, type RawRecord } from '../kafka/internals';
 import type { EpochBounds } from '../spec';
 import type { SourceRecord } from '../transforms/registry';
 
@@ -37,10 +37,17 @@ function checkRetained(topic: string, partition: number, from: number, logStart:
   }
 }
 
+/** One partition's part of an epoch read. `end` is where its next epoch starts (past filtered aborted/control records too). */
+export interface EpochRead {
+  records: SourceRecord[];
+  end: number;
+  /** The partition's LSO as last seen (lag = sourceEnd − end). */
+  sourceEnd: number;
+}
+
 /**
  * Records of the next epoch from `from`: waits up to `waitMs` for the first record, then takes
  * what is available up to the bounds, closing the epoch once caught up with the LSO.
- * `end` is where the next epoch starts (past filtered aborted/control records too).
  */
 export async function readEpoch(
   cluster: KafkaCluster,
@@ -50,34 +57,79 @@ export async function readEpoch(
   bounds: EpochBounds,
   waitMs: number,
   onProgress: () => void,
-): Promise<{ records: SourceRecord[]; end: number; sourceEnd: number }> {
+): Promise<EpochRead> {
+  return (await readGroup(cluster, [{ topic, partition, from }], bounds, waitMs, onProgress))[0]!;
+}
+
+/**
+ * Long-polling fetches of this process in flight. A broker answers one connection's requests in
+ * order, and each worker reads over one connection per broker: with many partitions idle, a
+ * poll of up to POLL_SLICE_MS each would queue for longer than kafkajs's request timeout
+ * (measured: 64 idle partitions at 1 s each stalled every read). So the polls in flight share
+ * LONG_POLL_BUDGET_MS between them.
+ */
+let longPolls = 0;
+const LONG_POLL_BUDGET_MS = 5_000;
+
+/**
+ * The next epoch of a group of partitions (one partition: readEpoch), read together: each round
+ * is one Fetch per leader for all of them (fetchPartitions), which the broker answers as soon as
+ * any has data. The bounds apply per partition. The epoch closes when it has records, every
+ * partition is caught up with its LSO (or full) and lingerMs has passed since the read began;
+ * empty, after waitMs.
+ */
+export async function readGroup(
+  cluster: KafkaCluster,
+  parts: { topic: string; partition: number; from: number }[],
+  bounds: EpochBounds,
+  waitMs: number,
+  onProgress: () => void,
+): Promise<EpochRead[]> {
   const started = Date.now();
   const deadline = started + waitMs;
   // A caught-up epoch with records closes at lingerUntil (= at once without lingerMs).
   const lingerUntil = started + Math.min(bounds.lingerMs ?? 0, waitMs);
-  const records: SourceRecord[] = [];
-  let bytes = 0;
-  let next = from;
-  let sourceEnd = from;
-  for (;;) {
-    const wait = Math.max(0, Math.min(POLL_SLICE_MS, (records.length > 0 ? lingerUntil : deadline) - Date.now()));
-    const r = await fetchPartition(cluster, { topic, partition, fromOffset: next, maxBytes: FETCH_BYTES, maxWaitMs: wait, isolation: ISOLATION.READ_COMMITTED });
-    onProgress();
-    checkRetained(topic, partition, next, r.logStartOffset);
-    sourceEnd = Math.max(sourceEnd, r.lastStableOffset);
+  const state = parts.map((p) => ({ ...p, read: { records: [] as SourceRecord[], end: p.from, sourceEnd: p.from } as EpochRead, bytes: 0, caughtUp: false, full: false }));
+  const take = (m: (typeof state)[number], r: FetchResult) => {
+    checkRetained(m.topic, m.partition, m.read.end, r.logStartOffset);
+    m.read.sourceEnd = Math.max(m.read.sourceEnd, r.lastStableOffset);
     for (const raw of r.records) {
-      if (records.length >= bounds.maxRecords || (records.length > 0 && bytes + size(raw) > bounds.maxBytes)) {
-        return { records, end: raw.offset, sourceEnd };
+      if (m.read.records.length >= bounds.maxRecords || (m.read.records.length > 0 && m.bytes + size(raw) > bounds.maxBytes)) {
+        m.read.end = raw.offset;
+        m.full = true;
+        return;
       }
-      records.push(toSource(topic, partition, raw));
-      bytes += size(raw);
+      m.read.records.push(toSource(m.topic, m.partition, raw));
+      m.bytes += size(raw);
     }
-    const advanced = r.nextOffset > next;
-    next = Math.max(next, r.nextOffset);
-    const caughtUp = next >= r.lastStableOffset;
-    if (records.length > 0 && ((caughtUp && Date.now() >= lingerUntil) || records.length >= bounds.maxRecords)) return { records, end: next, sourceEnd };
-    if (!advanced && Date.now() >= deadline) return { records, end: next, sourceEnd };
+    m.read.end = Math.max(m.read.end, r.nextOffset);
+    m.caughtUp = m.read.end >= r.lastStableOffset;
+    if (m.read.records.length >= bounds.maxRecords) m.full = true;
+  };
+  for (let round = 0; ; round++) {
+    const n = state.reduce((k, m) => k + m.read.records.length, 0);
+    const active = state.filter((m) => !m.full);
+    // Until every partition has answered once, nobody knows where data is (a partition alone may wait from the start).
+    const idle = round === 0 ? state.length === 1 : active.every((m) => m.caughtUp);
+    if (n > 0 && (active.length === 0 || (idle && Date.now() >= lingerUntil))) break;
+    if (n === 0 && round > 0 && Date.now() >= deadline) break;
+    const until = n > 0 ? lingerUntil : deadline;
+    const wait = idle ? Math.max(0, Math.min(POLL_SLICE_MS, until - Date.now(), Math.floor(LONG_POLL_BUDGET_MS / (longPolls + 1)))) : 0;
+    if (wait > 0) longPolls++;
+    let rs: FetchResult[];
+    try {
+      rs = await fetchPartitions(
+        cluster,
+        active.map((m) => ({ topic: m.topic, partition: m.partition, fromOffset: m.read.end })),
+        { maxBytes: FETCH_BYTES, maxWaitMs: wait, isolation: ISOLATION.READ_COMMITTED },
+      );
+    } finally {
+      if (wait > 0) longPolls--;
+    }
+    onProgress();
+    active.forEach((m, k) => take(m, rs[k]!));
   }
+  return state.map((m) => m.read);
 }
 
 /** Exactly the visible records of [start, end), for a redo. */

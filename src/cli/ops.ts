@@ -11,9 +11,9 @@ import { existsSync, readFileSync } from 'node:fs';
 import { ISOLATION, latestOffset, type KafkaCluster } from '../kafka/internals';
 import { lastLedgerRow } from '../mysql/ledger';
 import { applyStaged, mysqlMode } from '../mysql/stage';
-import { carryOut, examinePartition, settleKafka, type PartitionFindings } from '../recovery';
+import { carryOut, examineGroupBranches, examinePartition, namedXids, resolveGroupBranches, settleGroupKafka, settleKafka, type GroupBranchDecision, type PartitionFindings } from '../recovery';
 import type { ControlAction, PartitionStatus } from '../protocol';
-import { partitionWorkflowId, pipelineWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
+import { partitionWorkflowId, pipelineWorkflowId, runnerWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
 import { pipelineSources, type PipelineSourcePartition } from '../verify';
 import { listSources } from '../mysql/sources';
 import type { PipelineInfo } from '../workflows/pipeline';
@@ -147,7 +147,7 @@ export async function pipelineStatus(
   const several = sourceTopics(spec).length > 1 || new Set(sources.map((s) => s.topic)).size > 1;
   const rowOf = async (src: PipelineSourcePartition): Promise<PartitionRow> => {
     const p = src.id;
-    const id = partitionWorkflowId(spec.name, p);
+    const id = runnerWorkflowId(spec, p);
     const wf = await describePartition(deps.client, id);
     const gone = goneTopics.includes(src.topic) ? `source topic '${src.topic}' does not exist any more; partition ${src.partition} cannot be read` : null;
     const sourceEnd = gone ? null : await latestOffset(deps.cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED);
@@ -160,7 +160,8 @@ export async function pipelineStatus(
     if (wf?.status === 'RUNNING') {
       let s: PartitionStatus | null = null;
       try {
-        s = await deps.client.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => deps.client.workflow.getHandle(id).query<PartitionStatus>('status'));
+        // A group's workflow answers for the member named (an ungrouped partition's ignores the argument).
+        s = await deps.client.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => deps.client.workflow.getHandle(id).query<PartitionStatus, [number]>('status', p));
       } catch (e) {
         // No worker polls the task queue, or the workflow task fails: that is what it waits on.
         phase = 'no answer';
@@ -240,11 +241,11 @@ async function recordedIds(pool: Pool, pipeline: string, partitions: number | nu
   return ids.length ? ids : idsOf(partitions);
 }
 
-/** The partition workflow ids a discovering pipeline workflow reports in its info query; null when it does not answer or predates discovery. */
-async function startedIds(client: Client, pipeline: string): Promise<number[] | null> {
+/** The source partition ids a discovering pipeline workflow reports in its info query, with the workflow that runs each; null when it does not answer or predates discovery. */
+async function startedIds(client: Client, pipeline: string): Promise<{ id: number; workflowId: string }[] | null> {
   try {
     const info = await client.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => client.workflow.getHandle(pipelineWorkflowId(pipeline)).query<PipelineInfo>('info'));
-    return info.sources ? info.sources.map((s) => s.id) : null;
+    return info.sources ? info.sources.map((s) => ({ id: s.id, workflowId: s.workflowId })) : null;
   } catch {
     return null;
   }
@@ -264,14 +265,23 @@ export async function pipelinePartitionIds(deps: { admin: Admin; pool: Pool }, s
 export async function controlPartitions(client: Client, pipeline: string, partitions: number | number[], action: ControlAction): Promise<{ partition: number; ok: boolean; message: string }[]> {
   const out: { partition: number; ok: boolean; message: string }[] = [];
   const started = Array.isArray(partitions) ? null : await startedIds(client, pipeline);
-  for (const p of started ?? idsOf(partitions)) {
-    try {
-      await client.workflow.getHandle(partitionWorkflowId(pipeline, p)).executeUpdate('control', { args: [action] });
-      out.push({ partition: p, ok: true, message: `${action} accepted` });
-    } catch (e) {
-      const cause = (e as { cause?: { message?: string } }).cause?.message;
-      out.push({ partition: p, ok: false, message: cause ?? (e as Error).message });
+  const targets = started ?? idsOf(partitions).map((id) => ({ id, workflowId: partitionWorkflowId(pipeline, id) }));
+  // One update per workflow: the partitions of a group (spec.parallelism) share the group's answer.
+  const answers = new Map<string, Promise<{ ok: boolean; message: string }>>();
+  for (const { id: p, workflowId } of targets) {
+    if (!answers.has(workflowId)) {
+      answers.set(
+        workflowId,
+        client.workflow
+          .getHandle(workflowId)
+          .executeUpdate('control', { args: [action] })
+          .then(
+            () => ({ ok: true, message: `${action} accepted` }),
+            (e: unknown) => ({ ok: false, message: (e as { cause?: { message?: string } }).cause?.message ?? (e as Error).message }),
+          ),
+      );
     }
+    out.push({ partition: p, ...(await answers.get(workflowId)!) });
   }
   // After the partitions' own updates (which answer), so none of them finds it applied already.
   if (started) await client.workflow.getHandle(pipelineWorkflowId(pipeline)).signal('control', action).catch(() => undefined);
@@ -330,6 +340,8 @@ export async function exportHistory(client: Client, workflowId: string, runId?: 
 }
 
 export interface InDoubt {
+  /** Prepared XA branches of partition groups (spec.parallelism) and what recovery would do with each. */
+  groups: GroupBranchDecision[];
   /** Per partition: what the shared recovery path (src/recovery.ts) found and would do. */
   partitions: PartitionFindings[];
   /** Partitions held back by an open transaction (LSO below the high watermark). */
@@ -340,6 +352,7 @@ export interface InDoubt {
 export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?: Admin }, spec: PipelineSpec, partitions: number | number[]): Promise<InDoubt> {
   const found: PartitionFindings[] = [];
   const ids = await recordedIds(deps.pool, spec.name, partitions);
+  const groups = await examineGroupBranches(deps.pool, spec, () => true, () => namedXids(deps.cluster, spec, ids), Date.now());
   for (const p of ids) {
     const f = await examinePartition(deps, spec, p, Date.now());
     if (f.refuse || f.epochs.some((e) => e.actions.length)) found.push(f);
@@ -355,12 +368,16 @@ export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?:
       if (lso < hw) kafka.push({ topic, partition: p, lso, highWatermark: hw });
     }
   }
-  return { partitions: found, kafka };
+  return { groups, partitions: found, kafka };
 }
 
 /** One line per action of `inDoubt`'s findings. */
 export function describeInDoubt(found: InDoubt): string[] {
   const lines: string[] = [];
+  for (const g of found.groups) {
+    const verb = { commit: `would commit (partition ${g.by?.partition}'s committed progress marker names it)`, rollback: 'would roll back (no committed progress marker names it)', leave: 'left alone (opened after this look)' }[g.do];
+    lines.push(`group ${g.group} epoch ${g.groupEpoch}: XA ${g.xid}: ${verb}`);
+  }
   for (const f of found.partitions) {
     if (f.refuse) lines.push(`partition ${f.partition}: not decidable: ${f.refuse}`);
     for (const e of f.epochs) {
@@ -392,7 +409,7 @@ export function describeInDoubt(found: InDoubt): string[] {
 export async function resolveInDoubt(deps: { client: Client; cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number | number[]): Promise<string[]> {
   const ids = await recordedIds(deps.pool, spec.name, partitions);
   for (const p of ids) {
-    const wf = await workflowStatus(deps.client, partitionWorkflowId(spec.name, p));
+    const wf = await workflowStatus(deps.client, runnerWorkflowId(spec, p));
     if (wf?.status === 'RUNNING') {
       throw new Error(`pipeline ${spec.name} is running (partition ${p}); its workflows decide its transactions. Stop it first: onceflow stop ${spec.name}`);
     }
@@ -401,8 +418,13 @@ export async function resolveInDoubt(deps: { client: Client; cluster: KafkaClust
   if (parent?.status === 'RUNNING') throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
   const done: string[] = [];
   const token = Date.now();
+  const fenced = [];
+  for (let g = 0; g < (spec.parallelism ?? 0); g++) fenced.push(...(await settleGroupKafka(deps.cluster, spec, g)));
+  for (const p of ids) fenced.push(...(await settleKafka(deps.cluster, spec, p)));
+  for (const id of fenced) done.push(`Kafka ${id}: fenced; any open transaction of it was aborted`);
+  // Branches of partition groups first: they may hold ledger rows the partitions' recovery reads.
+  done.push(...(await resolveGroupBranches(deps.pool, spec, await examineGroupBranches(deps.pool, spec, () => true, () => namedXids(deps.cluster, spec, ids), token))));
   for (const p of ids) {
-    for (const id of await settleKafka(deps.cluster, spec, p)) done.push(`Kafka ${id}: fenced; any open transaction of it was aborted`);
     const f = await examinePartition(deps, spec, p, token);
     if (f.refuse) {
       done.push(`partition ${p}: not decidable: ${f.refuse}`);

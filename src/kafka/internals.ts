@@ -102,6 +102,10 @@ export async function connectCluster(opts: ClusterOptions): Promise<KafkaCluster
 }
 
 async function leaderOf(cluster: KafkaCluster, topic: string, partition: number): Promise<any> {
+  return cluster.raw.findBroker({ nodeId: await leaderIdOf(cluster, topic, partition) });
+}
+
+async function leaderIdOf(cluster: KafkaCluster, topic: string, partition: number): Promise<string> {
   for (let attempt = 0; ; attempt++) {
     try {
       await cluster.raw.addTargetTopic(topic);
@@ -122,7 +126,7 @@ async function leaderOf(cluster: KafkaCluster, topic: string, partition: number)
     nodeId = Object.keys(cluster.raw.findLeaderForPartitions(topic, [partition]))[0];
     if (nodeId === undefined) throw new Error(`no leader known for ${topic}[${partition}]`);
   }
-  return cluster.raw.findBroker({ nodeId });
+  return nodeId;
 }
 
 /** Error types of a fetch after which the client's metadata is refreshed (the partition moved). */
@@ -132,12 +136,30 @@ const LEADER_MOVED = ['NOT_LEADER_FOR_PARTITION', 'UNKNOWN_TOPIC_OR_PARTITION', 
  * One Fetch request for one partition from `fromOffset`, to its leader: the partition's part of
  * the response, or the error (after a metadata refresh when its type is one of `refreshOn`).
  */
+/** Connections being opened, so that concurrent first fetches to one broker share one socket. */
+const opening = new WeakMap<object, Promise<unknown>>();
+
+/**
+ * kafkajs opens a broker's fetch connection lazily and without a lock: two fetches issued at
+ * once on a fresh connection each open a socket, and the first is never closed (the process
+ * then stays alive until the broker drops it as idle, 10 minutes later). A group's epoch reads
+ * all its partitions at once, so the fetch connection is opened here, once.
+ */
+async function fetchConnection(broker: any): Promise<void> {
+  const connection = broker.connectionPool?.pool?.[1];
+  if (!connection || connection.isConnected()) return;
+  const p: Promise<unknown> = opening.get(connection) ?? connection.connect().finally(() => opening.delete(connection));
+  opening.set(connection, p);
+  await p;
+}
+
 async function fetchOne(
   cluster: KafkaCluster,
   args: { topic: string; partition: number; fromOffset: number; maxBytes: number; maxWaitMs: number; isolation: 0 | 1 },
   refreshOn: string[],
 ): Promise<any> {
   const broker = await leaderOf(cluster, args.topic, args.partition);
+  await fetchConnection(broker);
   let response: any;
   try {
     response = await broker.fetch({
@@ -154,12 +176,7 @@ async function fetchOne(
     if (refreshOn.includes(e?.type)) await cluster.raw.refreshMetadata().catch(() => undefined);
     throw e;
   }
-  const pd = response.responses?.[0]?.partitions?.[0];
-  if (!pd) throw new Error(`empty fetch response for ${args.topic}[${args.partition}]`);
-  if (pd.errorCode && pd.errorCode !== 0) {
-    throw Object.assign(new Error(`fetch ${args.topic}[${args.partition}] failed with error code ${pd.errorCode}`), { errorCode: pd.errorCode });
-  }
-  return pd;
+  return checked(args, response.responses?.[0]?.partitions?.[0]);
 }
 
 /** Reads from `fromOffset` on one partition. Never joins a group. */
@@ -167,10 +184,61 @@ export async function fetchPartition(
   cluster: KafkaCluster,
   args: { topic: string; partition: number; fromOffset: number; maxBytes: number; maxWaitMs: number; isolation: 0 | 1 },
 ): Promise<FetchResult> {
-  const pd = await fetchOne(cluster, args, LEADER_MOVED);
-  const batch = new Batch(args.topic, String(args.fromOffset), pd);
+  return fetchResult(args.topic, args.fromOffset, await fetchOne(cluster, args, LEADER_MOVED));
+}
+
+/**
+ * Reads several partitions at once: one Fetch per leader carrying all of its partitions,
+ * answered as soon as any of them has data (or after maxWaitMs). A broker answers one
+ * connection's requests in order, so one long-polling Fetch per partition would make each wait
+ * for the others' polls; a group's epoch reads all its partitions with one. `maxBytes` is per
+ * partition. Results in the order of `parts`. Never joins a group.
+ */
+export async function fetchPartitions(
+  cluster: KafkaCluster,
+  parts: { topic: string; partition: number; fromOffset: number }[],
+  opts: { maxBytes: number; maxWaitMs: number; isolation: 0 | 1 },
+): Promise<FetchResult[]> {
+  const leaders = await Promise.all(parts.map((p) => leaderIdOf(cluster, p.topic, p.partition)));
+  const out: FetchResult[] = new Array(parts.length);
+  await Promise.all(
+    [...new Set(leaders)].map(async (nodeId) => {
+      const mine = parts.map((p, i) => ({ ...p, i })).filter((_, i) => leaders[i] === nodeId);
+      const broker = await cluster.raw.findBroker({ nodeId });
+      await fetchConnection(broker);
+      const topics = [...new Set(mine.map((p) => p.topic))].map((topic) => ({
+        topic,
+        partitions: mine.filter((p) => p.topic === topic).map((p) => ({ partition: p.partition, fetchOffset: String(p.fromOffset), maxBytes: opts.maxBytes })),
+      }));
+      let response: any;
+      try {
+        response = await broker.fetch({ replicaId: -1, isolationLevel: opts.isolation, maxWaitTime: opts.maxWaitMs, minBytes: 1, maxBytes: opts.maxBytes * mine.length, topics });
+      } catch (e: any) {
+        if (LEADER_MOVED.includes(e?.type)) await cluster.raw.refreshMetadata().catch(() => undefined);
+        throw e;
+      }
+      for (const p of mine) {
+        const pd = (response.responses ?? []).find((r: any) => r.topicName === p.topic || r.topic === p.topic)?.partitions?.find((x: any) => x.partition === p.partition);
+        out[p.i] = fetchResult(p.topic, p.fromOffset, checked(p, pd));
+      }
+    }),
+  );
+  return out;
+}
+
+/** A partition's part of a fetch response, or the error it carries. */
+function checked(args: { topic: string; partition: number }, pd: any): any {
+  if (!pd) throw new Error(`empty fetch response for ${args.topic}[${args.partition}]`);
+  if (pd.errorCode && pd.errorCode !== 0) {
+    throw Object.assign(new Error(`fetch ${args.topic}[${args.partition}] failed with error code ${pd.errorCode}`), { errorCode: pd.errorCode });
+  }
+  return pd;
+}
+
+function fetchResult(topic: string, fromOffset: number, pd: any): FetchResult {
+  const batch = new Batch(topic, String(fromOffset), pd);
   const within: any[] = batch.messagesWithinOffset;
-  const last = within.length ? Number(within[within.length - 1].offset) : args.fromOffset - 1;
+  const last = within.length ? Number(within[within.length - 1].offset) : fromOffset - 1;
   return {
     // Not batch.messages: kafkajs's aborted-transaction filter misses interleaved transactions (see withoutAborted).
     records: withoutAborted(within, pd.abortedTransactions).map((m: any) => ({
@@ -304,8 +372,13 @@ export class PreparedTransaction {
     return res.map((r) => ({ topic: r.topicName, partition: r.partition, baseOffset: Number(r.baseOffset) }));
   }
 
-  async sendOffsets(groupId: string, topic: string, partition: number, offset: number): Promise<void> {
-    await this.eos.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions: [{ partition, offset: String(offset) }] }] });
+  /** The source offsets (the next offset to read) of every partition the transaction consumed, in one request. */
+  async sendOffsets(groupId: string, offsets: { topic: string; partition: number; offset: number }[]): Promise<void> {
+    const topics = [...new Set(offsets.map((o) => o.topic))].map((topic) => ({
+      topic,
+      partitions: offsets.filter((o) => o.topic === topic).map((o) => ({ partition: o.partition, offset: String(o.offset) })),
+    }));
+    await this.eos.sendOffsets({ consumerGroupId: groupId, topics });
   }
 }
 

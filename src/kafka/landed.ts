@@ -116,12 +116,11 @@ export async function checkLanded(cluster: KafkaCluster, txn: CountedTransaction
   let partitions = 0;
   const short: string[] = [];
   const surplus: string[] = [];
-  for (const p of txn.sent.values()) {
-    if (skipTopics.includes(p.topic)) continue;
-    partitions++;
+  // Every partition written is scanned at once: a group's transaction writes many.
+  const check = async (p: SentPartition) => {
     if (p.firstOffset === undefined) {
       short.push(`${p.topic}[${p.partition}]: ${p.sent} sent, none acknowledged`);
-      continue;
+      return;
     }
     const c = await scanProducerRecords(cluster, { topic: p.topic, partition: p.partition, fromOffset: p.firstOffset, producerId: handle.producerId, producerEpoch: handle.producerEpoch, expected: p.sent });
     fetches += c.fetches;
@@ -133,7 +132,10 @@ export async function checkLanded(cluster: KafkaCluster, txn: CountedTransaction
       // first acknowledged offset (a request never acknowledged), so the count is not the whole.
       surplus.push(`${where}, but sequences ${c.minSequence}..${c.maxSequence} instead of 0..${p.sent - 1}`);
     }
-  }
+  };
+  const checked = [...txn.sent.values()].filter((p) => !skipTopics.includes(p.topic));
+  partitions = checked.length;
+  await Promise.all(checked.map(check));
   if (surplus.length) throw new TransientError(`the log holds more records of this transaction than were sent (duplicates) before commit: ${surplus.join('; ')}; the attempt is redone`, { surplus, short });
   if (short.length) throw new TransientError(`acknowledged records missing from the log before commit: ${short.join('; ')}; the attempt is redone`, { short });
   return { partitions, fetches, ms: Date.now() - t0 };

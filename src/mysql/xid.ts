@@ -2,6 +2,8 @@
  * The one definition of onceflow's XA xids.
  *
  *   gtrid  'of:<pipeline>:<partition>:<epoch>'   names the epoch, so XA RECOVER finds its branches
+ *          'of:<pipeline>:g<group>:<group epoch>'  the branch of a partition group's epoch
+ *                                                  (src/protocol/group.ts)
  *   bqual  'a<attempt>.<token>.<random>'          one branch per attempt; <token> orders attempts
  *   formatID 0x4f46
  *
@@ -23,6 +25,17 @@ export interface Xid {
 export const pipelineGtridPrefix = (pipeline: string) => `${GTRID_PREFIX}${pipeline}:`;
 export const partitionGtridPrefix = (pipeline: string, partition: number) => `${pipelineGtridPrefix(pipeline)}${partition}:`;
 export const epochGtrid = (pipeline: string, partition: number, epoch: number) => `${partitionGtridPrefix(pipeline, partition)}${epoch}`;
+
+export const pipelineGroupGtridPrefix = (pipeline: string) => `${pipelineGtridPrefix(pipeline)}g`;
+export const groupGtridPrefix = (pipeline: string, group: number) => `${pipelineGroupGtridPrefix(pipeline)}${group}:`;
+export const groupGtrid = (pipeline: string, group: number, groupEpoch: number) => `${groupGtridPrefix(pipeline, group)}${groupEpoch}`;
+
+/** Parses 'of:<pipeline>:g<group>:<group epoch>'. */
+export function parseGroupGtrid(gtrid: string): { pipeline: string; group: number; groupEpoch: number } | null {
+  const m = /^of:([a-z0-9._-]+):g(\d+):(\d+)$/.exec(gtrid);
+  if (!m) return null;
+  return { pipeline: m[1]!, group: Number(m[2]), groupEpoch: Number(m[3]) };
+}
 
 /** Parses 'of:<pipeline>:<partition>:<epoch>'. */
 export function parseGtrid(gtrid: string): { pipeline: string; partition: number; epoch: number } | null {

@@ -129,6 +129,11 @@ export interface PartitionState {
   mysqlRedos: number;
 }
 
+/** A partition's state once its epoch (ending at `end`, with these counts) committed. */
+export function afterEpoch(s: PartitionState, e: { end: number; records: number; deadLetters: number }): PartitionState {
+  return { ...s, epoch: s.epoch + 1, offset: e.end, committedEpochs: s.committedEpochs + 1, records: s.records + e.records, deadLetters: s.deadLetters + e.deadLetters };
+}
+
 export type ControlAction = 'pause' | 'resume' | 'drain' | 'stop';
 
 export interface Control {
@@ -186,3 +191,4 @@ export function validateControl(action: unknown, c: Control): void {
   if (action === 'resume' && !c.paused) throw new Error('pipeline is not paused');
   if (action === 'pause' && c.paused) throw new Error('pipeline is already paused');
 }
+export * from './group';

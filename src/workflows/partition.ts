@@ -28,6 +28,7 @@ import {
 import type { Activities } from '../activities';
 import { NON_RETRYABLE_TYPES } from '../errors';
 import {
+  afterEpoch,
   applyControl,
   assertTransition,
   validateControl,
@@ -292,14 +293,7 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
       }
       inFlight.delete(r.epoch);
       lastCommitAt = Date.now();
-      state = {
-        ...state,
-        epoch: state.epoch + 1,
-        offset: r.end,
-        committedEpochs: state.committedEpochs + 1,
-        records: state.records + r.records,
-        deadLetters: state.deadLetters + r.deadLetters,
-      };
+      state = afterEpoch(state, r);
       upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.epoch, value: state.epoch }]);
     }
     runEpochs++;

@@ -47,7 +47,8 @@ import type { Activities } from '../activities';
 import { NON_RETRYABLE_TYPES } from '../errors';
 import { applyControl, validateControl, type Control, type ControlAction, type SourceRef } from '../protocol';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
-import { SPEC_DEFAULTS, partitionWorkflowId, type PipelineSpec } from '../spec';
+import { SPEC_DEFAULTS, groupOf, groupWorkflowId, partitionWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
+import { addMembersSignal, groupWorkflow } from './group';
 import { controlSignal, failureOf, partitionEndedSignal, partitionWorkflow, type PartitionEnd, type PartitionResult } from './partition';
 
 /** A source partition of the pipeline: its id and where it reads (src/mysql/sources.ts). */
@@ -143,14 +144,15 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
   /** Control actions this run accepted, in order: a child being started meanwhile gets those it missed. */
   const accepted: ControlAction[] = [];
   let missingTopics: string[] = [];
-  const idOf = (id: number) => partitionWorkflowId(spec.name, id);
+  // The workflow that runs a source partition: its own, or its group's (spec.parallelism).
+  const idOf = (id: number) => runnerWorkflowId(spec, id);
   const forward = (action: ControlAction, ids: number[]) =>
-    Promise.all(ids.filter((id) => !ended.has(id)).map((id) => getExternalWorkflowHandle(idOf(id)).signal(controlSignal, action).catch(() => undefined)));
+    Promise.all([...new Set(ids.filter((id) => !ended.has(id)).map(idOf))].map((wid) => getExternalWorkflowHandle(wid).signal(controlSignal, action).catch(() => undefined)));
 
   setHandler(pipelineInfoQuery, () => ({
     pipeline: spec.name,
     partitions: started.size,
-    workflowIds: [...started.keys()].map(idOf),
+    workflowIds: [...new Set([...started.keys()].map(idOf))],
     lastControl,
     sources: [...started.values()].map((s) => {
       const e = ended.get(s.id);
@@ -204,17 +206,58 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
     );
     for (const a of accepted.slice(missed)) await forward(a, [id]);
   };
+  /**
+   * Partition groups: new source partitions go to the workflow of their group — started with
+   * them if none of its members runs, else told by signal (they join at an epoch boundary). A
+   * group that is just closing refuses the signal; it is then started again.
+   */
+  const startInGroups = async (sources: PipelineSource[]) => {
+    const byGroup = new Map<number, PipelineSource[]>();
+    for (const s of sources) byGroup.set(groupOf(spec, s.id), [...(byGroup.get(groupOf(spec, s.id)) ?? []), s]);
+    for (const [group, ss] of byGroup) {
+      const missed = accepted.length;
+      const members = ss.map(({ id, ...source }) => ({ id, source }));
+      const workflowId = groupWorkflowId(spec.name, group);
+      let live = [...started.values()].some((x) => groupOf(spec, x.id) === group && !ended.has(x.id));
+      for (const s of ss) started.set(s.id, s);
+      for (let told = false; !told; ) {
+        if (!live) {
+          try {
+            const child = await startChild(groupWorkflow, {
+              workflowId,
+              args: [{ spec, group, members, control }],
+              parentClosePolicy: ParentClosePolicy.ABANDON,
+              typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }],
+              memo: { pipeline: spec.name, group, partitions: ss.map((x) => `${x.id} (${x.topic}[${x.partition}])`).join(', '), kafkaSink: spec.kafkaSink.topic, tables: spec.mysqlSink.tables.map((t) => t.name).join(',') },
+            });
+            // Within this run the results are known directly too (the group's signals may say the same first).
+            void child.result().then(
+              (results) => results.forEach((result) => void (ended.has(result.partition) || ended.set(result.partition, { partition: result.partition, result }))),
+              () => undefined, // a failed group tells each member's failure by signal
+            );
+            break;
+          } catch (e) {
+            if (!(e instanceof WorkflowExecutionAlreadyStartedError)) throw e;
+          }
+        }
+        try {
+          await getExternalWorkflowHandle(workflowId).signal(addMembersSignal, members);
+          told = true;
+        } catch {
+          live = false; // the group closed meanwhile: start it again
+        }
+      }
+      for (const a of accepted.slice(missed)) await forward(a, ss.map((x) => x.id));
+    }
+  };
   /** Starts a partition workflow for every source partition not started yet; returns how many. */
   const discover = async (discovery: boolean): Promise<number> => {
     const found = await describeSource(spec, { discovery });
     missingTopics = found.missingTopics ?? [];
-    let added = 0;
-    for (const s of found.sources ?? []) {
-      if (started.has(s.id)) continue;
-      await start(s);
-      added++;
-    }
-    return added;
+    const fresh = (found.sources ?? []).filter((s) => !started.has(s.id));
+    if (spec.parallelism) await startInGroups(fresh);
+    else for (const s of fresh) await start(s);
+    return fresh.length;
   };
 
   if (fresh) await discover(false);

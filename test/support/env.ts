@@ -52,3 +52,10 @@ export async function waitUntil<T>(what: string, fn: () => Promise<T | undefined
     await sleep(everyMs);
   }
 }
+
+/** The prebuilt workflow bundle of the test run (scripts/test.sh), for workers and replay. */
+export const bundle = () => {
+  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
+  if (!codePath) throw new Error('ONCEFLOW_WORKFLOW_BUNDLE is not set; run the tests with npm test');
+  return { codePath };
+};

@@ -19,7 +19,19 @@ export interface Scenario {
 /** Fresh topics and table, `records` input events produced, nothing started yet. */
 export async function prepareScenario(
   deps: Deps,
-  opts: { prefix: string; records: number; partitions: number; poisonEvery?: number; seed?: number; transactionTimeoutMs?: number; epochsPerRun?: number; epoch?: PipelineInput['epoch']; transformOptions?: CompareOptions; mysqlMode?: 'staged' | 'direct' },
+  opts: {
+    prefix: string;
+    records: number;
+    partitions: number;
+    poisonEvery?: number;
+    seed?: number;
+    transactionTimeoutMs?: number;
+    epochsPerRun?: number;
+    epoch?: PipelineInput['epoch'];
+    transformOptions?: CompareOptions;
+    mysqlMode?: 'staged' | 'direct';
+    parallelism?: number;
+  },
 ): Promise<Scenario> {
   const name = uniqueName(opts.prefix);
   const base = compareSpec({
@@ -28,6 +40,7 @@ export async function prepareScenario(
     kafkaSink: { topic: `${name}.out`, ...(opts.transactionTimeoutMs ? { transactionTimeoutMs: opts.transactionTimeoutMs } : {}) },
     epoch: { maxRecords: 100, maxWaitMs: 500, ...opts.epoch },
     ...(opts.epochsPerRun ? { epochsPerRun: opts.epochsPerRun } : {}),
+    ...(opts.parallelism ? { parallelism: opts.parallelism } : {}),
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, ...opts.transformOptions },
   });
   const spec = opts.mysqlMode ? { ...base, mysqlSink: { ...base.mysqlSink, mode: opts.mysqlMode } } : base;

@@ -1,0 +1,132 @@
+/**
+ * Partition groups (spec.parallelism): one workflow drives the epochs of several source
+ * partitions, and each of its epochs is ONE Kafka transaction and ONE XA branch for all of them.
+ *
+ * Everything that recovery reads stays per source partition, as without groups: each member
+ * has its own epoch numbers, its own progress marker (in its progress partition) and its own
+ * ledger and staged rows — all written inside the group's transaction and branch. So a member's
+ * position never depends on which group it was in, and `verify`, `transactions` and reconcile
+ * read members exactly as they read partitions of an ungrouped pipeline. What belongs to the
+ * group is only the transaction's identity: its transactional ids and its XA gtrid
+ * (src/mysql/xid.ts), numbered by the group epoch. Every member's marker names the group
+ * branch's xid, so a committed marker of any member decides the branch.
+ *
+ * Pure module: imported by workflows and activities alike.
+ */
+import type { PipelineSpec } from '../spec';
+import type { Control, KafkaCommitOutcome, KafkaHandle, MysqlCommitOutcome, PartitionState, SourceRef } from './index';
+
+/** A source partition of a group: its source partition id and where it reads. */
+export interface GroupMember {
+  id: number;
+  source: SourceRef;
+}
+
+/** Where a member resumes: its next epoch number and source offset. */
+export interface MemberPosition {
+  id: number;
+  epoch: number;
+  offset: number;
+}
+
+/** A member's part of a prepared group epoch (only members that had records take part). */
+export interface MemberEpoch {
+  id: number;
+  epoch: number;
+  start: number;
+  end: number;
+  records: number;
+  deadLetters: number;
+  /** Offset of the member's progress marker (in its own progress partition). */
+  markerOffset: number;
+}
+
+export interface PreparedGroupEpoch {
+  kind: 'prepared';
+  /** The group's epoch counter: names the transactional id slot and the XA gtrid. */
+  groupEpoch: number;
+  members: MemberEpoch[];
+  kafka: Omit<KafkaHandle, 'markerOffset'>;
+  /** 'gtrid#bqual' of the group's prepared XA branch. */
+  xid: string;
+}
+
+export type GroupPrepareResult = PreparedGroupEpoch | { kind: 'empty' };
+
+export interface GroupArgs {
+  spec: PipelineSpec;
+  group: number;
+  members: GroupMember[];
+}
+
+export interface GroupPrepareArgs extends GroupArgs {
+  groupEpoch: number;
+  positions: MemberPosition[];
+  /** Return at once when no data is available (drain). */
+  noWait?: boolean;
+  /** Direct MySQL writes: open the branch only once this member epoch's ledger row (the previous group epoch's) is committed. */
+  afterCommitOf?: { id: number; epoch: number };
+}
+
+export interface GroupCommitArgs extends GroupArgs {
+  prepared: PreparedGroupEpoch;
+}
+
+/** advanceGroup: commit `prepared` and prepare the next group epoch from `positions` (those after the commit). */
+export interface GroupAdvanceArgs extends GroupCommitArgs {
+  positions: MemberPosition[];
+  noWait?: boolean;
+}
+
+export interface GroupCommitResult {
+  kafka: KafkaCommitOutcome;
+  /** 'redone' if any member's MySQL side had to be redone. */
+  mysql: MysqlCommitOutcome;
+}
+
+export interface GroupAdvanceResult extends GroupCommitResult {
+  /** Absent when the Kafka side was aborted by the broker: the next epoch was withdrawn (the aborted one is redone first). */
+  next?: GroupPrepareResult;
+}
+
+export interface GroupReconcileArgs extends GroupArgs {
+  /** The workflow's own view (after continue-as-new); absent on a fresh start and for members that just joined. */
+  expected?: MemberPosition[];
+}
+
+export interface GroupReconcileResult {
+  positions: MemberPosition[];
+  /** What recovery did, one line per action; absent when nothing was in doubt. */
+  recovered?: string[];
+}
+
+/** Carried across continue-as-new: the group epoch counter and each member's state. */
+export interface GroupState {
+  groupEpoch: number;
+  members: (PartitionState & { id: number })[];
+}
+
+export interface GroupInput {
+  spec: PipelineSpec;
+  group: number;
+  members: GroupMember[];
+  /** Carried across continue-as-new. */
+  state?: GroupState;
+  control?: Control;
+}
+
+/** Positions after a committed group epoch: each member that took part moves to its end and next epoch. */
+export function advancePositions(positions: MemberPosition[], p: PreparedGroupEpoch): MemberPosition[] {
+  return positions.map((pos) => {
+    const m = p.members.find((x) => x.id === pos.id);
+    return m ? { id: pos.id, epoch: m.epoch + 1, offset: m.end } : pos;
+  });
+}
+
+/** One member's part of a group epoch, seen as the epoch of an ungrouped partition (for the per-partition commit, redo and recovery). */
+export function memberEpoch(p: PreparedGroupEpoch, m: MemberEpoch) {
+  return { kind: 'prepared' as const, epoch: m.epoch, start: m.start, end: m.end, records: m.records, deadLetters: m.deadLetters, kafka: { ...p.kafka, markerOffset: m.markerOffset }, xid: p.xid };
+}
+
+/** What the Web UI shows for an epoch: the members it covered, with their epochs. */
+export const describeMembers = (members: { id: number; epoch: number }[]) => members.map((m) => `${m.id}@${m.epoch}`).join(' ');

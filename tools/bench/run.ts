@@ -19,7 +19,7 @@ import { controlPipeline, partitionStatus, startPipeline } from '../../src/clien
 import { openConnections, type Connections } from '../../src/connections';
 import { loadSettings, toolPaths } from '../../src/config';
 import type { Pool } from 'mysql2/promise';
-import { ISOLATION, withoutAborted, type KafkaCluster } from '../../src/kafka/internals';
+import { ISOLATION, fetchPartitions, type KafkaCluster } from '../../src/kafka/internals';
 import { recoverXids, rollbackXid } from '../../src/mysql/branch';
 import { dropPipelineTables } from '../../src/mysql/stage';
 import { partitionGtridPrefix } from '../../src/mysql/xid';
@@ -504,60 +504,39 @@ function specFor(name: string, source: string, epoch: Record<string, unknown>, m
   return { ...spec, mysqlSink: { ...spec.mysqlSink, mode } };
 }
 
-/* eslint-disable-next-line @typescript-eslint/no-var-requires */
-const KafkaBatch = require('kafkajs/src/consumer/batch');
-
 /**
  * Watches output partitions with read_committed and stamps when each source record's output
- * became visible. One Fetch for all partitions per leader (maxWait 100 ms): a broker answers the
- * requests of one connection in order, so one long-polling fetch per partition would make each
- * partition wait for the others' polls (at 64 idle partitions, 6.4 s per round).
+ * became visible. One Fetch for all partitions per leader (fetchPartitions, maxWait 100 ms): a
+ * broker answers the requests of one connection in order, so one long-polling fetch per
+ * partition would make each partition wait for the others' polls (at 64 idle partitions, 6.4 s
+ * per round). Control records and aborted transactions' records are never visible.
  */
 function watchOutputs(cluster: KafkaCluster, topic: string, partitions: number) {
   const visible = new Map<string, number>();
   const next = Array.from({ length: partitions }, () => 0);
   let stop = false;
-  /* eslint-disable @typescript-eslint/no-explicit-any */
-  const raw = cluster.raw as any;
   const loop = (async () => {
     while (!stop) {
       try {
-        await raw.addTargetTopic(topic);
-        await raw.refreshMetadataIfNecessary();
-        const byLeader = raw.findLeaderForPartitions(topic, next.map((_, p) => p)) as Record<string, number[]>;
-        if (Object.keys(byLeader).length === 0) throw new Error('no leaders known yet');
-        await Promise.all(
-          Object.entries(byLeader).map(async ([nodeId, parts]) => {
-            const broker = await raw.findBroker({ nodeId });
-            const response = await broker.fetch({
-              replicaId: -1,
-              isolationLevel: ISOLATION.READ_COMMITTED,
-              maxWaitTime: 100,
-              minBytes: 1,
-              maxBytes: 32 << 20,
-              topics: [{ topic, partitions: parts.map((p) => ({ partition: p, fetchOffset: String(next[p]), maxBytes: 4 << 20 })) }],
-            });
-            const now = Date.now();
-            for (const pd of (response.responses?.[0]?.partitions ?? []) as any[]) {
-              if (pd.errorCode) continue;
-              const p = pd.partition as number;
-              const within: any[] = new KafkaBatch(topic, String(next[p]), pd).messagesWithinOffset;
-              // As fetchPartition: control records and aborted transactions' records are not visible.
-              for (const rec of withoutAborted(within, pd.abortedTransactions)) {
-                const src = (JSON.parse(rec.value?.toString('utf8') ?? '{}') as { src?: string }).src;
-                if (src && !visible.has(src)) visible.set(src, now);
-              }
-              if (within.length) next[p] = Math.max(next[p]!, Number(within[within.length - 1].offset) + 1);
-            }
-          }),
+        const results = await fetchPartitions(
+          cluster,
+          next.map((fromOffset, partition) => ({ topic, partition, fromOffset })),
+          { maxBytes: 4 << 20, maxWaitMs: 100, isolation: ISOLATION.READ_COMMITTED },
         );
+        const now = Date.now();
+        results.forEach((r, p) => {
+          for (const rec of r.records) {
+            const src = (JSON.parse(rec.value?.toString('utf8') ?? '{}') as { src?: string }).src;
+            if (src && !visible.has(src)) visible.set(src, now);
+          }
+          next[p] = Math.max(next[p]!, r.nextOffset);
+        });
       } catch {
         // e.g. UNKNOWN_TOPIC_OR_PARTITION while a new topic's metadata propagates: poll again
         await sleep(50);
       }
     }
   })();
-  /* eslint-enable @typescript-eslint/no-explicit-any */
   return {
     visible,
     async stop() {

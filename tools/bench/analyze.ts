@@ -167,7 +167,7 @@ export function commitStartWait(events: ObservedEvent[]): Percentiles & { mean: 
   return { ...percentiles(waits), mean: waits.length ? waits.reduce((a, b) => a + b, 0) / waits.length : NaN };
 }
 
-/** What the Temporal server recorded for a pipeline's partition workflows (all runs), per committed epoch. */
+/** What the Temporal server recorded for a pipeline's partition workflows (or group workflows, when grouped; all runs), per committed epoch (group epoch). */
 export interface TemporalCost {
   epochs: number;
   workflowRuns: number;
@@ -188,11 +188,35 @@ export interface HistoryEventLike {
   workflowTaskCompletedEventAttributes?: unknown;
   activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null;
   activityTaskStartedEventAttributes?: { scheduledEventId?: unknown } | null;
+  activityTaskCompletedEventAttributes?: { scheduledEventId?: unknown } | null;
+}
+
+/** The activities of a group workflow (src/workflows/group.ts) that commit a group epoch: advanceGroup commits e (and prepares e+1), commitGroup commits e alone. */
+export const GROUP_COMMIT_ACTIVITIES: readonly string[] = ['advanceGroup', 'commitGroup'];
+
+/**
+ * Committed group epochs in the histories of a pipeline's group workflows (one list of events
+ * per run): every completed advanceGroup or commitGroup activity committed one group epoch (a
+ * redoGroupKafka after it redoes that same epoch's Kafka side; a failed attempt is retried
+ * within the activity, which completes once).
+ */
+export function committedGroupEpochs(runs: HistoryEventLike[][]): number {
+  let n = 0;
+  for (const run of runs) {
+    const types = new Map<string, string>();
+    for (const e of run) {
+      const s = e.activityTaskScheduledEventAttributes;
+      if (s) types.set(String(e.eventId), s.activityType?.name ?? '?');
+      const c = e.activityTaskCompletedEventAttributes;
+      if (c && GROUP_COMMIT_ACTIVITIES.includes(types.get(String(c.scheduledEventId)) ?? '')) n++;
+    }
+  }
+  return n;
 }
 
 const eventMs = (e: HistoryEventLike) => Number(e.eventTime?.seconds ?? NaN) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;
 
-/** Counts workflow and activity tasks in the histories of a pipeline's partition workflows (one list of events per run). */
+/** Counts workflow and activity tasks in the histories of a pipeline's partition (or group) workflows (one list of events per run). */
 export function temporalCost(runs: HistoryEventLike[][], epochs: number): TemporalCost {
   let events = 0;
   let workflowTasks = 0;

@@ -21,8 +21,13 @@ type CRunR = BenchResult['C'][number];
  * run has now. Results from before mysqlSink.mode wrote directly; their rows stand for the
  * staged default (`old`), so that "before" shows the engine as it was.
  */
-const cLabel = (c: CRunR, old = false) =>
-  c.label ?? `epoch.maxRecords ${c.epochMaxRecords}${!old && c.mysqlMode === 'direct' ? ', MySQL direct' : ''}${c.eagerActivities === false ? ', no eager activity dispatch' : ''}`;
+const cLabel = (c: CRunR, old = false) => {
+  const base = c.label ?? `epoch.maxRecords ${c.epochMaxRecords}${!old && c.mysqlMode === 'direct' ? ', MySQL direct' : ''}${c.eagerActivities === false ? ', no eager activity dispatch' : ''}`;
+  // A grouped run says so even when its variant's label does not.
+  return c.parallelism && !/parallelism/.test(base) ? `${base}, parallelism ${c.parallelism}` : base;
+};
+/** ", N groups" for a run with spec.parallelism, '' for an ungrouped one. */
+const groupsOf = (x: { parallelism?: number }) => (x.parallelism ? `, ${x.parallelism} groups` : '');
 const cName = (c: CRunR) => `${cLabel(c)}${c.latencySettings ? ' [latency settings]' : ''}`;
 const verdict = (ok: boolean) => (ok ? '**met**' : '**missed**');
 const targetsOf = (r: BenchResult) => r.targets ?? TARGETS;
@@ -115,7 +120,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     `| ${label} | ${f0(s.recordsPerEpoch)} | ${f1(s.cycleMs)} | ${f1(s.readMs)} | ${f1(s.initMs)} | ${f1(s.transformMs)} | ${f1(s.kafkaMs)} | ${f1(s.previousCommitWaitMs ?? 0)} | ${f1(s.mysqlMs)} | ${f1(s.xaPrepareMs)} | ${f1(s.kafkaCommitMs)} | ${f1(s.mysqlCommitMs)} | ${f1(s.applyMs ?? NaN)} | ${f1(s.temporalMs)} | ${f1(s.coordinationMs)} | ${s.retries} |`;
   for (const c of r.C) L.push(splitRow(cLabel(c), c.split));
   const lc = r.latency.find((l) => l.engine === 'C');
-  if (lc?.split) L.push(splitRow(`latency run (paced)`, lc.split));
+  if (lc?.split) L.push(splitRow(`latency run (paced)${groupsOf(lc)}`, lc.split));
   if (before) {
     L.push('', 'Before:', '');
     L.push(...SPLIT_HEAD);
@@ -124,16 +129,17 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   type TemporalRow = [string, Pick<LatencyRun, 'temporal' | 'commitStartWaitMs' | 'split'>];
   const temporalRows: TemporalRow[] = [
     ...r.C.map((c): TemporalRow => [cLabel(c), c]),
-    ...(lc ? [['latency run (paced)', lc] as TemporalRow] : []),
+    ...(lc ? [[`latency run (paced)${groupsOf(lc)}`, lc] as TemporalRow] : []),
     ...(r.scale?.runs ?? []).flatMap((s): TemporalRow[] => {
       const l = s.latency.find((x) => x.engine === 'C');
-      return [[`scale: ${s.partitions} partitions`, s.C], ...(l ? [[`scale: ${s.partitions} partitions, latency run${l.ended && l.ended !== 'drained' ? ` (${l.ended})` : ''}`, l] as TemporalRow] : [])];
+      const at = `scale: ${s.partitions} partitions${groupsOf(s)}`;
+      return [[at, s.C], ...(l ? [[`${at}, latency run${groupsOf(l) && !s.parallelism ? groupsOf(l) : ''}${l.ended && l.ended !== 'drained' ? ` (${l.ended})` : ''}`, l] as TemporalRow] : [])];
     }),
   ];
   if (temporalRows.some(([, x]) => x.temporal || x.commitStartWaitMs)) {
     L.push(
       '',
-      '**Temporal work per committed epoch of C** (from the partition workflows\' histories, all runs; empty polls of an idle partition count too; none for a pipeline that had to be terminated) and the wait from the end of an epoch\'s prepare to the start of its commit (activity completion, workflow task, dispatch and any wait for a free activity slot):',
+      '**Temporal work per committed epoch of C** (from the partition workflows\' histories, all runs; for a grouped run [N groups, spec.parallelism] from the group workflows\' histories per committed group epoch; empty polls of an idle partition count too; none for a pipeline that had to be terminated) and the wait from the end of an epoch\'s prepare to the start of its commit (activity completion, workflow task, dispatch and any wait for a free activity slot):',
       '',
     );
     L.push('| run | epochs | workflow tasks / epoch | activity tasks / epoch | history events / epoch | prepare end → commit start p50 / p99 ms | prepare retries | scheduled → started p50 / p99 ms, per activity |');
@@ -144,14 +150,14 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
       L.push(`| ${label} | ${t ? f0(t.epochs) : '–'} | ${t ? f2(t.workflowTasksPerEpoch) : '–'} | ${t ? f2(t.activityTasksPerEpoch) : '–'} | ${t ? f1(t.eventsPerEpoch) : '–'} | ${x.commitStartWaitMs ? `${f0(x.commitStartWaitMs.p50)} / ${f0(x.commitStartWaitMs.p99)}` : '–'} | ${x.split ? f0(x.split.retries) : '–'} | ${acts} |`);
     }
   }
-  L.push('', `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s${lc?.epoch ? `, C at the latency settings (epoch ${JSON.stringify(lc.epoch)})` : ''}; targets p50 ≤ ${T.latencyP50Ms} ms and p99 ≤ ${T.latencyP99Ms} ms:`, '');
+  L.push('', `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s${lc?.epoch ? `, C at the latency settings (epoch ${JSON.stringify(lc.epoch)}${lc.parallelism ? `, parallelism ${lc.parallelism}` : ''})` : ''}; targets p50 ≤ ${T.latencyP50Ms} ms and p99 ≤ ${T.latencyP99Ms} ms:`, '');
   L.push('| engine | records seen | p50 ms | p90 ms | p99 ms | max ms | p50 target | p99 target | epoch interval ms | worker CPU (cores) | peak RSS MiB |');
   L.push('|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|');
   for (const l of r.latency) {
     const all = l.seen >= l.records;
     const met = (x: number, t: number) => (Number.isFinite(x) && all ? verdict(x <= t) : `**missed**${all ? '' : ' (not all seen)'}`);
     L.push(
-      `| ${l.engine === 'B' ? 'B at-least-once' : `C onceflow${l.verified === undefined ? '' : l.verified ? ' (verified exactly once)' : ' (**verification FAILED**)'}`} | ${f0(l.seen)}/${f0(l.records)}${l.timedOut ? ` (backlog ${f0(l.backlog ?? NaN)} after ${f0((l.limitMs ?? NaN) / 1000)} s)` : ''} | ${f0(l.latencyMs.p50)} | ${f0(l.latencyMs.p90)} | ${f0(l.latencyMs.p99)} | ${f0(l.latencyMs.max)} | ${met(l.latencyMs.p50, T.latencyP50Ms)} | ${met(l.latencyMs.p99, T.latencyP99Ms)} | ${l.epochIntervalMs !== undefined ? f0(l.epochIntervalMs) : ''} | ${f2(l.cpuCores)} | ${f0(l.peakRssMb)} |`,
+      `| ${l.engine === 'B' ? 'B at-least-once' : `C onceflow${groupsOf(l)}${l.verified === undefined ? '' : l.verified ? ' (verified exactly once)' : ' (**verification FAILED**)'}`} | ${f0(l.seen)}/${f0(l.records)}${l.timedOut ? ` (backlog ${f0(l.backlog ?? NaN)} after ${f0((l.limitMs ?? NaN) / 1000)} s)` : ''} | ${f0(l.latencyMs.p50)} | ${f0(l.latencyMs.p90)} | ${f0(l.latencyMs.p99)} | ${f0(l.latencyMs.max)} | ${met(l.latencyMs.p50, T.latencyP50Ms)} | ${met(l.latencyMs.p99, T.latencyP99Ms)} | ${l.epochIntervalMs !== undefined ? f0(l.epochIntervalMs) : ''} | ${f2(l.cpuCores)} | ${f0(l.peakRssMb)} |`,
     );
   }
   if (r.scale && r.scale.runs.length > 0) L.push('', ...scaleSection(r));
@@ -159,36 +165,52 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   return L.join('\n');
 }
 
-/** The scale phase: the same records over more source partitions, C at the latency settings. */
+type ScaleRunR = NonNullable<BenchResult['scale']>['runs'][number];
+
+/**
+ * The scale phase: the same records over more source partitions, C at the latency settings, one
+ * workflow per partition and (results since partition groups) with spec.parallelism groups. Each
+ * series' ratios and targets are to its own first row.
+ */
 export function scaleSection(r: BenchResult): string[] {
   const sc = r.scale!;
   const T = targetsOf(r);
-  const ref = sc.runs[0]!;
+  const series = [undefined, ...new Set(sc.runs.map((s) => s.parallelism).filter((g): g is number => g !== undefined))].map((g) => sc.runs.filter((s) => s.parallelism === g)).filter((x) => x.length > 0);
+  const ref0 = series[0]![0]!;
+  const refOf = (s: ScaleRunR) => series.find((x) => x[0]!.parallelism === s.parallelism)![0]!;
   const L: string[] = [];
+  const grouped = sc.parallelism ?? sc.runs.find((s) => s.parallelism)?.parallelism;
   L.push(
-    `**Partition scaling**: ${f0(sc.records)} records at ${sc.partitions.join(', ')} source partitions (a topic each); C at the latency settings (epoch ${JSON.stringify(sc.epoch)}); latency: paced ${f0(sc.latencyRate)} records/s for ${sc.latencySeconds} s per partition count, waiting at most max(60 s, 6 × that) after the feed. Ratios are to the ${ref.partitions}-partition row.`,
+    `**Partition scaling**: ${f0(sc.records)} records at ${sc.partitions.join(', ')} source partitions (a topic each); C at the latency settings (epoch ${JSON.stringify(sc.epoch)})` +
+      (grouped ? `, one workflow per partition and with ${grouped} partition groups (spec.parallelism; "${grouped} groups" rows, whose latency runs had ${sc.latencyParallelism ?? grouped} groups; B has no groups, so their B figures are the ungrouped row's)` : '') +
+      `; latency: paced ${f0(sc.latencyRate)} records/s for ${sc.latencySeconds} s per run, waiting at most max(60 s, 6 × that) after the feed. Ratios are to the ${ref0.partitions}-partition row of the same series (grouped or not).`,
     '',
   );
-  L.push(`| partitions | B rec/s | C rec/s | C(p)/C(${ref.partitions}) | Temporal CPU ms / 1k records | Temporal CPU / ${ref.partitions}-partition figure | worker CPU ms / 1k records | latency p50 / p99 ms: B · C | verified | C prepare end → commit start p50 / p99 ms | C activity tasks / epoch |`);
-  L.push('|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|');
+  L.push(`| partitions | B rec/s | C rec/s | C(p)/C(${ref0.partitions}) | Temporal CPU ms / 1k records | Temporal CPU / ${ref0.partitions}-partition figure | worker CPU ms / 1k records | latency p50 / p99 ms: B · C | verified | C prepare end → commit start p50 / p99 ms | C activity tasks / epoch |`);
+  L.push('|---|---:|---:|---:|---:|---:|---:|---|---|---:|---:|');
   for (const s of sc.runs) {
-    const lb = s.latency.find((l) => l.engine === 'B');
+    const ref = refOf(s);
+    const lb = s.latency.find((l) => l.engine === 'B') ?? sc.runs.find((x) => x.partitions === s.partitions && !x.parallelism)?.latency.find((l) => l.engine === 'B');
     const lcs = s.latency.find((l) => l.engine === 'C');
     const problems = [...(s.C.verified ? [] : [`throughput run: ${s.C.failedChecks.join('; ')}`]), ...(lcs && lcs.verified === false ? [`latency run: ${(lcs.failedChecks ?? []).join('; ')}`] : [])];
     L.push(
-      `| ${s.partitions} | ${f0(s.B.recordsPerSec)} | ${f0(s.C.recordsPerSec)} | ${f2(s.C.recordsPerSec / ref.C.recordsPerSec)} | ${f1(s.C.servicesCpuMsPer1k.temporal)} | ${f2(s.C.servicesCpuMsPer1k.temporal / ref.C.servicesCpuMsPer1k.temporal)} | ${f1(s.C.cpuMsPer1kRecords)} | ${latencyCell(lb)} · ${latencyCell(lcs)} | ${problems.length ? `**FAILED** ${problems.join('; ')}` : 'exactly once'} | ${s.C.commitStartWaitMs ? `${f0(s.C.commitStartWaitMs.p50)} / ${f0(s.C.commitStartWaitMs.p99)}` : '–'} | ${s.C.temporal ? f2(s.C.temporal.activityTasksPerEpoch) : '–'} |`,
+      `| ${s.partitions}${groupsOf(s)} | ${f0(s.B.recordsPerSec)} | ${f0(s.C.recordsPerSec)} | ${f2(s.C.recordsPerSec / ref.C.recordsPerSec)} | ${f1(s.C.servicesCpuMsPer1k.temporal)} | ${f2(s.C.servicesCpuMsPer1k.temporal / ref.C.servicesCpuMsPer1k.temporal)} | ${f1(s.C.cpuMsPer1kRecords)} | ${latencyCell(lb)} · ${latencyCell(lcs)} | ${problems.length ? `**FAILED** ${problems.join('; ')}` : 'exactly once'} | ${s.C.commitStartWaitMs ? `${f0(s.C.commitStartWaitMs.p50)} / ${f0(s.C.commitStartWaitMs.p99)}` : '–'} | ${s.C.temporal ? f2(s.C.temporal.activityTasksPerEpoch) : '–'} |`,
     );
   }
-  const top = sc.runs[sc.runs.length - 1]!;
-  if (sc.runs.length > 1) {
+  const verdicts: string[] = [];
+  for (const runs of series) {
+    if (runs.length < 2) continue;
+    const ref = runs[0]!;
+    const top = runs[runs.length - 1]!;
+    const name = top.parallelism ? `with ${top.parallelism} groups` : 'ungrouped';
     const tp = top.C.recordsPerSec / ref.C.recordsPerSec;
     const cpu = top.C.servicesCpuMsPer1k.temporal / ref.C.servicesCpuMsPer1k.temporal;
-    L.push(
-      '',
-      `- Target: at ${top.partitions} partitions C ≥ ${T.scaleThroughput}× its ${ref.partitions}-partition records/s — ${f2(tp)}×: ${verdict(tp >= T.scaleThroughput)}.`,
-      `- Target: at ${top.partitions} partitions Temporal CPU per 1,000 records ≤ ${T.scaleTemporalCpu}× the ${ref.partitions}-partition figure — ${f2(cpu)}×: ${verdict(cpu <= T.scaleTemporalCpu)}.`,
+    verdicts.push(
+      `- Target (${name}): at ${top.partitions} partitions C ≥ ${T.scaleThroughput}× its ${ref.partitions}-partition records/s — ${f2(tp)}×: ${verdict(tp >= T.scaleThroughput)}.`,
+      `- Target (${name}): at ${top.partitions} partitions Temporal CPU per 1,000 records ≤ ${T.scaleTemporalCpu}× the ${ref.partitions}-partition figure — ${f2(cpu)}×: ${verdict(cpu <= T.scaleTemporalCpu)}.`,
     );
   }
+  if (verdicts.length) L.push('', ...verdicts);
   return L;
 }
 

@@ -22,12 +22,12 @@ import type { Pool } from 'mysql2/promise';
 import { ISOLATION, fetchPartitions, type KafkaCluster } from '../../src/kafka/internals';
 import { recoverXids, rollbackXid } from '../../src/mysql/branch';
 import { dropPipelineTables } from '../../src/mysql/stage';
-import { partitionGtridPrefix } from '../../src/mysql/xid';
+import { pipelineGtridPrefix } from '../../src/mysql/xid';
 import { compareSpec, makeEvents, produceRecords } from '../../examples/flink-compare/scenario';
-import { partitionWorkflowId, pipelineWorkflowId, type EpochBounds, type PipelineSpec } from '../../src/spec';
+import { groupWorkflowId, partitionWorkflowId, pipelineWorkflowId, type EpochBounds, type PipelineSpec } from '../../src/spec';
 import { readAll, verifyPipeline } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
-import { activeSpan, commitStartWait, epochSplit, percentiles, temporalCost, type EpochSplit, type HistoryEventLike, type Percentiles, type TemporalCost } from './analyze';
+import { activeSpan, commitStartWait, committedGroupEpochs, epochSplit, percentiles, temporalCost, type EpochSplit, type HistoryEventLike, type Percentiles, type TemporalCost } from './analyze';
 import type { BaselineArgs, BaselineBatch } from './baseline';
 import type { FromChild, ToChild, Usage } from './ipc';
 
@@ -48,6 +48,8 @@ export interface CVariant {
   mysqlMode?: 'staged' | 'direct';
   /** false: a worker that takes no activity task eagerly; default true */
   eager?: boolean;
+  /** spec.parallelism: the number of partition groups (absent: one workflow per source partition) */
+  parallelism?: number;
   /** this run has exactly the latency phase's settings (set by cVariants) */
   latencySettings?: boolean;
 }
@@ -68,12 +70,16 @@ export interface BenchOptions {
   latencySeconds: number;
   /** The latency settings: merged into C's epoch bounds in the latency runs, one throughput run and the scale phase (BENCH_LATENCY_EPOCH; default {"maxRecords":5000}). */
   latencyEpoch?: Record<string, unknown>;
+  /** The latency settings' spec.parallelism (BENCH_LATENCY_PARALLELISM; absent: ungrouped): C's latency run, the throughput run at the latency settings, the grouped scale series' latency runs. */
+  latencyParallelism?: number;
   /** Scale phase: source partition counts (empty or absent: no scale phase); the first is the reference of the ratios. */
   scalePartitions?: number[];
   /** Scale phase: records per partition count (the same total at every count). */
   scaleRecords?: number;
   /** Scale phase: seconds of paced input per partition count (at the latency phase's rate). */
   scaleLatencySeconds?: number;
+  /** Scale phase: also run C at every partition count with this many partition groups (BENCH_SCALE_PARALLELISM; absent: no grouped series). */
+  scaleParallelism?: number;
   /** transaction duration of the transactional ProducerPerformance run */
   perfTransactionMs: number;
   label?: string;
@@ -119,13 +125,17 @@ export function cVariants(opts: BenchOptions): CVariant[] {
     ...(opts.extraVariants ?? []),
   ];
   const lat = opts.latencyEpoch ?? DEFAULT_LATENCY_EPOCH;
-  const i = out.findIndex((v) => (v.mysqlMode ?? 'staged') === 'staged' && v.eager !== false && sameEpoch(v.epoch, lat));
+  const par = opts.latencyParallelism;
+  const i = out.findIndex((v) => (v.mysqlMode ?? 'staged') === 'staged' && v.eager !== false && v.parallelism === par && sameEpoch(v.epoch, lat));
   if (i >= 0) out[i] = { ...out[i]!, latencySettings: true };
-  else out.push({ label: `latency settings (epoch ${JSON.stringify(lat)})`, epoch: lat, latencySettings: true });
+  else out.push({ label: `latency settings (epoch ${JSON.stringify(lat)}${par ? `, parallelism ${par}` : ''})`, epoch: lat, ...(par ? { parallelism: par } : {}), latencySettings: true });
   return out;
 }
 
-/** BENCH_C_VARIANTS: a JSON array of {label, epoch, mysqlMode?, eager?}. */
+/** A count of partition groups as the bench takes it (BENCH_C_VARIANTS' parallelism, BENCH_LATENCY_PARALLELISM, BENCH_SCALE_PARALLELISM): an integer ≥ 1 (the spec's own validation bounds it above). */
+const groupCount = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 1;
+
+/** BENCH_C_VARIANTS: a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?}. */
 export function parseVariants(raw: string | undefined): CVariant[] {
   if (!raw || !raw.trim()) return [];
   let v: unknown;
@@ -134,18 +144,28 @@ export function parseVariants(raw: string | undefined): CVariant[] {
   } catch (e) {
     throw new Error(`BENCH_C_VARIANTS is not JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
-  if (!Array.isArray(v)) throw new Error('BENCH_C_VARIANTS must be a JSON array of {label, epoch, mysqlMode?, eager?}');
+  if (!Array.isArray(v)) throw new Error('BENCH_C_VARIANTS must be a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?}');
   return v.map((x: unknown, i): CVariant => {
     const o = x as Record<string, unknown>;
     if (!o || typeof o !== 'object' || typeof o.label !== 'string' || !o.label) throw new Error(`BENCH_C_VARIANTS[${i}]: needs a non-empty "label"`);
     if (!o.epoch || typeof o.epoch !== 'object' || Array.isArray(o.epoch)) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): needs "epoch", an object merged into the spec's epoch`);
     if (o.mysqlMode !== undefined && o.mysqlMode !== 'staged' && o.mysqlMode !== 'direct') throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): mysqlMode is 'staged' or 'direct'`);
     if (o.eager !== undefined && typeof o.eager !== 'boolean') throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): eager is true or false`);
-    const known = new Set(['label', 'epoch', 'mysqlMode', 'eager']);
+    if (o.parallelism !== undefined && !groupCount(o.parallelism)) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): parallelism is the number of partition groups, an integer ≥ 1, got ${JSON.stringify(o.parallelism)}`);
+    const known = new Set(['label', 'epoch', 'mysqlMode', 'eager', 'parallelism']);
     const extra = Object.keys(o).filter((k) => !known.has(k));
     if (extra.length) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): unknown field(s) ${extra.join(', ')}`);
-    return { label: o.label, epoch: o.epoch as Record<string, unknown>, ...(o.mysqlMode ? { mysqlMode: o.mysqlMode } : {}), ...(o.eager !== undefined ? { eager: o.eager } : {}) };
+    return { label: o.label, epoch: o.epoch as Record<string, unknown>, ...(o.mysqlMode ? { mysqlMode: o.mysqlMode } : {}), ...(o.eager !== undefined ? { eager: o.eager } : {}), ...(o.parallelism !== undefined ? { parallelism: o.parallelism } : {}) };
   });
+}
+
+/** An env var holding a number of partition groups; empty or unset: `fallback`. */
+function parseGroups(name: string, raw: string | undefined, fallback: number | undefined): number | undefined {
+  if (raw === undefined) return fallback;
+  if (!raw.trim()) return undefined;
+  const n = Number(raw.trim());
+  if (!groupCount(n)) throw new Error(`${name} is a number of partition groups, an integer ≥ 1 (empty: none), got '${raw}'`);
+  return n;
 }
 
 function parseEpoch(name: string, raw: string | undefined, fallback: Record<string, unknown>): Record<string, unknown> {
@@ -197,6 +217,8 @@ export interface CRun extends EngineRun {
   epoch?: Record<string, unknown>;
   /** this run had exactly the latency phase's settings */
   latencySettings?: boolean;
+  /** spec.parallelism of this run (absent: ungrouped) */
+  parallelism?: number;
   epochMaxRecords: number;
   /** absent in results from before the option existed (those wrote directly) */
   mysqlMode?: 'staged' | 'direct';
@@ -210,7 +232,7 @@ export interface CRun extends EngineRun {
   failedChecks: string[];
   /** per epoch: prepare end → first commit step start (activity completion, workflow task, dispatch, slot wait) */
   commitStartWaitMs?: Percentiles & { mean: number };
-  /** workflow/activity tasks and history events per committed epoch, from the partition workflows' histories */
+  /** workflow/activity tasks and history events per committed epoch (per committed group epoch when grouped), from the partition (or group) workflows' histories */
   temporal?: TemporalCost;
 }
 
@@ -234,6 +256,8 @@ export interface LatencyRun {
   drainMs?: number;
   /** C only: the spec's epoch bounds */
   epoch?: Record<string, unknown>;
+  /** C only: spec.parallelism (absent: ungrouped) */
+  parallelism?: number;
   /** C only: mean prepare-start → next prepare-start per partition */
   epochIntervalMs?: number;
   split?: EpochSplit;
@@ -247,20 +271,28 @@ export interface LatencyRun {
   peakRssMb: number;
 }
 
-/** One partition count of the scale phase. */
+/** One partition count of the scale phase, ungrouped or (parallelism set) with partition groups. */
 export interface ScaleRun {
   partitions: number;
+  /** C's spec.parallelism: a run of the grouped series (absent: the ungrouped series) */
+  parallelism?: number;
   records: number;
+  /** B at this partition count (B has no groups: a grouped row carries the ungrouped row's B) */
   B: EngineRun;
   C: EngineRun & { split: EpochSplit; verified: boolean; failedChecks: string[]; commitStartWaitMs?: Percentiles & { mean: number }; temporal?: TemporalCost };
+  /** B and C; a grouped row's has C only (B is the ungrouped row's) */
   latency: LatencyRun[];
 }
 
 export interface ScalePhase {
   partitions: number[];
+  /** the grouped series' number of partition groups (absent: no grouped series) */
+  parallelism?: number;
   records: number;
   /** C's epoch bounds (the latency settings) */
   epoch: Record<string, unknown>;
+  /** the spec.parallelism of the grouped series' latency runs, when BENCH_LATENCY_PARALLELISM set it (else they use `parallelism`) */
+  latencyParallelism?: number;
   latencyRate: number;
   latencySeconds: number;
   runs: ScaleRun[];
@@ -283,6 +315,8 @@ export interface BenchResult {
   targets?: typeof TARGETS;
 }
 
+const optional = <K extends string>(k: K, v: number | undefined) => (v === undefined ? {} : ({ [k]: v } as Record<K, number>));
+
 export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptions {
   const num = (k: string, d: number) => (env[k] ? Number(env[k]) : d);
   return {
@@ -296,9 +330,11 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     latencyRate: num('BENCH_LATENCY_RATE', 13_000),
     latencySeconds: num('BENCH_LATENCY_SECONDS', 20),
     latencyEpoch: parseEpoch('BENCH_LATENCY_EPOCH', env.BENCH_LATENCY_EPOCH, DEFAULT_LATENCY_EPOCH),
+    ...optional('latencyParallelism', parseGroups('BENCH_LATENCY_PARALLELISM', env.BENCH_LATENCY_PARALLELISM, undefined)),
     scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64').split(',').map((x) => x.trim()).filter(Boolean).map(Number),
     scaleRecords: num('BENCH_SCALE_RECORDS', 200_000),
     scaleLatencySeconds: num('BENCH_SCALE_LATENCY_SECONDS', 10),
+    ...optional('scaleParallelism', parseGroups('BENCH_SCALE_PARALLELISM', env.BENCH_SCALE_PARALLELISM, 2)),
     perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),
     ...(env.BENCH_LABEL ? { label: env.BENCH_LABEL } : {}),
   };
@@ -492,13 +528,14 @@ function engineRun(records: number, firstAt: number, lastAt: number, startedAt: 
   };
 }
 
-function specFor(name: string, source: string, epoch: Record<string, unknown>, mode: 'staged' | 'direct' = 'staged'): PipelineSpec {
+function specFor(name: string, source: string, epoch: Record<string, unknown>, mode: 'staged' | 'direct' = 'staged', parallelism?: number): PipelineSpec {
   const spec = compareSpec({
     name,
     source: { topic: source },
     kafkaSink: { topic: `${name}.out` },
-    // Fields unknown to the spec (a variant's) reach its validation, which names them.
+    // Fields unknown to the spec (a variant's) reach its validation, which names them; so does a parallelism above its limit.
     epoch: { ...BASE_EPOCH, ...epoch } as Partial<EpochBounds>,
+    ...(parallelism !== undefined ? { parallelism } : {}),
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` },
   });
   return { ...spec, mysqlSink: { ...spec.mysqlSink, mode } };
@@ -573,7 +610,14 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   for (const p of scaleP) if (!Number.isInteger(p) || p < 1) throw new Error(`BENCH_SCALE_PARTITIONS: '${p}' is not a partition count`);
   const variants = cVariants(opts);
   // Every spec is validated before anything is measured: a variant's unknown field fails now, not after A and B.
-  for (const v of variants) specFor('bench-check', 'bench-check', v.epoch, v.mysqlMode);
+  for (const v of variants) specFor('bench-check', 'bench-check', v.epoch, v.mysqlMode, v.parallelism);
+  const latencyParallelism = opts.latencyParallelism;
+  const scaleGroups = scaleP.length > 0 ? opts.scaleParallelism : undefined;
+  for (const [what, g] of [['BENCH_LATENCY_PARALLELISM', latencyParallelism], ['BENCH_SCALE_PARALLELISM', scaleGroups]] as const) {
+    if (g === undefined) continue;
+    if (!groupCount(g)) throw new Error(`${what}: '${g}' is not a number of partition groups (an integer ≥ 1)`);
+    specFor('bench-check', 'bench-check', latencyEpoch, 'staged', g);
+  }
   let bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
   if (!bundle || !existsSync(bundle)) {
     bundle = join(mkdtempSync(join(tmpdir(), 'onceflow-bench-')), 'workflow-bundle.js');
@@ -615,15 +659,16 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     for (const [i, v] of variants.entries()) {
       const mode = v.mysqlMode ?? 'staged';
       const eager = v.eager !== false;
-      const spec = specFor(`${id}-c${i}`, source, v.epoch, mode);
+      const spec = specFor(`${id}-c${i}`, source, v.epoch, mode, v.parallelism);
       created.push(spec);
-      log(`C: onceflow exactly-once, ${v.label} (epoch ${JSON.stringify(spec.epoch)}, MySQL ${mode}${eager ? '' : ', no eager activities'})`);
+      log(`C: onceflow exactly-once, ${v.label} (epoch ${JSON.stringify(spec.epoch)}, MySQL ${mode}${eager ? '' : ', no eager activities'}${spec.parallelism ? `, parallelism ${spec.parallelism}` : ''})`);
       const c = await runOnceflow(deps, spec, N, P, eager);
       const run: CRun = {
         ...c.run,
         label: v.label,
         epoch: { ...spec.epoch },
         ...(v.latencySettings ? { latencySettings: true } : {}),
+        ...(spec.parallelism ? { parallelism: spec.parallelism } : {}),
         epochMaxRecords: spec.epoch.maxRecords,
         mysqlMode: mode,
         eagerActivities: eager,
@@ -645,7 +690,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     const latency: LatencyRun[] = [];
     for (const engine of ['B', 'C'] as const) {
       log(`latency: ${engine} at ${rate} records/s for ${opts.latencySeconds} s`);
-      const l = await runLatency(deps, { engine, name: `${id}-l${engine.toLowerCase()}`, rate, seconds: opts.latencySeconds, partitions: P, epoch: latencyEpoch, recordBytes: opts.recordBytes }, created);
+      const l = await runLatency(deps, { engine, name: `${id}-l${engine.toLowerCase()}`, rate, seconds: opts.latencySeconds, partitions: P, epoch: latencyEpoch, parallelism: latencyParallelism, recordBytes: opts.recordBytes }, created);
       latency.push(l);
       log(`latency ${engine}: ${latencyLine(l)}`);
     }
@@ -665,25 +710,44 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         created.push(bs);
         const sB = await runBaseline(deps, bs, SN, sp);
         log(`scale ${sp} B: ${sB.recordsPerSec.toFixed(0)} records/s`);
-        const cs = specFor(`${id}-s${sp}c`, src, latencyEpoch);
-        created.push(cs);
-        const c = await runOnceflow(deps, cs, SN, sp, true);
-        log(`scale ${sp} C: ${c.run.recordsPerSec.toFixed(0)} records/s, Temporal CPU ${c.run.servicesCpuMsPer1k.temporal.toFixed(1)} ms/1k, verified: ${c.verified ? 'exactly once' : `FAILED ${c.failedChecks.join('; ')}`}`);
-        const lat: LatencyRun[] = [];
-        for (const engine of ['B', 'C'] as const) {
-          const l = await runLatency(deps, { engine, name: `${id}-s${sp}l${engine.toLowerCase()}`, rate, seconds, partitions: sp, epoch: latencyEpoch, recordBytes: opts.recordBytes }, created);
-          lat.push(l);
-          log(`scale ${sp} latency ${engine}: ${latencyLine(l)}`);
+        // The ungrouped series (one workflow per partition), then the grouped one (scaleGroups partition groups) on the same data.
+        for (const groups of [undefined, ...(scaleGroups ? [scaleGroups] : [])]) {
+          const tag = groups ? `g${groups}` : '';
+          const at = `scale ${sp}${groups ? `, ${groups} groups` : ''}`;
+          const cs = specFor(`${id}-s${sp}${tag}c`, src, latencyEpoch, 'staged', groups);
+          created.push(cs);
+          const c = await runOnceflow(deps, cs, SN, sp, true);
+          log(`${at} C: ${c.run.recordsPerSec.toFixed(0)} records/s, Temporal CPU ${c.run.servicesCpuMsPer1k.temporal.toFixed(1)} ms/1k, verified: ${c.verified ? 'exactly once' : `FAILED ${c.failedChecks.join('; ')}`}`);
+          const lat: LatencyRun[] = [];
+          // B has no groups: it is measured with the ungrouped series only.
+          for (const engine of groups ? (['C'] as const) : (['B', 'C'] as const)) {
+            const l = await runLatency(
+              deps,
+              { engine, name: `${id}-s${sp}${tag}l${engine.toLowerCase()}`, rate, seconds, partitions: sp, epoch: latencyEpoch, parallelism: groups ? latencyParallelism ?? groups : undefined, recordBytes: opts.recordBytes },
+              created,
+            );
+            lat.push(l);
+            log(`${at} latency ${engine}: ${latencyLine(l)}`);
+          }
+          runs.push({
+            partitions: sp,
+            ...(groups ? { parallelism: groups } : {}),
+            records: SN,
+            B: sB,
+            C: { ...c.run, split: c.split, verified: c.verified, failedChecks: c.failedChecks, commitStartWaitMs: c.commitStartWaitMs, ...(c.temporal ? { temporal: c.temporal } : {}) },
+            latency: lat,
+          });
         }
-        runs.push({
-          partitions: sp,
-          records: SN,
-          B: sB,
-          C: { ...c.run, split: c.split, verified: c.verified, failedChecks: c.failedChecks, commitStartWaitMs: c.commitStartWaitMs, ...(c.temporal ? { temporal: c.temporal } : {}) },
-          latency: lat,
-        });
       }
-      scale = { partitions: scaleP, records: SN, epoch: { ...BASE_EPOCH, ...latencyEpoch }, latencyRate: rate, latencySeconds: seconds, runs };
+      scale = {
+        partitions: scaleP,
+        ...(scaleGroups ? { parallelism: scaleGroups, ...(latencyParallelism ? { latencyParallelism } : {}) } : {}),
+        records: SN,
+        epoch: { ...BASE_EPOCH, ...latencyEpoch },
+        latencyRate: rate,
+        latencySeconds: seconds,
+        runs,
+      };
     }
     return {
       date: new Date().toISOString(),
@@ -701,7 +765,9 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         latencyRate: rate,
         latencySeconds: opts.latencySeconds,
         latencyEpoch: { ...BASE_EPOCH, ...latencyEpoch },
+        ...(latencyParallelism ? { latencyParallelism } : {}),
         scalePartitions: scaleP,
+        ...(scaleGroups ? { scaleParallelism: scaleGroups } : {}),
         ...(scale ? { scaleRecords: scale.records, scaleLatencySeconds: scale.latencySeconds } : {}),
         perfTransactionMs: opts.perfTransactionMs,
         ...(opts.label ? { label: opts.label } : {}),
@@ -764,12 +830,22 @@ async function verify(deps: Deps, spec: PipelineSpec): Promise<{ ok: boolean; fa
   return { ok: r.ok, failed: r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`) };
 }
 
-/** Workflow and activity tasks per committed epoch, from every run of the pipeline's partition workflows; undefined if a history could not be read. */
+/** The workflows that run a pipeline's epochs: one per source partition, or one per partition group (spec.parallelism). */
+const runnerIds = (spec: PipelineSpec, partitions: number): string[] =>
+  spec.parallelism
+    ? Array.from({ length: Math.min(spec.parallelism, partitions) }, (_, g) => groupWorkflowId(spec.name, g))
+    : Array.from({ length: partitions }, (_, p) => partitionWorkflowId(spec.name, p));
+
+/**
+ * Workflow and activity tasks per committed epoch, from every run of the pipeline's partition
+ * workflows; undefined if a history could not be read. Grouped (spec.parallelism): from the
+ * group workflows, per committed *group* epoch, counted in their histories (`epochs`, the
+ * members' epochs, is then not used).
+ */
 async function historyCost(deps: Deps, spec: PipelineSpec, partitions: number, epochs: number): Promise<TemporalCost | undefined> {
   try {
     const runs: HistoryEventLike[][] = [];
-    for (let p = 0; p < partitions; p++) {
-      const wid = partitionWorkflowId(spec.name, p);
+    for (const wid of runnerIds(spec, partitions)) {
       let runId: string | undefined;
       for (let k = 0; k < 10_000; k++) {
         const h = await deps.client.workflow.getHandle(wid, runId).fetchHistory();
@@ -779,7 +855,7 @@ async function historyCost(deps: Deps, spec: PipelineSpec, partitions: number, e
         runId = previous;
       }
     }
-    return temporalCost(runs, epochs);
+    return temporalCost(runs, spec.parallelism ? committedGroupEpochs(runs) : epochs);
   } catch (e) {
     deps.log(`Temporal histories of ${spec.name} not read: ${e instanceof Error ? e.message : String(e)}`);
     return undefined;
@@ -826,14 +902,13 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions
 /** Ends a pipeline that would not stop: its workflows terminated, its worker killed, its prepared XA branches rolled back (so cleanup can drop its tables). */
 async function abandonPipeline(deps: Deps, spec: PipelineSpec, partitions: number, child: Child): Promise<void> {
   await deps.client.workflow.getHandle(pipelineWorkflowId(spec.name)).terminate('bench: did not stop in time').catch(() => undefined);
-  for (let p = 0; p < partitions; p++) await deps.client.workflow.getHandle(partitionWorkflowId(spec.name, p)).terminate('bench: did not stop in time').catch(() => undefined);
+  for (const wid of runnerIds(spec, partitions)) await deps.client.workflow.getHandle(wid).terminate('bench: did not stop in time').catch(() => undefined);
   if (child.proc.exitCode === null) {
     child.proc.kill('SIGKILL');
     await Promise.race([new Promise((r) => child.proc.once('exit', r)), limit(10_000)]);
   }
-  for (let p = 0; p < partitions; p++) {
-    for (const x of await recoverXids(deps.pool, partitionGtridPrefix(spec.name, p)).catch(() => [])) await rollbackXid(deps.pool, x).catch(() => undefined);
-  }
+  // Partitions' and groups' branches alike ('of:<pipeline>:<p>:…', 'of:<pipeline>:g<g>:…').
+  for (const x of await recoverXids(deps.pool, pipelineGtridPrefix(spec.name)).catch(() => [])) await rollbackXid(deps.pool, x).catch(() => undefined);
 }
 
 interface LatencyParams {
@@ -844,21 +919,23 @@ interface LatencyParams {
   partitions: number;
   /** C's epoch bounds (merged into the base) */
   epoch: Record<string, unknown>;
+  /** C's spec.parallelism (absent: ungrouped) */
+  parallelism?: number;
   recordBytes: number;
 }
 
 /** How long a pipeline may take to end after drain or stop, before it is terminated. */
 const END_LIMIT_MS = 120_000;
 
-/** Waits until every partition workflow reconciled and polls its first epoch (at most `limitMs`). */
-async function partitionsPolling(deps: Deps, name: string, partitions: number, limitMs: number): Promise<boolean> {
+/** Waits until every partition (through its group's workflow when grouped) reconciled and polls its first epoch (at most `limitMs`). */
+async function partitionsPolling(deps: Deps, spec: PipelineSpec, partitions: number, limitMs: number): Promise<boolean> {
   const deadline = Date.now() + limitMs;
   const ready = new Set<number>();
   while (Date.now() < deadline) {
     await Promise.all(
       Array.from({ length: partitions }, async (_, p) => {
         if (ready.has(p)) return;
-        const s = await partitionStatus(deps.client, name, p).catch(() => undefined);
+        const s = await partitionStatus(deps.client, spec, p).catch(() => undefined);
         if (s && s.phase !== 'reconciling') ready.add(p);
       }),
     );
@@ -876,7 +953,7 @@ async function partitionsPolling(deps: Deps, name: string, partitions: number, l
 async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[]): Promise<LatencyRun> {
   const { engine, name, rate, seconds, partitions: P } = p;
   const source = `${name}.in`;
-  const spec = specFor(name, source, p.epoch);
+  const spec = specFor(name, source, p.epoch, 'staged', engine === 'C' ? p.parallelism : undefined);
   created.push(spec);
   await createTopics(deps.admin, [source], P, true);
   await createTopics(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic], P);
@@ -901,7 +978,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     const running = child;
     watcher = watchOutputs(deps.cluster, spec.kafkaSink.topic, P);
     if (engine === 'C') {
-      if (!(await partitionsPolling(deps, spec.name, P, 120_000))) deps.log(`latency ${name}: not every partition workflow was polling after 120 s; feeding anyway`);
+      if (!(await partitionsPolling(deps, spec, P, 120_000))) deps.log(`latency ${name}: not every partition workflow was polling after 120 s; feeding anyway`);
       await sleep(1000);
     } else await sleep(3000); // group join / first fetch
     const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
@@ -979,7 +1056,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       timedOut,
       backlog: total - seen,
       drainMs,
-      ...(engine === 'C' ? { epoch: { ...spec.epoch } } : {}),
+      ...(engine === 'C' ? { epoch: { ...spec.epoch }, ...(spec.parallelism ? { parallelism: spec.parallelism } : {}) } : {}),
       ...(split ? { epochIntervalMs: split.cycleMs, split, commitStartWaitMs: commitStartWait(events) } : {}),
       ...(temporal ? { temporal } : {}),
       ...(verified !== undefined ? { verified, failedChecks: failedChecks ?? [] } : {}),

@@ -39,10 +39,29 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
   assert.equal(w.length, 6);
   assert.deepEqual([w[5]!.epoch, w[5]!.latencySettings], [{ maxRecords: 2000 }, true]);
   assert.throws(() => defaultOptions({ BENCH_C_VARIANTS: '[{"epoch":{}}]' }), /label/);
+  // Partition groups: a variant's parallelism, the latency settings' and the scale phase's grouped series.
+  assert.equal(defaultOptions({}).scaleParallelism, 2);
+  assert.equal(defaultOptions({ BENCH_SCALE_PARALLELISM: '' }).scaleParallelism, undefined);
+  assert.equal(defaultOptions({ BENCH_SCALE_PARALLELISM: '8' }).scaleParallelism, 8);
+  assert.equal(defaultOptions({}).latencyParallelism, undefined);
+  assert.equal(defaultOptions({ BENCH_LATENCY_PARALLELISM: '4' }).latencyParallelism, 4);
+  for (const bad of ['0', '1.5', 'two', '-2']) {
+    assert.throws(() => defaultOptions({ BENCH_SCALE_PARALLELISM: bad }), /BENCH_SCALE_PARALLELISM/);
+    assert.throws(() => defaultOptions({ BENCH_LATENCY_PARALLELISM: bad }), /BENCH_LATENCY_PARALLELISM/);
+  }
+  for (const bad of ['0', '2.5', '"2"', 'null']) {
+    assert.throws(() => defaultOptions({ BENCH_C_VARIANTS: `[{"label":"g","epoch":{},"parallelism":${bad}}]` }), /parallelism is the number of partition groups/);
+  }
+  const g = defaultOptions({ BENCH_EPOCHS: '5000', BENCH_DIRECT_EPOCHS: '', BENCH_NO_EAGER_EPOCHS: '', BENCH_C_VARIANTS: '[{"label":"grouped 5000","epoch":{"maxRecords":5000},"parallelism":2}]' });
+  assert.deepEqual(g.extraVariants, [{ label: 'grouped 5000', epoch: { maxRecords: 5000 }, parallelism: 2 }]);
+  // The run at the latency settings has their parallelism too: ungrouped by default, grouped with BENCH_LATENCY_PARALLELISM.
+  assert.deepEqual(cVariants(g).map((x) => [x.label, x.parallelism, x.latencySettings === true]), [['epoch.maxRecords 5000', undefined, true], ['grouped 5000', 2, false]]);
+  assert.deepEqual(cVariants({ ...g, latencyParallelism: 2 }).map((x) => [x.label, x.parallelism, x.latencySettings === true]), [['epoch.maxRecords 5000', undefined, false], ['grouped 5000', 2, true]]);
+  assert.deepEqual(cVariants({ ...g, latencyParallelism: 3 }).at(-1), { label: 'latency settings (epoch {"maxRecords":5000}, parallelism 3)', epoch: { maxRecords: 5000 }, parallelism: 3, latencySettings: true });
   assert.throws(() => defaultOptions({ BENCH_LATENCY_EPOCH: '[1]' }), /BENCH_LATENCY_EPOCH/);
 });
 
-test('npm run bench, small: A, B and C measured, C verified exactly once, scale phase, report rendered', { timeout: 360_000 }, async () => {
+test('npm run bench, small: A, B and C measured, C verified exactly once, scale phase (ungrouped and grouped), report rendered', { timeout: 480_000 }, async () => {
   quietRuntime();
   const r = await runBench({
     records: 4000,
@@ -51,14 +70,15 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     epochSizes: [500],
     directEpochSizes: [500],
     noEagerEpochSizes: [],
-    // A variant as BENCH_C_VARIANTS gives it, with fields the spec has today.
-    extraVariants: [{ label: 'maxWaitMs 300', epoch: { maxRecords: 1000, maxWaitMs: 300 } }],
+    // A variant as BENCH_C_VARIANTS gives it, with fields the spec has today, run by 2 partition groups.
+    extraVariants: [{ label: 'maxWaitMs 300', epoch: { maxRecords: 1000, maxWaitMs: 300 }, parallelism: 2 }],
     latencyRate: 400,
     latencySeconds: 3,
     latencyEpoch: { maxRecords: 700 },
     scalePartitions: [2, 4],
     scaleRecords: 3000,
     scaleLatencySeconds: 3,
+    scaleParallelism: 2,
     perfTransactionMs: 200,
     log: () => undefined,
   });
@@ -78,6 +98,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     ],
   );
   assert.equal(r.C[2]!.epoch?.maxWaitMs, 300);
+  assert.deepEqual(r.C.map((c) => c.parallelism), [undefined, undefined, 2, undefined]);
   for (const x of r.C) {
     assert.equal(x.records, 4000);
     assert.ok(x.verified, `C ${x.label} verified exactly once: ${x.failedChecks.join('; ')}`);
@@ -112,10 +133,11 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   assert.equal(lc?.verified, true);
   assert.equal(lc?.epoch?.maxRecords, 700);
 
-  // Scale phase: every figure of every partition count.
-  assert.deepEqual(r.scale?.runs.map((s) => s.partitions), [2, 4]);
+  // Scale phase: every figure of every partition count, ungrouped and with 2 partition groups.
+  assert.deepEqual(r.scale?.runs.map((s) => [s.partitions, s.parallelism]), [[2, undefined], [2, 2], [4, undefined], [4, 2]]);
+  assert.equal(r.scale?.parallelism, 2);
   for (const s of r.scale!.runs) {
-    const at = `${s.partitions} partitions`;
+    const at = `${s.partitions} partitions${s.parallelism ? `, ${s.parallelism} groups` : ''}`;
     assert.equal(s.B.records, 3000);
     assert.equal(s.C.records, 3000);
     positive(`${at}: B records/s`, s.B.recordsPerSec);
@@ -124,14 +146,21 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     positive(`${at}: C worker CPU ms/1k`, s.C.cpuMsPer1kRecords);
     assert.ok(s.C.verified, `${at}: C verified exactly once: ${s.C.failedChecks.join('; ')}`);
     assert.ok(s.C.temporal && s.C.temporal.activityTasksPerEpoch > 0, `${at}: C activity tasks per epoch`);
-    assert.deepEqual(s.latency.map((l) => [l.engine, l.partitions]), [['B', s.partitions], ['C', s.partitions]]);
+    assert.ok(s.C.commitStartWaitMs && s.C.commitStartWaitMs.n > 0 && Number.isFinite(s.C.commitStartWaitMs.p99), `${at}: C prepare end → commit start`);
+    // B has no groups: a grouped row has C's latency run only.
+    assert.deepEqual(
+      s.latency.map((l) => [l.engine, l.partitions, l.parallelism]),
+      s.parallelism ? [['C', s.partitions, 2]] : [['B', s.partitions, undefined], ['C', s.partitions, undefined]],
+    );
     for (const l of s.latency) {
       assert.equal(l.records, 1200);
       assert.ok(Number.isFinite(l.latencyMs.p50) && Number.isFinite(l.latencyMs.p99), `${at}: ${l.engine} latency ${JSON.stringify(l.latencyMs)}`);
       assert.equal(l.backlog, l.records - l.seen);
       assert.ok(l.limitMs === 60_000, `${at}: ${l.engine} waited at most max(60 s, 6 × 3 s)`);
     }
-    assert.equal(s.latency[1]!.verified, true, `${at}: C's latency run verified exactly once`);
+    const lcs = s.latency.find((l) => l.engine === 'C')!;
+    assert.equal(lcs.verified, true, `${at}: C's latency run verified exactly once: ${(lcs.failedChecks ?? []).join('; ')}`);
+    assert.ok(lcs.temporal && lcs.temporal.epochs > 0, `${at}: C's latency run: Temporal work per epoch`);
   }
 
   const md = markdown(r, 'performance.svg');
@@ -142,9 +171,15 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   assert.match(md, /Target: C at the latency settings .* ≥ 0\.8× B — .*: \*\*(met|missed)\*\*/);
   assert.match(md, /\| B at-least-once \| 1,200\/1,200 \|/);
   assert.match(md, /\*\*Partition scaling\*\*/);
-  assert.match(md, /\n\| 4 \| [\d,]+ \| [\d,]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \| [\d,]+ \/ [\d,]+ · [\d,]+ \/ [\d,]+ \| exactly once \|/);
-  assert.match(md, /Target: at 4 partitions C ≥ 0\.9× its 2-partition records\/s — [\d.]+×: \*\*(met|missed)\*\*/);
-  assert.match(md, /Target: at 4 partitions Temporal CPU per 1,000 records ≤ 1\.2× the 2-partition figure — [\d.]+×: \*\*(met|missed)\*\*/);
+  for (const p of ['4', '4, 2 groups']) {
+    assert.match(md, new RegExp(`\\n\\| ${p} \\| [\\d,]+ \\| [\\d,]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d,]+ / [\\d,]+ · [\\d,]+ / [\\d,]+ \\| exactly once \\|`), `scale row '${p}'`);
+  }
+  for (const series of ['ungrouped', 'with 2 groups']) {
+    assert.match(md, new RegExp(`Target \\(${series}\\): at 4 partitions C ≥ 0\\.9× its 2-partition records/s — [\\d.]+×: \\*\\*(met|missed)\\*\\*`));
+    assert.match(md, new RegExp(`Target \\(${series}\\): at 4 partitions Temporal CPU per 1,000 records ≤ 1\\.2× the 2-partition figure — [\\d.]+×: \\*\\*(met|missed)\\*\\*`));
+  }
+  assert.match(md, /\| scale: 4 partitions, 2 groups \| [\d,]+ \| [\d.]+ \|/);
+  assert.match(md, /C onceflow, maxWaitMs 300, parallelism 2 \|/);
   assert.match(md, /\*\*Temporal work per committed epoch of C\*\*/);
   assert.match(svgChart(r), /^<svg/);
 });

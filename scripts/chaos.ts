@@ -1,5 +1,6 @@
 /**
- * `npm run chaos [-- --seed N] [--short] [--out FILE] [--keep-services]`
+ * `npm run chaos [-- --seed N] [--short] [--parallelism N] [--out FILE] [--keep-services]`
+ *   --parallelism N: the campaign's pipeline runs in N partition groups (spec.parallelism)
  * `npm run chaos -- --cluster [--seed N]`: the cluster campaign (3 KRaft nodes, a node killed at
  *   every protocol step: transaction coordinator, partition leader, active controller), its own
  *   section of docs/reliability.md
@@ -16,7 +17,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { boundedStateChecks } from '../tools/chaos/bounds';
 import { kindCoverageCheck, runCampaign, type CampaignResult } from '../tools/chaos/campaign';
-import { presetOptions } from '../tools/chaos/presets';
+import { presetOptions, withParallelism } from '../tools/chaos/presets';
 import { renderReport, renderSoak, soakVerdict, spliceReport } from '../tools/chaos/report';
 import { services } from '../tools/chaos/stack';
 
@@ -35,7 +36,8 @@ async function main() {
   const out = arg('--out') ?? (short ? undefined : join(__dirname, '..', 'docs', 'reliability.md'));
   const started = Date.now();
   const log = (s: string) => console.log(`[chaos +${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${s}`);
-  const o = presetOptions(clusterRun ? 'cluster' : soak ? (short ? 'soak-short' : 'soak') : short ? 'short' : 'full', seed, log);
+  const parallelismArg = arg('--parallelism');
+  const o = withParallelism(presetOptions(clusterRun ? 'cluster' : soak ? (short ? 'soak-short' : 'soak') : short ? 'short' : 'full', seed, log), parallelismArg !== undefined ? Number(parallelismArg) : undefined);
   try {
     const head = execSync('git rev-parse --short HEAD', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim();
     const dirty = execSync('git status --porcelain -- src scripts', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim() !== '';

@@ -20,8 +20,9 @@ import { connectCluster } from '../../src/kafka/internals';
 import { createTopicsReady } from '../../src/kafka/topics';
 import { PROGRESS_TOPIC_CONFIG } from '../../src/activities/setup';
 import { recoverXids } from '../../src/mysql/branch';
-import { parseGtrid, pipelineGtridPrefix, xidToString } from '../../src/mysql/xid';
-import { partitionWorkflowId, transactionalId } from '../../src/spec';
+import { parseGroupGtrid, parseGtrid, pipelineGtridPrefix, xidToString } from '../../src/mysql/xid';
+import { groupOf, groupTransactionalId, runnerWorkflowId, transactionalId } from '../../src/spec';
+import type { GroupStatus } from '../../src/workflows/group';
 import { compareSpec, makeEvents, resetPipeline } from '../../examples/flink-compare/scenario';
 import { verifyPipeline, type Check, type VerifyReport } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
@@ -29,7 +30,7 @@ import { auditRecords, javaReadCommitted, ledgerCopier, type JavaReadResult, typ
 import { boundedStateChecks } from './bounds';
 import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from './cluster';
 import { InputFeeder, type LandedInput } from './feeder';
-import { CLUSTER_KINDS, INJECTED_KINDS, planFaults, POINTS, type ClusterKind, type FaultKind, type PlannedFault } from './schedule';
+import { CLUSTER_KINDS, GROUP_POINTS, INJECTED_KINDS, planFaults, POINTS, type ClusterKind, type FaultKind, type PlannedFault } from './schedule';
 import { ServiceFreezer, services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -39,6 +40,12 @@ export interface CampaignOptions {
   /** Input records at least (more if the faults outlast the steady stream). */
   records: number;
   partitions: number;
+  /**
+   * spec.parallelism of the campaign's pipeline: partition groups (source partition p in group
+   * p mod parallelism, one Kafka transaction and one XA branch per group epoch). Absent: one
+   * workflow per partition.
+   */
+  parallelism?: number;
   workers: number;
   /** Records per second of the live input stream while faults run. */
   ratePerSecond: number;
@@ -80,8 +87,10 @@ export interface CampaignOptions {
 export interface FaultRecord extends PlannedFault {
   injected: boolean;
   at?: string;
-  /** Epoch the protocol-step trigger fired at. */
+  /** Epoch the protocol-step trigger fired at (a group epoch when `group` is set). */
   epoch?: number;
+  /** Grouped pipeline: the group whose epoch the trigger fired at (the group of `partition`). */
+  group?: number;
   hitWorker?: number;
   recoveryMs?: number;
   /** From injection until the fault ended (a restart returned, a freeze or cut was lifted). */
@@ -218,7 +227,15 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     kafkaSink: { topic: `${name}.out`, transactionTimeoutMs: o.transactionTimeoutMs },
     epoch: { maxRecords: o.maxRecords, maxWaitMs: 1000 },
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, compareFailAfter: o.compareFailAfter, compareFailEveryNthEpoch: o.compareFailEveryNthEpoch },
+    ...(o.parallelism ? { parallelism: o.parallelism } : {}),
   });
+  const grouped = spec.parallelism !== undefined;
+  /** The source partitions of group g (grouped pipelines). */
+  const membersOf = (g: number) => Array.from({ length: o.partitions }, (_, p) => p).filter((p) => groupOf(spec, p) === g);
+  /** The workflows that run the pipeline's partitions: one per group, or one per partition. */
+  const runnerIds = [...new Set(Array.from({ length: o.partitions }, (_, p) => runnerWorkflowId(spec, p)))];
+  /** A group's own status (its group epoch counter, in-flight epochs), from its workflow. */
+  const groupStatus = (g: number) => client.workflow.getHandle(runnerWorkflowId(spec, g)).query<GroupStatus, []>('status');
   await resetPipeline(admin, pool, spec, o.partitions);
   // A cluster: the pipeline's other topics are created here, as setup would create them, and every
   // node is given time to learn them before the pipeline starts — setup creates missing topics and
@@ -310,9 +327,16 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   };
   const danglingOnce = async (): Promise<string[]> => {
     const max = await ledgerMax();
+    // A group's epochs below its workflow's group epoch counter have been committed (the counter
+    // moves on only after the commit activity returned); asked before XA RECOVER, so a branch
+    // counted here was of a committed group epoch when it was listed.
+    const groupNext = new Map<number, number>();
+    if (grouped) for (let g = 0; g < spec.parallelism!; g++) groupNext.set(g, (await groupStatus(g)).groupEpoch);
     const prepared = await recoverXids(pool, pipelineGtridPrefix(name));
     return prepared
       .filter((x) => {
+        const gg = parseGroupGtrid(x.gtrid);
+        if (gg !== null) return gg.pipeline === name && gg.groupEpoch < (groupNext.get(gg.group) ?? 0);
         const g = parseGtrid(x.gtrid);
         return g !== null && g.epoch <= (max.get(g.partition) ?? -1);
       })
@@ -355,10 +379,11 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     mode: o.mode,
     randomEach: o.randomEach,
     txnTimeouts: o.txnTimeouts,
+    ...(grouped ? { points: GROUP_POINTS } : {}),
     ...(o.soakFaults !== undefined ? { soakFaults: o.soakFaults } : {}),
     ...(o.soakSpacingMs ? { soakSpacingMs: o.soakSpacingMs } : {}),
   });
-  log(`pipeline ${name}: ${o.partitions} partitions, ${o.workers} workers, ${plan.length} scheduled faults, input ≥ ${o.records} records at ${o.ratePerSecond}/s`);
+  log(`pipeline ${name}: ${o.partitions} partitions${grouped ? ` in ${spec.parallelism} groups` : ''}, ${o.workers} workers, ${plan.length} scheduled faults, input ≥ ${o.records} records at ${o.ratePerSecond}/s`);
   let sampleTimer: NodeJS.Timeout | undefined;
   if (o.sampleEveryMs) {
     const take = () =>
@@ -395,7 +420,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
       if (f.trigger === 'random') {
         await snapshot();
         partitions = Array.from({ length: o.partitions }, (_, p) => p);
-        const lasts = await inject(f.kind, f.worker, f, rec, ((before.get(f.partition) ?? -1) + 1));
+        // The epoch a transaction coordinator kill names the transactional id by: the partition's next, or its group's.
+        const next = grouped && f.kind === 'kafka-txn-coordinator-kill' ? (await retryUntil(() => groupStatus(groupOf(spec, f.partition)), 60_000)).groupEpoch : (before.get(f.partition) ?? -1) + 1;
+        const lasts = await inject(f.kind, f.worker, f, rec, next);
         rec.faultMs = Math.max(Date.now() - t0, lasts);
         rec.injected = true;
       } else {
@@ -405,15 +432,15 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           // The controller is asked before the epoch is picked and armed (a JVM start, seconds under
           // load: the partition would pass the epoch meanwhile), so the kill follows the hit at once.
           if (f.kind === 'kafka-controller-kill') controllerNow = await quorumLeader(kafkaLibsDir!, settings.kafka.brokers).catch(() => undefined);
-          const e = ((await retryDb(ledgerMax)).get(f.partition) ?? -1) + 2;
-          const at = `@epoch=${e}@partition=${f.partition}@attempt=1`;
-          const stallPastTimeout = `commit.before${at}:stall=${T + 4000}`;
-          const rules =
-            f.kind === 'txn-timeout'
-              ? [stallPastTimeout]
-              : [...(point === 'redo.start' ? [stallPastTimeout] : []), `${point}${at}:${f.kind === 'worker-kill' ? 'crash' : f.kind === 'worker-freeze' ? `freeze=${FREEZE_MS}` : `stall=${HOLD_MS}`}`];
+          // A grouped pipeline's hits name the group epoch and the group (commit.mysql-committed:
+          // the epoch's first member, any member of the group); a partition's name its own epoch.
+          const { epoch: e, hitAs } = grouped ? await triggerTarget(f.partition, point) : { epoch: ((await retryDb(ledgerMax)).get(f.partition) ?? -1) + 2, hitAs: [f.partition] };
+          const at = (p: number) => `@epoch=${e}@partition=${p}@attempt=1`;
+          const action = f.kind === 'worker-kill' ? 'crash' : f.kind === 'worker-freeze' ? `freeze=${FREEZE_MS}` : `stall=${HOLD_MS}`;
+          const stallPastTimeout = `commit.before${at(grouped ? groupOf(spec, f.partition) : f.partition)}:stall=${T + 4000}`;
+          const rules = f.kind === 'txn-timeout' ? [stallPastTimeout] : [...(point === 'redo.start' ? [stallPastTimeout] : []), ...hitAs.map((p) => `${point}${at(p)}:${action}`)];
           arm(rules);
-          const hit = await waitLine((l) => l.point === point && l.epoch === e && l.partition === f.partition && l.attempt === 1, point === 'redo.start' || f.kind === 'txn-timeout' ? T + 60_000 : 45_000);
+          const hit = await waitLine((l) => l.point === point && l.epoch === e && hitAs.includes(l.partition) && l.attempt === 1, point === 'redo.start' || f.kind === 'txn-timeout' ? T + 60_000 : 45_000);
           arm([]);
           if (!hit) {
             rec.note += `no hit at epoch ${e}; `;
@@ -424,7 +451,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           rec.injected = true;
           rec.epoch = e;
           rec.hitWorker = hit.worker;
-          partitions = [f.partition];
+          if (grouped) rec.group = groupOf(spec, f.partition);
+          // A group epoch is every member's: each must progress again.
+          partitions = grouped ? membersOf(groupOf(spec, f.partition)) : [f.partition];
           if (f.kind === 'worker-freeze') rec.faultMs = FREEZE_MS;
           else if (f.kind === 'txn-timeout') rec.faultMs = T + 4000;
           else if (f.kind === 'worker-kill') rec.faultMs = 0;
@@ -449,7 +478,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
         await sleep(200);
       }
       if (!partitions.every((p) => progressed.has(p))) {
-        const statuses = await Promise.all(partitions.map((p) => partitionStatus(client, name, p).then((s) => `partition ${p}: phase ${s.phase}, epoch ${s.state.epoch}, lastError ${s.lastError ?? '-'}`, (e) => `partition ${p}: status query failed (${String(e)})`)));
+        const statuses = await Promise.all(partitions.map((p) => partitionStatus(client, spec, p).then((s) => `partition ${p}: phase ${s.phase}, epoch ${s.state.epoch}, lastError ${s.lastError ?? '-'}`, (e) => `partition ${p}: status query failed (${String(e)})`)));
         stuck = `#${f.n} ${f.kind} @ ${f.trigger}: no progress within ${o.recoveryTimeoutMs} ms after injection at ${rec.at}; ${statuses.join('; ')}`;
         rec.note += stuck;
         log(stuck);
@@ -464,7 +493,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
         rec.note += `prepared branches of committed epochs after recovery: ${dangling.stays.join(', ')}; `;
         log(`#${f.n} ${f.kind}: ${rec.note}`);
       }
-      log(`#${f.n}/${plan.length} ${f.kind} @ ${f.trigger}${rec.epoch !== undefined ? ` (partition ${f.partition} epoch ${rec.epoch}, worker ${rec.hitWorker})` : ''}: recovered in ${(rec.recoveryMs / 1000).toFixed(1)} s; input ${feeder.produced}${rec.target ? `; ${rec.target}` : ''}`);
+      log(`#${f.n}/${plan.length} ${f.kind} @ ${f.trigger}${rec.epoch !== undefined ? ` (${rec.group !== undefined ? `group ${rec.group}` : `partition ${f.partition}`} epoch ${rec.epoch}, worker ${rec.hitWorker})` : ''}: recovered in ${(rec.recoveryMs / 1000).toFixed(1)} s; input ${feeder.produced}${rec.target ? `; ${rec.target}` : ''}`);
       if (nodes > 1) {
         // The next node is killed only once every node is back in every ISR: 2 of 3 live at worst.
         const t = Date.now();
@@ -562,11 +591,25 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     }
   }
 
+  /**
+   * Grouped pipeline: the group epoch a protocol-step fault is armed at — two past the group's
+   * counter (the epoch at the counter may already be preparing, inside the commit activity of the
+   * one before), like a partition's last committed epoch + 2 — and the partition values its hit
+   * carries: the group, or at commit.mysql-committed the epoch's first member (any member: the
+   * first that took part).
+   */
+  async function triggerTarget(partition: number, point: FaultPoint): Promise<{ epoch: number; hitAs: number[] }> {
+    const g = groupOf(spec, partition);
+    const s = await retryUntil(() => groupStatus(g), 60_000);
+    return { epoch: s.groupEpoch + 2, hitAs: point === 'commit.mysql-committed' || point === 'commit.mysql' ? membersOf(g) : [g] };
+  }
+
   /** The node a cluster kind kills, asked of the cluster at the moment of the fault. */
   async function clusterTarget(kind: ClusterKind, f: PlannedFault, epoch: number): Promise<{ node: number; why: string }> {
     const retry = <T>(fn: () => Promise<T>) => retryUntil(fn, 30_000);
     if (kind === 'kafka-txn-coordinator-kill') {
-      const tid = transactionalId(name, f.partition, epoch % spec.kafkaSink.transactionalIdPool);
+      const slots = spec.kafkaSink.transactionalIdPool;
+      const tid = grouped ? groupTransactionalId(name, groupOf(spec, f.partition), epoch % slots) : transactionalId(name, f.partition, epoch % slots);
       return { node: await retry(() => transactionCoordinator(cluster, tid)), why: `transaction coordinator of ${tid} (epoch ${epoch})` };
     }
     if (kind === 'kafka-leader-kill') {
@@ -583,8 +626,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   /** What a long run must keep bounded, read from the services and the workers' own reports. */
   async function sample(): Promise<Sample> {
     const history = await Promise.all(
-      Array.from({ length: o.partitions }, async (_, p) => {
-        const d = await client.workflow.getHandle(partitionWorkflowId(name, p)).describe();
+      runnerIds.map(async (id) => {
+        const d = await client.workflow.getHandle(id).describe();
         return { events: d.historyLength, bytes: d.historySize ?? 0 };
       }),
     );

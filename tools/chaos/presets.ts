@@ -86,3 +86,16 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
     command: `npm run chaos -- --short --seed ${seed}`,
   };
 }
+
+/**
+ * The same campaign on a grouped pipeline (`--parallelism N`: spec.parallelism = N, source
+ * partition p in group p mod N): the option reaches the pipeline's spec, and the replay command
+ * names it.
+ */
+export function withParallelism(o: CampaignOptions, parallelism: number | undefined): CampaignOptions {
+  if (parallelism === undefined) return o;
+  if (!Number.isInteger(parallelism) || parallelism < 1 || parallelism > o.partitions) {
+    throw new Error(`--parallelism must be an integer from 1 to the campaign's ${o.partitions} partitions, got ${parallelism}`);
+  }
+  return { ...o, parallelism, command: `${o.command.replace(/ --seed \d+$/, '')} --parallelism ${parallelism} --seed ${o.seed}` };
+}

@@ -1,6 +1,7 @@
 /** Renders a campaign's result as docs/reliability.md (only measured figures). */
 import { growthJudged, MIN_GROWTH_SPAN_S } from './bounds';
 import type { CampaignResult, Sample } from './campaign';
+import { GROUP_POINTS } from './schedule';
 
 const secs = (ms: number | null | undefined) => (ms === null || ms === undefined ? '—' : `${(ms / 1000).toFixed(1)} s`);
 
@@ -55,6 +56,11 @@ export function renderReport(r: CampaignResult): string {
   out.push(`| seed | ${o.seed} |`);
   if (o.revision) out.push(`| code | \`${o.revision}\` |`);
   out.push(`| pipeline | \`${r.pipeline}\` (workflow \`${r.workflowId}\`) |`);
+  out.push(
+    o.parallelism
+      ? `| parallelism | ${o.parallelism} partition groups (\`spec.parallelism\`): source partition p in group p mod ${o.parallelism}, workflows \`${r.workflowId}/group-0\`…\`group-${o.parallelism - 1}\`, one Kafka transaction and one XA branch per group epoch; faults at protocol steps armed by group epoch (steps a group epoch reaches: ${GROUP_POINTS.join(', ')}) |`
+      : '| parallelism | none: one workflow, one Kafka transaction and one XA branch per partition epoch |',
+  );
   out.push(`| input records (committed source) | ${v.totals.sourceRecords} (${r.audit.poison} poison), ${o.partitions} partitions, live stream at ${o.ratePerSecond}/s while faults ran |`);
   out.push(cluster ? `| workers | ${o.workers} processes, straight to the ${o.kafkaNodes} Kafka nodes, each through its own TCP proxy to MySQL |` : `| workers | ${o.workers} processes, each through its own TCP proxies to Kafka and MySQL |`);
   out.push(`| epochs | at most ${o.maxRecords} records; Kafka transaction timeout ${o.transactionTimeoutMs} ms; compare sink fails after ${o.compareFailAfter} records in every ${o.compareFailEveryNthEpoch}th epoch |`);
@@ -71,7 +77,7 @@ export function renderReport(r: CampaignResult): string {
     out.push(`| ${k.kind} — ${KIND_TEXT[k.kind] ?? ''} | ${k.injected} | ${k.atSteps} | ${k.kind === 'sink-throw' ? '—' : k.records} | ${k.kind === 'sink-throw' ? '—' : k.duplicates} | ${k.kind === 'sink-throw' ? '—' : k.missing} | ${k.kind === 'sink-throw' || k.kind === 'poison' ? '—' : k.dangling} | ${secs(k.longestRecoveryMs)} | ${secs(k.longestAfterEndMs)} |`);
   }
   out.push('');
-  out.push(`Also: ${r.evidence.txnTimeoutPrecursors} more commits stalled past the transaction timeout as the way into the redo path for the \`redo.start\` faults; sink throws are counted as the worker saw them (the failing attempt is retried at once, so no recovery time is measured); poison records are checked by the audit below.`);
+  out.push(`Also: ${o.parallelism ? 'no `redo.start` faults (a group epoch has no fault hit there, nor at `commit.between`: none planned; the redo path runs after the stalled commits above)' : `${r.evidence.txnTimeoutPrecursors} more commits stalled past the transaction timeout as the way into the redo path for the \`redo.start\` faults`}; sink throws are counted as the worker saw them (the failing attempt is retried at once, so no recovery time is measured); poison records are checked by the audit below.`);
   out.push('');
   out.push('## Whole run (after the drain)');
   out.push('');

@@ -3,28 +3,38 @@
  * each fault kind once, on its own isolated service stack (port base 18000, started and
  * stopped here through scripts/services.sh). The seed is fixed unless ONCEFLOW_CHAOS_SEED is
  * set; it is printed, so a failure can be replayed with `npm run chaos -- --short --seed N`.
+ * Then the same short campaign on a grouped pipeline (spec.parallelism 2: partitions 0 and 2 in
+ * group 0, 1 and 3 in group 1), on the same stack (~5 min each, measured 2026-12-02).
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { runCampaign } from '../tools/chaos/campaign';
-import { presetOptions } from '../tools/chaos/presets';
+import type { FaultPoint } from '../src/faults';
+import { runCampaign, type CampaignOptions, type CampaignResult } from '../tools/chaos/campaign';
+import { presetOptions, withParallelism } from '../tools/chaos/presets';
 import { CLUSTER_MARKER, SOAK_MARKER, spliceReport } from '../tools/chaos/report';
-import { ALL_KINDS, CLUSTER_KINDS, planFaults, POINTS } from '../tools/chaos/schedule';
+import { ALL_KINDS, CLUSTER_KINDS, GROUP_POINTS, INJECTED_KINDS, planFaults, POINTS } from '../tools/chaos/schedule';
 import { services } from '../tools/chaos/stack';
 
 // A fixed seed by default, so the test gate runs the same fault schedule every time (timings
 // still vary); ONCEFLOW_CHAOS_SEED=<n> picks another, =random explores. npm run chaos explores too.
 const DEFAULT_SEED = 284101;
+const DEFAULT_GROUPED_SEED = 20261203;
 const seedEnv = process.env.ONCEFLOW_CHAOS_SEED;
-const seed = seedEnv === 'random' ? Math.floor(Math.random() * 1_000_000) : seedEnv ? Number(seedEnv) : DEFAULT_SEED;
+const pick = (fixed: number) => (seedEnv === 'random' ? Math.floor(Math.random() * 1_000_000) : seedEnv ? Number(seedEnv) : fixed);
+const seed = pick(DEFAULT_SEED);
+const groupedSeed = pick(DEFAULT_GROUPED_SEED);
 const started = Date.now();
-const options = presetOptions('short', seed, (s) => process.stderr.write(`[chaos seed ${seed} +${((Date.now() - started) / 1000).toFixed(0)}s] ${s}\n`));
+const logAs = (n: number) => (s: string) => process.stderr.write(`[chaos seed ${n} +${((Date.now() - started) / 1000).toFixed(0)}s] ${s}\n`);
+const options = presetOptions('short', seed, logAs(seed));
+const grouped = withParallelism(presetOptions('short', groupedSeed, logAs(groupedSeed)), 2);
 
 after(async () => {
   await services({ runDir: options.runDir, portBase: options.portBase, workers: options.workers }, ['down']);
 });
 
-test(`short fault campaign (seed ${seed}; replay: ${options.command}): every fault kind hits, output exactly once`, { timeout: 600_000 }, async () => {
+/** Runs a short campaign and asserts its verdict; `points`: the protocol steps it must have hit. */
+async function shortCampaign(options: CampaignOptions, points: readonly FaultPoint[]): Promise<CampaignResult> {
+  const seed = options.seed;
   const r = await runCampaign(options);
   const failed = r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`);
   assert.deepEqual(failed, [], `seed ${seed} failed (replay: ${options.command}):\n${failed.join('\n')}`);
@@ -36,7 +46,7 @@ test(`short fault campaign (seed ${seed}; replay: ${options.command}): every fau
     assert.ok((r.kinds.find((k) => k.kind === kind)?.injected ?? 0) >= 1, `${kind} was injected`);
   }
   const steps = new Set(r.faults.filter((f) => f.injected && f.trigger !== 'random').map((f) => f.trigger));
-  for (const p of POINTS) assert.ok(steps.has(p), `a fault hit at ${p}`);
+  for (const p of points) assert.ok(steps.has(p), `a fault hit at ${p}`);
   // …and really hit: workers died of SIGKILL, the broker aborted transactions, a cut reset sockets.
   assert.ok(r.evidence.workerSigkills >= 1, 'a worker process died of SIGKILL');
   assert.ok(r.evidence.workerRestarts >= 1, 'a killed worker was restarted');
@@ -54,6 +64,19 @@ test(`short fault campaign (seed ${seed}; replay: ${options.command}): every fau
   assert.equal(r.audit.deadLetters, r.audit.poison);
   assert.ok(r.audit.poison > 0);
   for (const f of r.faults) assert.ok(f.recoveryMs !== undefined, `fault #${f.n} (${f.kind} @ ${f.trigger}) recovered`);
+  return r;
+}
+
+test(`short fault campaign (seed ${seed}; replay: ${options.command}): every fault kind hits, output exactly once`, { timeout: 600_000 }, async () => {
+  await shortCampaign(options, POINTS);
+});
+
+test(`short fault campaign on a grouped pipeline (parallelism 2, seed ${groupedSeed}; replay: ${grouped.command}): every fault kind hits, output exactly once`, { timeout: 600_000 }, async () => {
+  const r = await shortCampaign(grouped, GROUP_POINTS);
+  assert.equal(r.options.parallelism, 2);
+  // Protocol-step faults were armed and hit by group epoch, in both groups' workflows' terms.
+  const atSteps = r.faults.filter((f) => f.injected && f.trigger !== 'random');
+  assert.ok(atSteps.every((f) => f.group === f.partition % 2 && f.epoch !== undefined), 'every protocol-step fault names its group and group epoch');
 });
 
 test('docs/reliability.md parts: the campaign, the soak and the cluster campaign are each replaced in place', () => {
@@ -73,4 +96,22 @@ test('the cluster schedule: each node-kill kind at every protocol step and at ra
     assert.ok(mine.length >= 5, `${kind}: ${mine.length}`);
     for (const p of POINTS) assert.ok(mine.some((f) => f.trigger === p), `${kind} at ${p}`);
   }
+});
+
+test('a grouped campaign (--parallelism): the option reaches the options and the replay command; faults only at steps a group epoch hits', () => {
+  const o = withParallelism(presetOptions('short', 20261203, () => undefined), 2);
+  assert.equal(o.parallelism, 2);
+  assert.equal(o.command, 'npm run chaos -- --short --parallelism 2 --seed 20261203');
+  assert.equal(withParallelism(presetOptions('full', 7, () => undefined), 2).command, 'npm run chaos -- --parallelism 2 --seed 7');
+  assert.throws(() => withParallelism(o, 5), /--parallelism/);
+  const plan = planFaults({ seed: 20261203, partitions: o.partitions, workers: o.workers, mode: 'cover', randomEach: 0, txnTimeouts: 1, points: GROUP_POINTS });
+  const steps = new Set(plan.map((f) => f.trigger));
+  for (const p of GROUP_POINTS) assert.ok(steps.has(p), `a fault planned at ${p}`);
+  assert.ok(plan.every((f) => f.trigger === 'random' || GROUP_POINTS.includes(f.trigger)));
+  assert.equal(plan.filter((f) => f.kind !== 'txn-timeout').length, INJECTED_KINDS.length);
+  // Without points the ungrouped schedule of a seed is unchanged.
+  assert.deepEqual(
+    planFaults({ seed: 284101, partitions: 4, workers: 2, mode: 'cover', randomEach: 0, txnTimeouts: 1 }),
+    planFaults({ seed: 284101, partitions: 4, workers: 2, mode: 'cover', randomEach: 0, txnTimeouts: 1, points: POINTS }),
+  );
 });

@@ -3,10 +3,37 @@
  * other test runs do not share the broker), measures A/B/C (see tools/bench/run.ts), writes
  * bench/results/<date>[-<label>].json and the generated part of docs/performance.md + the chart.
  *
- * Environment: BENCH_RECORDS (500000), BENCH_PARTITIONS (4), BENCH_EPOCHS (1000,5000,20000),
- * BENCH_LATENCY_RATE (0 = auto), BENCH_LATENCY_SECONDS (20), BENCH_LABEL, BENCH_BEFORE (a
- * results file to show as "before"), BENCH_DOCS=0 (do not touch docs/), BENCH_SKIP_SERVICES=1,
- * ONCEFLOW_RUN_DIR / ONCEFLOW_PORT_BASE (default ~/.cache/onceflow/bench-run, 28000; the secured stack has 27000).
+ * Knobs (environment; defaults in parentheses, lists comma-separated; tools/bench/run.ts defaultOptions):
+ *   Main data and C's throughput runs
+ *     BENCH_RECORDS (500000)             records of ~200 B on the main source topic
+ *     BENCH_PARTITIONS (4)               its source partitions
+ *     BENCH_EPOCHS (1000,5000,20000)     C runs at these epoch.maxRecords (staged, eager dispatch); empty: none
+ *     BENCH_DIRECT_EPOCHS (1000)         C runs with mysqlSink.mode direct at these sizes; empty: none
+ *     BENCH_NO_EAGER_EPOCHS (1000)       C runs by a worker that takes no activity task eagerly; empty: none
+ *     BENCH_C_VARIANTS                   JSON array of more C runs: {label, epoch, mysqlMode?, eager?, parallelism?};
+ *                                        epoch is merged into the spec's epoch (unknown fields refused by the spec),
+ *                                        parallelism = spec.parallelism, the number of partition groups (integer ≥ 1)
+ *     BENCH_PERF_TRANSACTION_MS (1000)   transaction duration of A's transactional ProducerPerformance run
+ *   Latency settings (C's latency run, one C throughput run at exactly these settings, the scale phase)
+ *     BENCH_LATENCY_RATE (13000)         paced input, records/s; 0 = half the slower of B and the best C
+ *     BENCH_LATENCY_SECONDS (20)         seconds of paced input
+ *     BENCH_LATENCY_EPOCH ({"maxRecords":5000})  JSON object merged into C's epoch
+ *     BENCH_LATENCY_PARALLELISM (empty = ungrouped)  spec.parallelism of C's latency run, of the throughput
+ *                                        run at the latency settings and of the grouped scale series' latency runs
+ *   Scale phase (the same records over more source partitions; C at the latency settings)
+ *     BENCH_SCALE_PARTITIONS (4,16,64)   partition counts, the first is the reference of the ratios; empty: no scale phase
+ *     BENCH_SCALE_RECORDS (200000)       records at every count
+ *     BENCH_SCALE_LATENCY_SECONDS (10)   seconds of paced input per latency run
+ *     BENCH_SCALE_PARALLELISM (2)        partition groups of the grouped series (C at every count once more, with
+ *                                        spec.parallelism, verified, with its own latency run); empty: no grouped series
+ *   Output and stack
+ *     BENCH_LABEL                        results file bench/results/<date>-<label>.json
+ *     BENCH_BEFORE                       an earlier results file, shown as "before" columns
+ *     BENCH_DOCS=0                       do not touch docs/performance.md and docs/performance.svg
+ *     BENCH_SKIP_SERVICES=1              do not run scripts/services.sh up (the stack is already up)
+ *     ONCEFLOW_RUN_DIR, ONCEFLOW_PORT_BASE  the stack (default ~/.cache/onceflow/bench-run, 28000; the secured stack has 27000)
+ *     ONCEFLOW_MAX_CONCURRENT_ACTIVITIES the C workers' activity slots (inherited; recorded in the results)
+ *     ONCEFLOW_WORKFLOW_BUNDLE           a prebuilt workflow bundle (else one is built per run)
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';

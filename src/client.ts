@@ -7,7 +7,7 @@ import { loadSettings, type Settings, type TemporalSettings } from './config';
 import type { ControlAction, PartitionStatus } from './protocol';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
 import { partitionWorkflowId, pipelineWorkflowId, runnerWorkflowId, sourceTopics, type PipelineSpec } from './spec';
-import type { pipelineWorkflow } from './workflows/pipeline';
+import type { PipelineInfo, pipelineWorkflow } from './workflows/pipeline';
 
 /** Address, TLS and API key of a connection to the settings' Temporal server (client and worker alike). */
 export const temporalConnectionOptions = (t: TemporalSettings) => ({ address: t.address, ...(t.tls ? { tls: t.tls } : {}), ...(t.apiKey ? { apiKey: t.apiKey } : {}) });
@@ -45,9 +45,18 @@ export async function controlPipeline(client: Client, pipeline: string, action: 
   await client.workflow.getHandle(pipelineWorkflowId(pipeline)).signal('control', action);
 }
 
-/** A source partition's status. Given the spec, also for a pipeline with partition groups (its group's workflow answers for it). */
+/**
+ * A source partition's status, also in a pipeline with partition groups (its group's workflow
+ * answers for it). Given only the pipeline's name, the pipeline workflow says which workflow runs
+ * the partition (runs that predate that answer: the partition's own).
+ */
 export async function partitionStatus(client: Client, pipeline: string | PipelineSpec, partition: number): Promise<PartitionStatus> {
-  const id = typeof pipeline === 'string' ? partitionWorkflowId(pipeline, partition) : runnerWorkflowId(pipeline, partition);
+  let id: string;
+  if (typeof pipeline !== 'string') id = runnerWorkflowId(pipeline, partition);
+  else {
+    const info = await client.workflow.getHandle(pipelineWorkflowId(pipeline)).query<PipelineInfo>('info').catch(() => undefined);
+    id = info?.sources?.find((s) => s.id === partition)?.workflowId ?? partitionWorkflowId(pipeline, partition);
+  }
   return client.workflow.getHandle(id).query<PartitionStatus, [number]>('status', partition);
 }
 

@@ -1,6 +1,7 @@
 /**
  * The activities of a partition group (spec.parallelism; the data model is in
- * src/protocol/group.ts): each epoch reads every member at once and writes all of them in ONE
+ * src/protocol/group.ts). Fault points (src/faults.ts) are hit with { partition: group,
+ * epoch: group epoch }: each epoch reads every member at once and writes all of them in ONE
  * Kafka transaction (the group's transactional id) and ONE XA branch (the group's gtrid), with
  * each member's own progress marker, ledger row and source offsets inside. The decisions and
  * hazards are the ungrouped ones, taken from the same places: the commit's EndTxn ambiguity is
@@ -167,10 +168,11 @@ export function createGroup(ctx: ActivityContext) {
   }
 
   /** The MySQL side: XA COMMIT of the group branch, then the staged rows; per member a redo if the branch is gone. */
-  async function commitGroupMysql(spec: PipelineSpec, members: GroupMember[], p: PreparedGroupEpoch): Promise<MysqlCommitOutcome> {
+  async function commitGroupMysql(spec: PipelineSpec, group: number, members: GroupMember[], p: PreparedGroupEpoch): Promise<MysqlCommitOutcome> {
     const started = Date.now();
     const lead = p.members[0]!;
-    await ctx.hit('commit.mysql', { partition: lead.id, epoch: p.groupEpoch });
+    const at = { partition: group, epoch: p.groupEpoch };
+    await ctx.hit('commit.mysql', at);
     const r = await commitDecided(ctx, p.xid, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch });
     if (r === 'gone') {
       let outcome: MysqlCommitOutcome = 'committed';
@@ -179,7 +181,7 @@ export function createGroup(ctx: ActivityContext) {
       }
       return outcome;
     }
-    await ctx.hit('commit.mysql-committed', { partition: lead.id, epoch: p.groupEpoch });
+    await ctx.hit('commit.mysql-committed', at);
     await applyEpoch(ctx, spec, lead.id, lead.epoch);
     for (const m of p.members) await finishMysqlSide(ctx, spec, m.id, m.epoch, started, { applied: true });
     return 'committed';
@@ -191,11 +193,12 @@ export function createGroup(ctx: ActivityContext) {
     await ctx.hit('commit.before', { partition: group, epoch: p.groupEpoch });
     const lead = p.members[0]!;
     const [kafka, mysql] = await Promise.all([
-      commitOrFindOut(cluster, spec, lead.id, memberEpoch(p, lead), ctx.heartbeat).then((k) => {
+      commitOrFindOut(cluster, spec, lead.id, memberEpoch(p, lead), ctx.heartbeat).then(async (k) => {
         if (k === 'committed') for (const m of p.members) ctx.observe({ kind: 'committed', pipeline: spec.name, partition: m.id, epoch: m.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
+        await ctx.hit('commit.between', { partition: group, epoch: p.groupEpoch });
         return k;
       }),
-      commitGroupMysql(spec, members, p),
+      commitGroupMysql(spec, group, members, p),
     ]);
     return { kafka, mysql };
   }
@@ -232,8 +235,9 @@ export function createGroup(ctx: ActivityContext) {
      * earlier redo committed it). Members are independent streams, so their redos need not be
      * one transaction; each keeps its own order, and the group's next epoch follows them.
      */
-    async redoGroupKafka({ spec, members, prepared: p }: GroupCommitArgs): Promise<void> {
+    async redoGroupKafka({ spec, group, members, prepared: p }: GroupCommitArgs): Promise<void> {
       return edge(async () => {
+        await ctx.hit('redo.start', { partition: group, epoch: p.groupEpoch });
         for (const m of p.members) {
           await redoKafkaSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid, markerFrom: m.markerOffset }, srcOf(spec, members.find((x) => x.id === m.id)!));
         }

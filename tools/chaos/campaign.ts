@@ -30,7 +30,7 @@ import { auditRecords, javaReadCommitted, ledgerCopier, type JavaReadResult, typ
 import { boundedStateChecks } from './bounds';
 import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from './cluster';
 import { InputFeeder, type LandedInput } from './feeder';
-import { CLUSTER_KINDS, GROUP_POINTS, INJECTED_KINDS, planFaults, POINTS, type ClusterKind, type FaultKind, type PlannedFault } from './schedule';
+import { CLUSTER_KINDS, INJECTED_KINDS, planFaults, POINTS, type ClusterKind, type FaultKind, type PlannedFault } from './schedule';
 import { ServiceFreezer, services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -379,7 +379,6 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     mode: o.mode,
     randomEach: o.randomEach,
     txnTimeouts: o.txnTimeouts,
-    ...(grouped ? { points: GROUP_POINTS } : {}),
     ...(o.soakFaults !== undefined ? { soakFaults: o.soakFaults } : {}),
     ...(o.soakSpacingMs ? { soakSpacingMs: o.soakSpacingMs } : {}),
   });
@@ -432,8 +431,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           // The controller is asked before the epoch is picked and armed (a JVM start, seconds under
           // load: the partition would pass the epoch meanwhile), so the kill follows the hit at once.
           if (f.kind === 'kafka-controller-kill') controllerNow = await quorumLeader(kafkaLibsDir!, settings.kafka.brokers).catch(() => undefined);
-          // A grouped pipeline's hits name the group epoch and the group (commit.mysql-committed:
-          // the epoch's first member, any member of the group); a partition's name its own epoch.
+          // A grouped pipeline's hits name the group epoch and the group; a partition's name its own epoch.
           const { epoch: e, hitAs } = grouped ? await triggerTarget(f.partition, point) : { epoch: ((await retryDb(ledgerMax)).get(f.partition) ?? -1) + 2, hitAs: [f.partition] };
           const at = (p: number) => `@epoch=${e}@partition=${p}@attempt=1`;
           const action = f.kind === 'worker-kill' ? 'crash' : f.kind === 'worker-freeze' ? `freeze=${FREEZE_MS}` : `stall=${HOLD_MS}`;
@@ -594,14 +592,14 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   /**
    * Grouped pipeline: the group epoch a protocol-step fault is armed at — two past the group's
    * counter (the epoch at the counter may already be preparing, inside the commit activity of the
-   * one before), like a partition's last committed epoch + 2 — and the partition values its hit
-   * carries: the group, or at commit.mysql-committed the epoch's first member (any member: the
-   * first that took part).
+   * one before), like a partition's last committed epoch + 2 — and the partition value its hit
+   * carries: the group.
    */
   async function triggerTarget(partition: number, point: FaultPoint): Promise<{ epoch: number; hitAs: number[] }> {
     const g = groupOf(spec, partition);
     const s = await retryUntil(() => groupStatus(g), 60_000);
-    return { epoch: s.groupEpoch + 2, hitAs: point === 'commit.mysql-committed' || point === 'commit.mysql' ? membersOf(g) : [g] };
+    void point;
+    return { epoch: s.groupEpoch + 2, hitAs: [g] };
   }
 
   /** The node a cluster kind kills, asked of the cluster at the moment of the fault. */

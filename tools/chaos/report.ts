@@ -1,7 +1,6 @@
 /** Renders a campaign's result as docs/reliability.md (only measured figures). */
 import { growthJudged, MIN_GROWTH_SPAN_S } from './bounds';
 import type { CampaignResult, Sample } from './campaign';
-import { GROUP_POINTS } from './schedule';
 
 const secs = (ms: number | null | undefined) => (ms === null || ms === undefined ? '—' : `${(ms / 1000).toFixed(1)} s`);
 
@@ -58,7 +57,7 @@ export function renderReport(r: CampaignResult): string {
   out.push(`| pipeline | \`${r.pipeline}\` (workflow \`${r.workflowId}\`) |`);
   out.push(
     o.parallelism
-      ? `| parallelism | ${o.parallelism} partition groups (\`spec.parallelism\`): source partition p in group p mod ${o.parallelism}, workflows \`${r.workflowId}/group-0\`…\`group-${o.parallelism - 1}\`, one Kafka transaction and one XA branch per group epoch; faults at protocol steps armed by group epoch (steps a group epoch reaches: ${GROUP_POINTS.join(', ')}) |`
+      ? `| parallelism | ${o.parallelism} partition groups (\`spec.parallelism\`): source partition p in group p mod ${o.parallelism}, workflows \`${r.workflowId}/group-0\`…\`group-${o.parallelism - 1}\`, one Kafka transaction and one XA branch per group epoch; faults at protocol steps armed by group epoch (the group's hits name the group and the group epoch) |`
       : '| parallelism | none: one workflow, one Kafka transaction and one XA branch per partition epoch |',
   );
   out.push(`| input records (committed source) | ${v.totals.sourceRecords} (${r.audit.poison} poison), ${o.partitions} partitions, live stream at ${o.ratePerSecond}/s while faults ran |`);

@@ -7,15 +7,6 @@ import type { FaultPoint } from '../../src/faults';
 import { prng } from '../../examples/flink-compare/scenario';
 
 export const POINTS: readonly FaultPoint[] = ['prepare.start', 'prepare.kafka-sent', 'prepare.xa-prepared', 'commit.before', 'commit.between', 'commit.mysql-committed', 'redo.start'];
-/**
- * The steps a grouped pipeline (spec.parallelism) reaches with a fault hit, as of 28e4a4c: its
- * group epochs hit prepare.start, prepare.kafka-sent, prepare.xa-prepared and commit.before
- * (partition = group, epoch = group epoch) and commit.mysql-committed (partition = the epoch's
- * first member). commitGroup calls no commit.between and redoGroupKafka no redo.start, so a fault
- * planned there would never fire: a grouped campaign plans only these.
- */
-export const GROUP_POINTS: readonly FaultPoint[] = ['prepare.start', 'prepare.kafka-sent', 'prepare.xa-prepared', 'commit.before', 'commit.mysql-committed'];
-
 /** Faults the campaign injects from outside the engine (plus txn-timeout, a stalled commit). */
 export const INJECTED_KINDS = [
   'worker-kill',
@@ -89,15 +80,12 @@ export interface ScheduleOptions {
   /** soak: number of faults and the quiet time before each. */
   soakFaults?: number;
   soakSpacingMs?: [number, number];
-  /** The protocol steps faults are planned at (POINTS unless given; GROUP_POINTS for a grouped pipeline). */
-  points?: readonly FaultPoint[];
 }
 
 export function planFaults(o: ScheduleOptions): PlannedFault[] {
   const rnd = prng(o.seed ^ 0x5eed);
   const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
   const items: { kind: PlannedFault['kind']; trigger: Trigger }[] = [];
-  const points = o.points ?? POINTS;
   if (o.mode === 'soak') {
     const n = o.soakFaults ?? 20;
     const [lo, hi] = o.soakSpacingMs ?? [150_000, 210_000];
@@ -114,22 +102,22 @@ export function planFaults(o: ScheduleOptions): PlannedFault[] {
   }
   if (o.mode === 'cluster') {
     for (const kind of CLUSTER_KINDS) {
-      for (const p of points) items.push({ kind, trigger: p });
+      for (const p of POINTS) items.push({ kind, trigger: p });
       for (let i = 0; i < o.randomEach; i++) items.push({ kind, trigger: 'random' });
     }
   } else if (o.mode === 'every-step') {
     for (const kind of INJECTED_KINDS) {
       if (FIVE_EACH_KINDS.includes(kind)) {
-        const triggers: Trigger[] = ['random', ...points];
+        const triggers: Trigger[] = ['random', ...POINTS];
         shuffle(triggers, rnd);
         for (const trigger of triggers.slice(0, 5)) items.push({ kind, trigger });
         continue;
       }
-      for (const p of points) items.push({ kind, trigger: p });
+      for (const p of POINTS) items.push({ kind, trigger: p });
       for (let i = 0; i < o.randomEach; i++) items.push({ kind, trigger: 'random' });
     }
   } else {
-    const triggers: Trigger[] = [...points];
+    const triggers: Trigger[] = [...POINTS];
     while (triggers.length < INJECTED_KINDS.length) triggers.push('random');
     shuffle(triggers, rnd);
     INJECTED_KINDS.forEach((kind, i) => items.push({ kind, trigger: triggers[i]! }));

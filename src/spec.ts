@@ -32,12 +32,6 @@ export interface EpochBounds {
   /** Longest wait for data before an epoch closes (or, empty, before the workflow polls again). */
   maxWaitMs: number;
   /**
-   * An epoch that has caught up with its source closes only this long after it began reading
-   * (or at maxRecords / maxBytes), so that a live partition runs at most ~1000/lingerMs epochs
-   * a second. 0 (default): it closes as soon as it has caught up. At most maxWaitMs.
-   */
-  lingerMs?: number;
-  /**
    * true (default): one activity commits epoch e and prepares e+1 (advanceEpoch); false: two
    * activities, the loop before advance-epoch-v1 (kept to measure one against the other).
    */
@@ -213,16 +207,13 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   }
 
   const epoch = { ...SPEC_DEFAULTS.epoch, ...(i.epoch ?? {}) };
-  const EPOCH_FIELDS = ['maxRecords', 'maxBytes', 'maxWaitMs', 'lingerMs', 'commitWithNextPrepare'];
+  const EPOCH_FIELDS = ['maxRecords', 'maxBytes', 'maxWaitMs', 'commitWithNextPrepare'];
   for (const k of Object.keys(i.epoch ?? {})) {
     if (!EPOCH_FIELDS.includes(k)) bad(`epoch.${k}`, `is not a setting; the epoch settings are ${EPOCH_FIELDS.join(', ')}`);
   }
   for (const k of ['maxRecords', 'maxBytes', 'maxWaitMs'] as const) {
     if (!positiveInt(epoch[k])) bad(`epoch.${k}`, `must be a positive integer, got ${JSON.stringify(epoch[k])}`);
   }
-  const linger = epoch.lingerMs ?? 0;
-  if (!Number.isInteger(linger) || linger < 0) bad('epoch.lingerMs', `must be an integer ≥ 0, got ${JSON.stringify(epoch.lingerMs)}`);
-  else if (positiveInt(epoch.maxWaitMs) && linger > epoch.maxWaitMs) bad('epoch.lingerMs', `must be at most epoch.maxWaitMs (${epoch.maxWaitMs}); lower it or raise maxWaitMs`);
   if (epoch.commitWithNextPrepare !== undefined && typeof epoch.commitWithNextPrepare !== 'boolean') {
     bad('epoch.commitWithNextPrepare', `must be true or false, got ${JSON.stringify(epoch.commitWithNextPrepare)}`);
   }

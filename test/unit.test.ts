@@ -56,19 +56,16 @@ test('definePipeline names every wrong field and the fix', () => {
     },
   );
   assert.throws(
-    () => definePipeline({ ...base, epoch: { maxWaitMs: 100, lingerMs: 200, commitWithNextPrepare: 'yes' as unknown as boolean } }),
+    () => definePipeline({ ...base, epoch: { maxWaitMs: 100, commitWithNextPrepare: 'yes' as unknown as boolean } }),
     (e: unknown) => {
       assert.ok(e instanceof ValidationError);
-      assert.match(e.message, /epoch\.lingerMs: must be at most epoch\.maxWaitMs \(100\)/);
       assert.match(e.message, /epoch\.commitWithNextPrepare: must be true or false, got "yes"/);
       return true;
     },
   );
-  assert.throws(() => definePipeline({ ...base, epoch: { lingerMs: -1 } }), /epoch\.lingerMs: must be an integer ≥ 0, got -1/);
-  assert.throws(() => definePipeline({ ...base, epoch: { lingerMS: 5 } as never }), /epoch\.lingerMS: is not a setting; the epoch settings are maxRecords, maxBytes, maxWaitMs, lingerMs, commitWithNextPrepare/);
+  assert.throws(() => definePipeline({ ...base, epoch: { maxWait: 5 } as never }), /epoch\.maxWait: is not a setting; the epoch settings are maxRecords, maxBytes, maxWaitMs, commitWithNextPrepare/);
   assert.throws(() => definePipeline({ ...base, parallelism: 0 }), /parallelism: must be an integer from 1 to 1024/);
   assert.equal(definePipeline({ ...base, parallelism: 4 }).parallelism, 4);
-  assert.equal(definePipeline({ ...base, epoch: { lingerMs: 50 } }).epoch.lingerMs, 50);
 });
 
 test('staging table names stay within the 64 characters MySQL allows and differ per table', () => {

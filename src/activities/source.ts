@@ -74,9 +74,8 @@ const LONG_POLL_BUDGET_MS = 5_000;
 /**
  * The next epoch of a group of partitions (one partition: readEpoch), read together: each round
  * is one Fetch per leader for all of them (fetchPartitions), which the broker answers as soon as
- * any has data. The bounds apply per partition. The epoch closes when it has records, every
- * partition is caught up with its LSO (or full) and lingerMs has passed since the read began;
- * empty, after waitMs.
+ * any has data. The bounds apply per partition. The epoch closes once it has records and every
+ * partition is caught up with its LSO (or full); empty, after waitMs.
  */
 export async function readGroup(
   cluster: KafkaCluster,
@@ -87,8 +86,6 @@ export async function readGroup(
 ): Promise<EpochRead[]> {
   const started = Date.now();
   const deadline = started + waitMs;
-  // A caught-up epoch with records closes at lingerUntil (= at once without lingerMs).
-  const lingerUntil = started + Math.min(bounds.lingerMs ?? 0, waitMs);
   const state = parts.map((p) => ({ ...p, read: { records: [] as SourceRecord[], end: p.from, sourceEnd: p.from } as EpochRead, bytes: 0, caughtUp: false, full: false }));
   const take = (m: (typeof state)[number], r: FetchResult) => {
     checkRetained(m.topic, m.partition, m.read.end, r.logStartOffset);
@@ -111,10 +108,9 @@ export async function readGroup(
     const active = state.filter((m) => !m.full);
     // Until every partition has answered once, nobody knows where data is (a partition alone may wait from the start).
     const idle = round === 0 ? state.length === 1 : active.every((m) => m.caughtUp);
-    if (n > 0 && (active.length === 0 || (idle && Date.now() >= lingerUntil))) break;
+    if (n > 0 && (active.length === 0 || idle)) break;
     if (n === 0 && round > 0 && Date.now() >= deadline) break;
-    const until = n > 0 ? lingerUntil : deadline;
-    const wait = idle ? Math.max(0, Math.min(POLL_SLICE_MS, until - Date.now(), Math.floor(LONG_POLL_BUDGET_MS / (longPolls + 1)))) : 0;
+    const wait = idle ? Math.max(0, Math.min(POLL_SLICE_MS, deadline - Date.now(), Math.floor(LONG_POLL_BUDGET_MS / (longPolls + 1)))) : 0;
     if (wait > 0) longPolls++;
     let rs: FetchResult[];
     try {

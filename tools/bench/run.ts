@@ -813,8 +813,9 @@ async function runBaseline(deps: Deps, spec: PipelineSpec, n: number, partitions
   const doneAt = Date.now();
   const locks1 = await probe(deps.pool);
   const u = await child.stop();
-  const firstAt = Math.min(...batches().map((b) => b.readAt));
-  const lastAt = Math.max(...batches().map((b) => b.doneAt));
+  // reduce, not spread: a long run has more batches than call-stack arguments
+  const firstAt = batches().reduce((a, b) => Math.min(a, b.readAt), Infinity);
+  const lastAt = batches().reduce((a, b) => Math.max(a, b.doneAt), -Infinity);
   return engineRun(count(), firstAt, lastAt, startedAt, doneAt, u, [locks0, locks1]);
 }
 
@@ -1004,7 +1005,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     await w.stop();
     const seen = w.visible.size;
     const timedOut = seen < total;
-    const drainMs = timedOut ? Date.now() - fedAt : Math.max(0, Math.max(...w.visible.values()) - fedAt);
+    const drainMs = timedOut ? Date.now() - fedAt : Math.max(0, [...w.visible.values()].reduce((a, b) => Math.max(a, b), 0) - fedAt);
     let verified: boolean | undefined;
     let failedChecks: string[] | undefined;
     let ended: LatencyRun['ended'];

@@ -5,7 +5,9 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectCluster, endTxn, fetchPartition, ISOLATION, latestOffset, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
+import { connectCluster, describeProducers, endTxn, fetchPartition, ISOLATION, latestOffset, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
+import { checkLanded, CountedTransaction } from '../src/kafka/landed';
+import { TransientError } from '../src/errors';
 import { kafkaClientConfig } from '../src/kafka/client-config';
 import { encodeMarker, findCommittedMarker, waitDecided } from '../src/kafka/progress';
 import { createTopic } from '../examples/flink-compare/scenario';
@@ -127,4 +129,36 @@ test('withoutAborted: enters every aborted transaction reached, leaves it at its
   assert.deepEqual(visible.map((m) => m.offset), ['12', '16', '17']);
   // A fetch starting inside both aborted transactions.
   assert.deepEqual(withoutAborted(messages.slice(2), [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]).map((m) => m.offset), ['12', '16', '17']);
+});
+
+test('DescribeProducers: the leader states the producer epoch, last sequence and open transaction; checkLanded is exact both ways (real broker)', async () => {
+  const topic = uniqueName('int-producers');
+  await createTopic(deps.admin, topic, 2);
+  const txn = new CountedTransaction(deps.cluster, uniqueName('tid'), 60_000);
+  const h = await txn.begin();
+  const [first] = await txn.send([{ topic, messages: [0, 1, 2].map((i) => ({ value: `a${i}`, partition: 0 })) }]);
+  await txn.send([{ topic, messages: [{ value: 'b', partition: 0 }, { value: 'c', partition: 1 }] }]);
+  const { partitions, requests } = await describeProducers(other, [{ topic, partition: 0 }, { topic, partition: 1 }]);
+  assert.equal(requests, 1, 'one request to the one broker');
+  const state = (p: number) => partitions.find((x) => x.partition === p)!.producers.find((x) => x.producerId === h.producerId)!;
+  assert.deepEqual([state(0).producerEpoch, state(0).lastSequence, state(0).currentTxnStartOffset], [h.producerEpoch, 3, first!.baseOffset]);
+  assert.deepEqual([state(1).producerEpoch, state(1).lastSequence], [h.producerEpoch, 0]);
+  assert.equal((await checkLanded(other, txn, h)).partitions, 2);
+
+  // Records of this transaction the counted send did not see (a request sent twice): refused.
+  await PreparedTransaction.prototype.send.call(txn, [{ topic, messages: [{ value: 'again', partition: 1 }] }]);
+  await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /more records of this transaction than were sent.*\[1\]: 1 sent \(sequences 0\.\.0\), last sequence in the log 1/.test((e as Error).message));
+  // Records counted as sent that are not in the log (a dropped partition): refused.
+  txn.sent.get(`${topic}/1`)!.sent = 3;
+  await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /missing from the log.*\[1\]: 3 sent .*last sequence in the log 1/.test((e as Error).message));
+  // Once aborted, nothing of it may pass.
+  assert.equal(await endTxn(other, h, false), 'ok');
+  txn.sent.get(`${topic}/1`)!.sent = 2;
+  await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /no transaction of the producer is open/.test((e as Error).message));
+  // A newer InitProducerId on the id: the old handle is fenced.
+  const newer = new PreparedTransaction(deps.cluster, h.transactionalId, 60_000);
+  const h2 = await newer.begin();
+  await newer.send([{ topic, messages: [{ value: 'd', partition: 0 }] }]);
+  await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /is at epoch \d+, not this transaction's/.test((e as Error).message));
+  assert.equal(await endTxn(other, h2, false), 'ok');
 });

@@ -5,6 +5,7 @@ import { ASYNC_TRANSFORM_WINDOW, applyTransform, tableMap } from '../src/activit
 import { parseEnvFile } from '../src/config';
 import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
+import { decodeDescribeProducers, describeProducersRequest } from '../src/kafka/internals';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
@@ -433,4 +434,21 @@ connections:
   assert.equal(f.temporal.tls?.serverNameOverride, 'temporal.internal');
   writeFileSync(file, `pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }\nconnections: { kafka: { sasl: { mechanism: kerberos } } }\n`);
   assert.throws(() => loadPipelineConfig(file, env), /connections\.kafka\.sasl\.mechanism/);
+});
+
+test('DescribeProducers v0: the request as the protocol lays it out (flexible: header tagged fields, compact arrays); the response decoded field by field', async () => {
+  const body: Buffer = (await describeProducersRequest([{ topic: 'out', partitions: [0, 7] }]).encode()).buffer;
+  // header tags | topics (1+1) | "out" (3+1) | partitions (2+1) | 0 | 7 | topic tags | request tags
+  assert.deepEqual([...body], [0, 2, 4, ...Buffer.from('out'), 3, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0]);
+  const int = (n: number, bytes: number) => { const b = Buffer.alloc(bytes); if (bytes === 8) b.writeBigInt64BE(BigInt(n)); else if (bytes === 4) b.writeInt32BE(n); else b.writeInt16BE(n); return [...b]; };
+  const response = Buffer.from([
+    0, ...int(0, 4), 2, 4, ...Buffer.from('out'), 3, // header tags, throttle, 1 topic "out", 2 partitions
+    ...int(0, 4), ...int(0, 2), 0, 2, ...int(4001, 8), ...int(3, 4), ...int(41, 4), ...int(1700000000000, 8), ...int(5, 4), ...int(120, 8), 0, 0, // partition 0: one producer
+    ...int(7, 4), ...int(6, 2), 2, ...Buffer.from('x'), 1, 0, // partition 7: NOT_LEADER, message "x", no producers
+    0, 0,
+  ]);
+  assert.deepEqual(decodeDescribeProducers(response), [
+    { topic: 'out', partition: 0, errorCode: 0, errorMessage: null, producers: [{ producerId: 4001, producerEpoch: 3, lastSequence: 41, lastTimestamp: 1700000000000, coordinatorEpoch: 5, currentTxnStartOffset: 120 }] },
+    { topic: 'out', partition: 7, errorCode: 6, errorMessage: 'x', producers: [] },
+  ]);
 });

@@ -23,18 +23,22 @@
  *  - every send: each topic-partition a send carried records for must be in its acknowledgement
  *    exactly once, and kafkajs's producer sequence for it (records it put in requests and did
  *    not roll back) must equal the records sent so far (free);
- *  - once, after the epoch's sends: per topic-partition, the log read read_uncommitted from the
- *    first offset this transaction was acknowledged at, up to the high watermark, must hold
- *    exactly as many records of this producer id and epoch as were sent, with sequence numbers
- *    0..sent-1 each once (one fetch per partition, typically).
+ *  - once, after the epoch's sends: per topic-partition, the leader's state of this producer id
+ *    (DescribeProducers, one request per leader broker) must be this producer epoch with last
+ *    sequence number sent-1 and an open transaction. The broker appends a producer's batches
+ *    only in sequence (from 0 after InitProducerId, each batch following the last, a repeated
+ *    batch answered as a duplicate and not written), so last sequence sent-1 means the log holds
+ *    exactly sequences 0..sent-1 of this producer epoch: the records sent, each once. A dropped
+ *    partition shows as a lower last sequence (its sequence numbers were reused), a request
+ *    written twice as a higher one. Every acknowledged batch was replicated (acks=all), so a new
+ *    leader answers the same.
  * Any failure is a TransientError: prepare (and the redo) abort the transaction and the attempt
  * is retried from the source offsets, with a new producer epoch.
  */
 import { TransientError } from '../errors';
-import { PreparedTransaction, producerSequence, type KafkaCluster, type ProducedOffsets, type TxnHandle } from './internals';
-import { scanProducerRecords } from './scan';
+import { describeProducers, PreparedTransaction, producerSequence, type KafkaCluster, type ProducedOffsets, type TxnHandle } from './internals';
 
-type Message = { key?: Buffer | string | null; value: Buffer | string | null; partition?: number; headers?: Record<string, string | Buffer> };
+type Message = { key?: Buffer | string | null; value: Buffer | string | null; partition: number; headers?: Record<string, string | Buffer> };
 
 /** Per topic-partition: records sent, and the first offset the broker acknowledged for them. */
 export interface SentPartition {
@@ -46,16 +50,15 @@ export interface SentPartition {
 
 export interface LandedCheck {
   partitions: number;
-  fetches: number;
+  /** DescribeProducers requests it took (one per leader broker, more when a leader moved). */
+  requests: number;
   ms: number;
 }
 
 export class CountedTransaction extends PreparedTransaction {
   readonly sent = new Map<string, SentPartition>();
-  /** Records sent without an explicit partition (not counted per partition), and their topics. */
-  unpartitioned = 0;
-  readonly unpartitionedTopics = new Set<string>();
 
+  /** Every message names its partition: the checks count per partition. */
   override async send(topicMessages: { topic: string; messages: Message[] }[]): Promise<ProducedOffsets[]> {
     const res = await super.send(topicMessages);
     // Every acknowledgement entry: a partition acknowledged twice was written twice.
@@ -68,13 +71,7 @@ export class CountedTransaction extends PreparedTransaction {
     const surplus: string[] = [];
     for (const { topic, messages } of topicMessages) {
       const perPartition = new Map<number, number>();
-      let unpartitioned = 0;
-      for (const m of messages) {
-        if (m.partition === undefined || m.partition === null) unpartitioned++;
-        else perPartition.set(m.partition, (perPartition.get(m.partition) ?? 0) + 1);
-      }
-      this.unpartitioned += unpartitioned;
-      if (unpartitioned) this.unpartitionedTopics.add(topic);
+      for (const m of messages) perPartition.set(m.partition, (perPartition.get(m.partition) ?? 0) + 1);
       for (const [partition, n] of perPartition) {
         const k = `${topic}/${partition}`;
         const entry = this.sent.get(k) ?? { topic, partition, sent: 0 };
@@ -89,7 +86,6 @@ export class CountedTransaction extends PreparedTransaction {
     // kafkajs's own count of what it put in requests for each partition (exact, free).
     if (!missing.length) {
       for (const e of this.sent.values()) {
-        if (this.unpartitionedTopics.has(e.topic)) continue;
         const seq = producerSequence(this, e.topic, e.partition);
         if (seq > e.sent) surplus.push(`${e.topic}/${e.partition}: kafkajs produced ${seq} records (sequence) for ${e.sent} sent`);
       }
@@ -105,38 +101,25 @@ export class CountedTransaction extends PreparedTransaction {
 }
 
 /**
- * Counts, per topic-partition the transaction wrote, its producer's records in the log from the
- * first acknowledged offset to the high watermark; throws a TransientError unless each holds
- * exactly the records sent, with sequence numbers 0..sent-1 each once (a surplus fails too: the
- * same records written twice in one transaction would otherwise be committed as duplicates).
+ * Asks each written partition's leader for this producer's state (DescribeProducers); throws a
+ * TransientError unless each holds exactly the records sent (see the top of this file).
  */
 export async function checkLanded(cluster: KafkaCluster, txn: CountedTransaction, handle: TxnHandle, skipTopics: string[] = []): Promise<LandedCheck> {
   const t0 = Date.now();
-  let fetches = 0;
-  let partitions = 0;
+  const checked = [...txn.sent.values()].filter((p) => !skipTopics.includes(p.topic));
+  const { partitions, requests } = await describeProducers(cluster, checked);
   const short: string[] = [];
   const surplus: string[] = [];
-  // Every partition written is scanned at once: a group's transaction writes many.
-  const check = async (p: SentPartition) => {
-    if (p.firstOffset === undefined) {
-      short.push(`${p.topic}[${p.partition}]: ${p.sent} sent, none acknowledged`);
-      return;
-    }
-    const c = await scanProducerRecords(cluster, { topic: p.topic, partition: p.partition, fromOffset: p.firstOffset, producerId: handle.producerId, producerEpoch: handle.producerEpoch, expected: p.sent });
-    fetches += c.fetches;
-    const where = `${p.topic}[${p.partition}]: ${p.sent} sent and acknowledged, ${c.found} in the log from offset ${p.firstOffset} (high watermark ${c.highWatermark})`;
-    if (c.found > p.sent || c.distinctSequences < c.found) surplus.push(`${where}, sequences ${c.minSequence}..${c.maxSequence} (${c.distinctSequences} distinct)`);
-    else if (c.found < p.sent) short.push(where);
-    else if (!txn.unpartitionedTopics.has(p.topic) && (c.minSequence !== 0 || c.maxSequence !== p.sent - 1)) {
-      // As many as sent, but not sequences 0..sent-1: records of this transaction lie before the
-      // first acknowledged offset (a request never acknowledged), so the count is not the whole.
-      surplus.push(`${where}, but sequences ${c.minSequence}..${c.maxSequence} instead of 0..${p.sent - 1}`);
-    }
-  };
-  const checked = [...txn.sent.values()].filter((p) => !skipTopics.includes(p.topic));
-  partitions = checked.length;
-  await Promise.all(checked.map(check));
+  for (const p of checked) {
+    const where = `${p.topic}[${p.partition}]: ${p.sent} sent (sequences 0..${p.sent - 1})`;
+    const state = partitions.find((x) => x.topic === p.topic && x.partition === p.partition)?.producers.find((x) => x.producerId === handle.producerId);
+    if (!state) short.push(`${where}, producer ${handle.producerId} has no records there`);
+    else if (state.producerEpoch !== handle.producerEpoch) short.push(`${where}, producer ${handle.producerId} is at epoch ${state.producerEpoch}, not this transaction's ${handle.producerEpoch} (fenced)`);
+    else if (state.lastSequence > p.sent - 1) surplus.push(`${where}, last sequence in the log ${state.lastSequence}`);
+    else if (state.lastSequence < p.sent - 1) short.push(`${where}, last sequence in the log ${state.lastSequence}`);
+    else if (state.currentTxnStartOffset < 0) short.push(`${where}, but no transaction of the producer is open there (aborted)`);
+  }
   if (surplus.length) throw new TransientError(`the log holds more records of this transaction than were sent (duplicates) before commit: ${surplus.join('; ')}; the attempt is redone`, { surplus, short });
   if (short.length) throw new TransientError(`acknowledged records missing from the log before commit: ${short.join('; ')}; the attempt is redone`, { short });
-  return { partitions, fetches, ms: Date.now() - t0 };
+  return { partitions: checked.length, requests, ms: Date.now() - t0 };
 }

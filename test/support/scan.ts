@@ -1,10 +1,10 @@
 /**
- * Scanning a partition's log for the records one producer id and epoch wrote: how
- * ./landed.ts checks, before an epoch commits, that its transaction's sends are in the log
- * exactly once. The fetches (kafkajs internals) are fetchProducerRecords in ./internals; this
- * module only walks the log and counts.
+ * Scanning a partition's log for the records one producer id and epoch wrote: the tests' witness,
+ * independent of the broker's producer state that src/kafka/landed.ts asks for, of what a
+ * transaction really put in the log. The fetches (kafkajs internals) are fetchProducerRecords in
+ * src/kafka/internals; this module only walks the log and counts.
  */
-import { fetchProducerRecords, type KafkaCluster } from './internals';
+import { fetchProducerRecords, type KafkaCluster } from '../../src/kafka/internals';
 
 export interface ProducerRecordScan {
   /** Records of (producerId, producerEpoch) from `fromOffset` up to the high watermark. */

@@ -1,0 +1,119 @@
+/** The kafkajs Cluster onceflow talks to, partition leaders, and ListOffsets with an explicit isolation level. */
+/* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
+import { logLevel as LogLevel, type KafkaConfig } from 'kafkajs';
+
+const Cluster = require('kafkajs/src/cluster');
+const { createLogger } = require('kafkajs/src/loggers');
+const LoggerConsole = require('kafkajs/src/loggers/console');
+const defaultSocketFactory = require('kafkajs/src/network/socketFactory');
+
+export const ISOLATION = { READ_UNCOMMITTED: 0, READ_COMMITTED: 1 } as const;
+
+export interface TxnHandle {
+  transactionalId: string;
+  producerId: number;
+  producerEpoch: number;
+}
+
+export type EndTxnOutcome = 'ok' | 'fenced' | 'invalid-state';
+
+export interface KafkaCluster {
+  raw: any;
+  logger: any;
+  disconnect(): Promise<void>;
+}
+
+export interface ClusterOptions {
+  brokers: string[];
+  clientId: string;
+  /** TLS and SASL exactly as kafkajs takes them (see kafkaClientConfig in ../client-config). */
+  ssl?: KafkaConfig['ssl'];
+  sasl?: KafkaConfig['sasl'];
+  logLevel?: LogLevel;
+  requestTimeout?: number;
+}
+
+/**
+ * kafkajs logs every error response at ERROR before its retrier handles it (for example
+ * CONCURRENT_TRANSACTIONS while a fenced transaction is being aborted). Those surface as
+ * exceptions when they matter, so the per-response lines are dropped here.
+ */
+const quietLogCreator = (level: number) => {
+  const log = LoggerConsole(level);
+  return (entry: { log: { message?: string } }) => {
+    if (/^(\[Connection\] )?Response /.test(entry.log.message ?? '')) return;
+    log(entry);
+  };
+};
+
+export async function connectCluster(opts: ClusterOptions): Promise<KafkaCluster> {
+  const logger = createLogger({ level: opts.logLevel ?? LogLevel.WARN, logCreator: quietLogCreator });
+  const raw = new Cluster({
+    logger,
+    brokers: opts.brokers,
+    clientId: opts.clientId,
+    ssl: opts.ssl,
+    sasl: opts.sasl,
+    socketFactory: defaultSocketFactory(),
+    connectionTimeout: 3000,
+    requestTimeout: opts.requestTimeout ?? 30000,
+    enforceRequestTimeout: true,
+    retry: { retries: 5, initialRetryTime: 200, maxRetryTime: 3000 },
+    offsets: new Map(),
+    allowAutoTopicCreation: false,
+    isolationLevel: ISOLATION.READ_COMMITTED,
+    metadataMaxAge: 60000,
+  });
+  await raw.connect();
+  return { raw, logger, disconnect: () => raw.disconnect() };
+}
+
+export async function leaderOf(cluster: KafkaCluster, topic: string, partition: number): Promise<any> {
+  return cluster.raw.findBroker({ nodeId: await leaderIdOf(cluster, topic, partition) });
+}
+
+export async function leaderIdOf(cluster: KafkaCluster, topic: string, partition: number): Promise<string> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await cluster.raw.addTargetTopic(topic);
+      await cluster.raw.refreshMetadataIfNecessary();
+      break;
+    } catch (e) {
+      // kafkajs refreshes the metadata of every topic this client ever read at once and fails the
+      // whole refresh if one of them was deleted. Forget them all and try once more with this
+      // topic alone (each caller adds its own back): a deleted topic fails only its own reads.
+      if ((e as { type?: string }).type !== 'UNKNOWN_TOPIC_OR_PARTITION' || attempt > 0) throw e;
+      cluster.raw.targetTopics = new Set();
+    }
+  }
+  let nodeId = Object.keys(cluster.raw.findLeaderForPartitions(topic, [partition]))[0];
+  if (nodeId === undefined) {
+    // Metadata older than the partition (the topic grew): refresh once and look again.
+    await cluster.raw.refreshMetadata();
+    nodeId = Object.keys(cluster.raw.findLeaderForPartitions(topic, [partition]))[0];
+    if (nodeId === undefined) throw new Error(`no leader known for ${topic}[${partition}]`);
+  }
+  return nodeId;
+}
+
+
+/** Error types after which the client's metadata is refreshed (the partition moved). */
+export const LEADER_MOVED = ['NOT_LEADER_FOR_PARTITION', 'UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE'];
+
+/** Latest offset of a partition: the LSO for read_committed, the high watermark for read_uncommitted. */
+export async function latestOffset(cluster: KafkaCluster, topic: string, partition: number, isolation: 0 | 1): Promise<number> {
+  return listOffset(cluster, topic, partition, '-1', isolation);
+}
+
+/** Earliest retained offset of a partition. */
+export async function earliestOffset(cluster: KafkaCluster, topic: string, partition: number): Promise<number> {
+  return listOffset(cluster, topic, partition, '-2', ISOLATION.READ_UNCOMMITTED);
+}
+
+async function listOffset(cluster: KafkaCluster, topic: string, partition: number, timestamp: '-1' | '-2', isolation: 0 | 1): Promise<number> {
+  const broker = await leaderOf(cluster, topic, partition);
+  const res = await broker.listOffsets({ replicaId: -1, isolationLevel: isolation, topics: [{ topic, partitions: [{ partition, timestamp }] }] });
+  const p = res.responses?.[0]?.partitions?.[0];
+  if (!p || (p.errorCode && p.errorCode !== 0)) throw new Error(`listOffsets ${topic}[${partition}] failed (${p?.errorCode})`);
+  return Number(p.offset);
+}

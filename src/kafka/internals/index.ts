@@ -1,0 +1,15 @@
+/**
+ * Every use of kafkajs internals lives in this folder, behind a small typed surface with its own tests
+ * (test/kafka-internals.test.ts). kafkajs 2.2.4 has no public API for:
+ *  - reading an exact offset range of one partition without joining a consumer group,
+ *  - the producer id and epoch of a transaction (needed to commit it from another process),
+ *  - EndTxn for a transaction this process did not open,
+ *  - ListOffsets with an explicit isolation level,
+ *  - DescribeProducers (a partition leader's state of one producer: how ../landed checks an
+ *    epoch's writes before commit).
+ * Flink reaches the same Kafka internals through reflection for the same reasons.
+ */
+export * from './cluster';
+export * from './fetch';
+export * from './transaction';
+export * from './producers';

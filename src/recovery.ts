@@ -8,6 +8,7 @@
 import type { Pool } from 'mysql2/promise';
 import { ISOLATION, PreparedTransaction, earliestOffset, latestOffset, type KafkaCluster } from './kafka/internals';
 import { DECIDE_TIMEOUT_MS } from './kafka/outcome';
+import { mapLimit } from './limit';
 import { lastCommittedMarker, waitDecided, type Marker } from './kafka/progress';
 import { commitBranch, recoverXids, rollbackXid } from './mysql/branch';
 import { lastLedgerRow, ledgerRow, type LedgerRow } from './mysql/ledger';
@@ -15,6 +16,9 @@ import { pendingEpochs } from './mysql/stage';
 import { bqualToken, parseGroupGtrid, parseGtrid, partitionGtridPrefix, pipelineGroupGtridPrefix, xidFromString, xidToString } from './mysql/xid';
 import { recoverEpoch, type EpochEvidence, type RecoveryAction } from './protocol/epoch';
 import { groupTransactionalId, transactionalId, type PipelineSpec } from './spec';
+
+/** Partitions a group's recovery works on at once (each a few round trips to Kafka and MySQL). */
+export const RECOVERY_LANES = 8;
 
 /**
  * Makes the partition's Kafka side decided, for a recovery that no workflow drives: fences every
@@ -24,12 +28,7 @@ import { groupTransactionalId, transactionalId, type PipelineSpec } from './spec
  * Returns the ids fenced.
  */
 export async function settleKafka(cluster: KafkaCluster, spec: PipelineSpec, partition: number, onWait?: () => void): Promise<string[]> {
-  const fenced: string[] = [];
-  for (let slot = 0; slot < spec.kafkaSink.transactionalIdPool; slot++) {
-    const id = transactionalId(spec.name, partition, slot);
-    await new PreparedTransaction(cluster, id, spec.kafkaSink.transactionTimeoutMs).begin();
-    fenced.push(id);
-  }
+  const fenced = await fenceIds(cluster, spec, (slot) => transactionalId(spec.name, partition, slot));
   const hw = await latestOffset(cluster, spec.progressTopic, partition, ISOLATION.READ_UNCOMMITTED);
   if (hw > 0) await waitDecided(cluster, spec.progressTopic, partition, hw - 1, { timeoutMs: DECIDE_TIMEOUT_MS, ...(onWait ? { onWait } : {}) });
   return fenced;
@@ -37,13 +36,14 @@ export async function settleKafka(cluster: KafkaCluster, spec: PipelineSpec, par
 
 /** Fences every transactional id of a partition group (src/protocol/group.ts): a transaction a crashed group run left open is aborted. */
 export async function settleGroupKafka(cluster: KafkaCluster, spec: PipelineSpec, group: number): Promise<string[]> {
-  const fenced: string[] = [];
-  for (let slot = 0; slot < spec.kafkaSink.transactionalIdPool; slot++) {
-    const id = groupTransactionalId(spec.name, group, slot);
-    await new PreparedTransaction(cluster, id, spec.kafkaSink.transactionTimeoutMs).begin();
-    fenced.push(id);
-  }
-  return fenced;
+  return fenceIds(cluster, spec, (slot) => groupTransactionalId(spec.name, group, slot));
+}
+
+/** InitProducerId on every slot of the id pool (`idOf(slot)`), all at once; returns the ids. */
+async function fenceIds(cluster: KafkaCluster, spec: PipelineSpec, idOf: (slot: number) => string): Promise<string[]> {
+  const ids = Array.from({ length: spec.kafkaSink.transactionalIdPool }, (_, slot) => idOf(slot));
+  await Promise.all(ids.map((id) => new PreparedTransaction(cluster, id, spec.kafkaSink.transactionTimeoutMs).begin()));
+  return ids;
 }
 
 /**
@@ -53,10 +53,8 @@ export async function settleGroupKafka(cluster: KafkaCluster, spec: PipelineSpec
  */
 export async function namedXids(cluster: KafkaCluster, spec: PipelineSpec, ids: number[]): Promise<Map<string, { partition: number; epoch: number }>> {
   const named = new Map<string, { partition: number; epoch: number }>();
-  for (const id of ids) {
-    const m = await lastCommittedMarker(cluster, spec.progressTopic, id, await earliestOffset(cluster, spec.progressTopic, id));
-    if (m?.xid) named.set(m.xid, { partition: id, epoch: m.epoch });
-  }
+  const markers = await mapLimit(ids, RECOVERY_LANES, async (id) => lastCommittedMarker(cluster, spec.progressTopic, id, await earliestOffset(cluster, spec.progressTopic, id)));
+  for (const [i, m] of markers.entries()) if (m?.xid) named.set(m.xid, { partition: ids[i]!, epoch: m.epoch });
   return named;
 }
 

@@ -37,7 +37,8 @@ import {
   type MysqlCommitOutcome,
   type PreparedGroupEpoch,
 } from '../protocol';
-import { examineGroupBranches, namedXids, resolveGroupBranches, settleGroupKafka, settleKafka } from '../recovery';
+import { mapLimit } from '../limit';
+import { examineGroupBranches, namedXids, RECOVERY_LANES, resolveGroupBranches, settleGroupKafka, settleKafka } from '../recovery';
 import { groupTransactionalId, type PipelineSpec } from '../spec';
 import { overlap } from './advance';
 import { applyTransform, tableMap, type KafkaMessage } from './apply';
@@ -256,7 +257,7 @@ export function createGroup(ctx: ActivityContext) {
         const token = attemptToken();
         const recovered: string[] = [];
         if (!args.joining) await settleGroupKafka(cluster, spec, group);
-        for (const m of members) await settleKafka(cluster, spec, m.id, ctx.heartbeat);
+        await mapLimit(members, RECOVERY_LANES, (m) => settleKafka(cluster, spec, m.id, ctx.heartbeat));
         if (!args.joining) {
           // This group's branches, and those of groups that no longer exist (parallelism lowered).
           const parallelism = spec.parallelism ?? 1;
@@ -264,13 +265,13 @@ export function createGroup(ctx: ActivityContext) {
           const decisions = await examineGroupBranches(pool, spec, (g) => g === group || g >= parallelism, () => namedXids(cluster, spec, ids), token);
           recovered.push(...(await resolveGroupBranches(pool, spec, decisions)));
         }
-        const positions = [];
-        for (const m of members) {
+        // Members are independent from here on (their own ids, markers, branches and rows).
+        const reconciled = await mapLimit(members, RECOVERY_LANES, (m) => {
           const expected = args.expected?.find((e) => e.id === m.id);
-          const r = await reconcilePartition(ctx, { spec, partition: m.id, source: m.source, ...(expected ? { expected: { epoch: expected.epoch, offset: expected.offset } } : {}) }, token);
-          positions.push({ id: m.id, epoch: r.epoch, offset: r.offset });
-          recovered.push(...(r.recovered ?? []));
-        }
+          return reconcilePartition(ctx, { spec, partition: m.id, source: m.source, ...(expected ? { expected: { epoch: expected.epoch, offset: expected.offset } } : {}) }, token);
+        });
+        const positions = members.map((m, i) => ({ id: m.id, epoch: reconciled[i]!.epoch, offset: reconciled[i]!.offset }));
+        for (const r of reconciled) recovered.push(...(r.recovered ?? []));
         return { positions, ...(recovered.length ? { recovered } : {}) };
       });
     },

@@ -20,7 +20,7 @@ import { prepareBranch } from '../mysql/branch';
 import { insertLedger } from '../mysql/ledger';
 import { writeRows, type RowOp } from '../mysql/sink';
 import { mysqlMode, stageRows } from '../mysql/stage';
-import { attemptBqual, bqualToken, groupGtrid, groupGtridPrefix, xidToString } from '../mysql/xid';
+import { attemptBqual, groupGtrid, xidToString } from '../mysql/xid';
 import {
   advancePositions,
   memberEpoch,
@@ -45,8 +45,7 @@ import { applyTransform, tableMap, type KafkaMessage } from './apply';
 import { committer } from './commit';
 import { attempt, attemptToken, edge, type ActivityContext } from './context';
 import { redoKafkaSide, sendEpoch, type SentPart } from './kafka-side';
-import { applyEpoch, commitDecided, finishMysqlSide, redoMysqlSide } from './mysql-side';
-import { rollbackXid, recoverXids } from '../mysql/branch';
+import { applyEpoch, commitDecided, finishMysqlSide, redoMysqlSide, rollbackGtrid } from './mysql-side';
 import { reconcilePartition } from './reconcile';
 import type { PrepareSplit } from './observe';
 import { awaitLedger, timer } from './prepare';
@@ -62,14 +61,6 @@ const groupTxnId = (spec: PipelineSpec, group: number, groupEpoch: number) => gr
 export function createGroup(ctx: ActivityContext) {
   const { cluster, pool } = ctx;
   const commit = committer(ctx);
-
-  /** Rolls back the group epoch's branches opened by attempts older than `token` (a retried prepare). */
-  async function rollbackOlder(spec: PipelineSpec, group: number, groupEpoch: number, token: number): Promise<void> {
-    const gtrid = groupGtrid(spec.name, group, groupEpoch);
-    for (const x of await recoverXids(pool, groupGtridPrefix(spec.name, group))) {
-      if (x.gtrid === gtrid && bqualToken(x.bqual) < token) await rollbackXid(pool, x);
-    }
-  }
 
   /** Reads every member; a read that fails because a member's topic was deleted fails with SourceTopicGone. */
   async function read(args: GroupPrepareArgs) {
@@ -94,7 +85,8 @@ export function createGroup(ctx: ActivityContext) {
     const at = { partition: group, epoch: groupEpoch };
     const token = attemptToken();
     await ctx.hit('prepare.start', at);
-    if (attempt() > 1) await rollbackOlder(spec, group, groupEpoch, token);
+    // A retried prepare: roll back the group epoch's branches opened by older attempts.
+    if (attempt() > 1) await rollbackGtrid(ctx, groupGtrid(spec.name, group, groupEpoch), { olderThan: token });
     const reads = await read(args);
     const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
     const timed = timer(split);

@@ -18,7 +18,11 @@ import { readingSource, readRange, type Src } from './source';
  * all but `except` (the decided xid, when history decided one). Returns the rolled-back xids.
  */
 export async function rollbackBranches(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number, which: { olderThan: number } | { except: string }): Promise<string[]> {
-  const gtrid = epochGtrid(spec.name, partition, epoch);
+  return rollbackGtrid(ctx, epochGtrid(spec.name, partition, epoch), which, (xid) => ctx.observe({ kind: 'rolled-back', pipeline: spec.name, partition, epoch, xid }));
+}
+
+/** The prepared branches of one gtrid (an epoch's or a group epoch's attempts), rolled back but those `which` keeps; returns the xids rolled back. */
+export async function rollbackGtrid(ctx: ActivityContext, gtrid: string, which: { olderThan: number } | { except: string }, onRolledBack?: (xid: string) => void): Promise<string[]> {
   const out: string[] = [];
   for (const x of await recoverXids(ctx.pool, gtrid)) {
     if (x.gtrid !== gtrid) continue;
@@ -26,7 +30,7 @@ export async function rollbackBranches(ctx: ActivityContext, spec: PipelineSpec,
     if (keep) continue;
     if ((await rollbackXid(ctx.pool, x)) === 'rolled-back') {
       out.push(xidToString(x));
-      ctx.observe({ kind: 'rolled-back', pipeline: spec.name, partition, epoch, xid: xidToString(x) });
+      onRolledBack?.(xidToString(x));
     }
   }
   return out;

@@ -93,7 +93,8 @@ export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: ()
     try {
       const markerOffset = (await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, applied, [{ marker, src }])))[0]!;
       // Before anything may commit it: the log holds every acknowledged output and dead letter
-      // of this transaction (one fetch per partition written; the marker's own ack was checked).
+      // of this transaction, each once (one DescribeProducers per leader broker; the marker's own
+      // ack was checked).
       await timed('kafkaMs', () => checkLanded(cluster, txn, handle, [spec.progressTopic]));
       await ctx.hit('prepare.kafka-sent', at);
       const staged = mysqlMode(spec) === 'staged';

@@ -32,6 +32,7 @@ const stack: StackOptions = { runDir: join(home, 'cluster-test-run'), portBase: 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 let admin: Admin;
+let settings: ReturnType<typeof loadSettings>;
 let cluster: KafkaCluster;
 let brokers: string[];
 let kafkaLibs: string;
@@ -39,7 +40,7 @@ let kafkaLibs: string;
 before(async () => {
   await services(stack, ['up', 'kafka']);
   const env = { ONCEFLOW_SERVICES_ENV: join(stack.runDir, 'services.env') };
-  const settings = loadSettings(env);
+  settings = loadSettings(env);
   brokers = settings.kafka.brokers;
   kafkaLibs = toolPaths(env).kafkaLibs!;
   admin = new Kafka({ ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-test'), logLevel: logLevel.NOTHING }).admin();
@@ -95,6 +96,12 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
   // One record to each partition first: both partitions join the transaction while every node
   // is up (the coordinator's write needs the ISR), as an epoch's earlier requests would.
   await txn.send([{ topic: l.topic, messages: [...messages(0, 1, 'first'), ...messages(1, 1, 'first')] }]);
+  // The leader is watched through the other two nodes only: kafkajs sends a metadata request to
+  // any broker it is connected to, and one sent to the frozen node hangs for its request timeout
+  // on every retry (the watch then timed out on a loaded machine).
+  const others = (await admin.describeCluster()).brokers.filter((b) => b.nodeId !== l.victim).map((b) => `${b.host}:${b.port}`);
+  const watcher = new Kafka({ ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-watch'), brokers: others, requestTimeout: 5000, logLevel: logLevel.NOTHING }).admin();
+  await watcher.connect();
   const pid = await servicePid(stack, l.service);
   process.kill(-pid, 'SIGSTOP');
   try {
@@ -102,12 +109,13 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
       (r) => ({ ok: true as const, r }),
       (e: unknown) => ({ ok: false as const, e }),
     );
-    await waitFor(`${l.topic}[1] led by node ${l.answering}`, async () => (await partitionLeader(admin, l.topic, 1)) === l.answering, 90_000);
+    await waitFor(`${l.topic}[1] led by node ${l.answering}`, async () => (await partitionLeader(watcher, l.topic, 1)) === l.answering, 90_000);
     // The answering broker acknowledges partition 0 once the frozen node left its ISR (same moment).
     await sleep(2000);
     await services(stack, ['kill', l.service]);
     return await sending;
   } finally {
+    await watcher.disconnect().catch(() => undefined);
     try {
       process.kill(-pid, 'SIGCONT');
     } catch {

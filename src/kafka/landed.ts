@@ -40,12 +40,11 @@ import { describeProducers, PreparedTransaction, producerSequence, type KafkaClu
 
 type Message = { key?: Buffer | string | null; value: Buffer | string | null; partition: number; headers?: Record<string, string | Buffer> };
 
-/** Per topic-partition: records sent, and the first offset the broker acknowledged for them. */
+/** Per topic-partition: records sent. */
 export interface SentPartition {
   topic: string;
   partition: number;
   sent: number;
-  firstOffset?: number;
 }
 
 export interface LandedCheck {
@@ -79,7 +78,6 @@ export class CountedTransaction extends PreparedTransaction {
         const bases = acked.get(k) ?? [];
         if (bases.length === 0) missing.push(`${k} (${n} records)`);
         else if (bases.length > 1) surplus.push(`${k} acknowledged ${bases.length} times (at offsets ${bases.join(', ')}) for one request's ${n} records`);
-        for (const base of bases) if (entry.firstOffset === undefined || base < entry.firstOffset) entry.firstOffset = base;
         this.sent.set(k, entry);
       }
     }

@@ -96,6 +96,23 @@ export async function leaderIdOf(cluster: KafkaCluster, topic: string, partition
   return nodeId;
 }
 
+/**
+ * `parts` by the broker that leads them, each with its index in `parts`, and with its topics
+ * already grouped as a request lists them: how a request is sent once per leader.
+ */
+export async function byLeader<P extends { topic: string; partition: number }>(
+  cluster: KafkaCluster,
+  parts: P[],
+): Promise<{ nodeId: string; broker: any; mine: (P & { i: number })[]; topics: { topic: string; parts: (P & { i: number })[] }[] }[]> {
+  const leaders = await Promise.all(parts.map((p) => leaderIdOf(cluster, p.topic, p.partition)));
+  return Promise.all(
+    [...new Set(leaders)].map(async (nodeId) => {
+      const mine = parts.map((p, i) => ({ ...p, i })).filter((_, i) => leaders[i] === nodeId);
+      const topics = [...new Set(mine.map((p) => p.topic))].map((topic) => ({ topic, parts: mine.filter((p) => p.topic === topic) }));
+      return { nodeId, broker: await cluster.raw.findBroker({ nodeId }), mine, topics };
+    }),
+  );
+}
 
 /** Error types after which the client's metadata is refreshed (the partition moved). */
 export const LEADER_MOVED = ['NOT_LEADER_FOR_PARTITION', 'UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE'];

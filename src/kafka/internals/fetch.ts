@@ -1,6 +1,6 @@
 /** Reads of exact offset ranges without a consumer group, and the aborted-transaction filter. */
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
-import { ISOLATION, LEADER_MOVED, leaderIdOf, leaderOf, type KafkaCluster } from './cluster';
+import { ISOLATION, LEADER_MOVED, byLeader, leaderOf, type KafkaCluster } from './cluster';
 
 const Batch = require('kafkajs/src/consumer/batch');
 
@@ -89,17 +89,11 @@ export async function fetchPartitions(
   parts: { topic: string; partition: number; fromOffset: number }[],
   opts: { maxBytes: number; maxWaitMs: number; isolation: 0 | 1 },
 ): Promise<FetchResult[]> {
-  const leaders = await Promise.all(parts.map((p) => leaderIdOf(cluster, p.topic, p.partition)));
   const out: FetchResult[] = new Array(parts.length);
   await Promise.all(
-    [...new Set(leaders)].map(async (nodeId) => {
-      const mine = parts.map((p, i) => ({ ...p, i })).filter((_, i) => leaders[i] === nodeId);
-      const broker = await cluster.raw.findBroker({ nodeId });
+    (await byLeader(cluster, parts)).map(async ({ broker, mine, topics: grouped }) => {
       await fetchConnection(broker);
-      const topics = [...new Set(mine.map((p) => p.topic))].map((topic) => ({
-        topic,
-        partitions: mine.filter((p) => p.topic === topic).map((p) => ({ partition: p.partition, fetchOffset: String(p.fromOffset), maxBytes: opts.maxBytes })),
-      }));
+      const topics = grouped.map(({ topic, parts: ps }) => ({ topic, partitions: ps.map((p) => ({ partition: p.partition, fetchOffset: String(p.fromOffset), maxBytes: opts.maxBytes })) }));
       let response: any;
       try {
         response = await broker.fetch({ replicaId: -1, isolationLevel: opts.isolation, maxWaitTime: opts.maxWaitMs, minBytes: 1, maxBytes: opts.maxBytes * mine.length, topics });

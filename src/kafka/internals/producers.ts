@@ -1,6 +1,6 @@
 /** DescribeProducers: a partition leader's state of the producers writing to it. */
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
-import { leaderIdOf, type KafkaCluster } from './cluster';
+import { byLeader, type KafkaCluster } from './cluster';
 
 const Encoder = require('kafkajs/src/protocol/encoder');
 const Decoder = require('kafkajs/src/protocol/decoder');
@@ -100,16 +100,13 @@ export async function describeProducers(cluster: KafkaCluster, parts: { topic: s
   const done: DescribedPartition[] = [];
   let requests = 0;
   for (let round = 0; pending.length; round++) {
-    const leaders = await Promise.all(pending.map((p) => leaderIdOf(cluster, p.topic, p.partition)));
     const moved: { topic: string; partition: number }[] = [];
     await Promise.all(
-      [...new Set(leaders)].map(async (nodeId) => {
-        const mine = pending.filter((_, i) => leaders[i] === nodeId);
-        const broker = await cluster.raw.findBroker({ nodeId });
+      (await byLeader(cluster, pending)).map(async ({ nodeId, broker, mine, topics: grouped }) => {
         if (broker.versions && !broker.versions[DESCRIBE_PRODUCERS]) {
           throw new Error(`Kafka broker ${nodeId} does not support DescribeProducers (Kafka 3.0 or later is needed to check an epoch's writes before commit)`);
         }
-        const topics = [...new Set(mine.map((p) => p.topic))].map((topic) => ({ topic, partitions: mine.filter((p) => p.topic === topic).map((p) => p.partition) }));
+        const topics = grouped.map(({ topic, parts: ps }) => ({ topic, partitions: ps.map((p) => p.partition) }));
         requests++;
         const answer: DescribedPartition[] = await broker.connectionPool.send({
           request: describeProducersRequest(topics),
@@ -120,7 +117,10 @@ export async function describeProducers(cluster: KafkaCluster, parts: { topic: s
           if (!a) throw new Error(`DescribeProducers: broker ${nodeId} did not answer for ${p.topic}[${p.partition}]`);
           if (a.errorCode === 0) done.push(a);
           else if ([3, 5, 6].includes(a.errorCode) && round < 3) moved.push(p); // unknown partition, no leader, not the leader
-          else throw Object.assign(createErrorFromCode(a.errorCode), { message: `DescribeProducers ${p.topic}[${p.partition}]: ${a.errorMessage ?? createErrorFromCode(a.errorCode).message}` });
+          else {
+            const e = createErrorFromCode(a.errorCode);
+            throw Object.assign(e, { message: `DescribeProducers ${p.topic}[${p.partition}]: ${a.errorMessage ?? e.message}` });
+          }
         }
       }),
     );

@@ -16,13 +16,14 @@ import { controlPartitions, pipelineStatus, resolveInDoubt } from '../src/cli/op
 import { startPipeline } from '../src/client';
 import { committedMarkers } from '../src/kafka/progress';
 import { earliestOffset } from '../src/kafka/internals';
+import { readGroup } from '../src/activities/source';
 import { recoverXids } from '../src/mysql/branch';
 import { pipelineGroupGtridPrefix } from '../src/mysql/xid';
 import { groupWorkflowId, pipelineWorkflowId } from '../src/spec';
 import { createOnceflowWorker } from '../src/worker';
-import { bundle, openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
+import { bundle, openDeps, quietRuntime, spawnWorker, uniqueName, waitUntil, type Deps } from './support/env';
 import { compareTransforms } from '../examples/flink-compare/transforms';
-import { makeEvents, produceValues } from '../examples/flink-compare/scenario';
+import { createTopic, makeEvents, produceValues } from '../examples/flink-compare/scenario';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 
 let deps: Deps;
@@ -31,6 +32,43 @@ before(async () => {
   deps = await openDeps();
 });
 after(async () => deps.close());
+
+test('a group epoch holds at most the epoch bounds, shared among its partitions whatever their backlog; consecutive epochs read every record once, in order (real broker)', async () => {
+  const topic = uniqueName('gread');
+  await createTopic(deps.admin, topic, 4);
+  const backlog = [1000, 100, 100, 0];
+  const producer = deps.kafka.producer();
+  await producer.connect();
+  for (const [partition, n] of backlog.entries()) {
+    for (let i = 0; i < n; i += 250) {
+      const batch = Array.from({ length: Math.min(250, n - i) }, (_, k) => ({ partition, value: `${partition}:${String(i + k).padStart(4, '0')}` }));
+      await producer.send({ topic, messages: batch });
+    }
+  }
+  await producer.disconnect();
+  const read = (from: number[], bounds: { maxRecords: number; maxBytes: number }) =>
+    readGroup(deps.cluster, from.map((offset, partition) => ({ topic, partition, from: offset })), { ...bounds, maxWaitMs: 0 }, 0, () => undefined);
+
+  // The first epoch: 300 records, 100 from each partition that has data (not 300 from the first).
+  const first = await read([0, 0, 0, 0], { maxRecords: 300, maxBytes: 1 << 20 });
+  assert.deepEqual(first.map((r) => r.records.length), [100, 100, 100, 0]);
+  // A byte bound is the epoch's too: 6-byte values, 60 bytes in all.
+  const small = await read([0, 0, 0, 0], { maxRecords: 300, maxBytes: 60 });
+  assert.ok(small.reduce((n, r) => n + r.records.length, 0) <= 10, JSON.stringify(small.map((r) => r.records.length)));
+  assert.ok(small.every((r, p) => backlog[p] === 0 || r.records.length > 0), 'every partition with data took part');
+
+  // Epoch after epoch until caught up: never more than the bound, every record once and in order.
+  const seen: string[][] = [[], [], [], []];
+  let from = [0, 0, 0, 0];
+  for (let epochs = 0; from.some((f, p) => f < backlog[p]!); epochs++) {
+    assert.ok(epochs < 20, `not caught up after 20 epochs: at ${from.join(', ')}`);
+    const rs = await read(from, { maxRecords: 300, maxBytes: 1 << 20 });
+    assert.ok(rs.reduce((n, r) => n + r.records.length, 0) <= 300);
+    rs.forEach((r, p) => seen[p]!.push(...r.records.map((x) => String(x.value))));
+    from = rs.map((r) => r.end);
+  }
+  seen.forEach((values, p) => assert.deepEqual(values, Array.from({ length: backlog[p]! }, (_, i) => `${p}:${String(i).padStart(4, '0')}`)));
+});
 
 /** Replays every run of the group's workflow with the current code (and stores them with ONCEFLOW_RECORD_HISTORIES=1); returns their JSON. */
 async function replayGroup(pipeline: string, group: number, label: string): Promise<string[]> {

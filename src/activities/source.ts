@@ -74,8 +74,11 @@ const LONG_POLL_BUDGET_MS = 5_000;
 /**
  * The next epoch of a group of partitions (one partition: readEpoch), read together: each round
  * is one Fetch per leader for all of them (fetchPartitions), which the broker answers as soon as
- * any has data. The bounds apply per partition. The epoch closes once it has records and every
- * partition is caught up with its LSO (or full); empty, after waitMs.
+ * any has data. The bounds are the epoch's, whatever the number of partitions: in each round the
+ * partitions that have data share what is left of them equally (one with less leaves the rest
+ * to the next round), so no partition's backlog crowds out the others' and a group epoch holds
+ * no more than an ungrouped one. The epoch closes once it has records and is full or every
+ * partition is caught up with its LSO; empty, after waitMs.
  */
 export async function readGroup(
   cluster: KafkaCluster,
@@ -86,46 +89,92 @@ export async function readGroup(
 ): Promise<EpochRead[]> {
   const started = Date.now();
   const deadline = started + waitMs;
-  const state = parts.map((p) => ({ ...p, read: { records: [] as SourceRecord[], end: p.from, sourceEnd: p.from } as EpochRead, bytes: 0, caughtUp: false, full: false }));
-  const take = (m: (typeof state)[number], r: FetchResult) => {
-    checkRetained(m.topic, m.partition, m.read.end, r.logStartOffset);
-    m.read.sourceEnd = Math.max(m.read.sourceEnd, r.lastStableOffset);
-    for (const raw of r.records) {
-      if (m.read.records.length >= bounds.maxRecords || (m.read.records.length > 0 && m.bytes + size(raw) > bounds.maxBytes)) {
-        m.read.end = raw.offset;
-        m.full = true;
-        return;
-      }
-      m.read.records.push(toSource(m.topic, m.partition, raw));
-      m.bytes += size(raw);
-    }
-    m.read.end = Math.max(m.read.end, r.nextOffset);
-    m.caughtUp = m.read.end >= r.lastStableOffset;
-    if (m.read.records.length >= bounds.maxRecords) m.full = true;
-  };
+  const state: Member[] = parts.map((p) => ({ ...p, read: { records: [], end: p.from, sourceEnd: p.from }, caughtUp: false }));
+  const total = { records: 0, bytes: 0 };
+  let full = false;
   for (let round = 0; ; round++) {
-    const n = state.reduce((k, m) => k + m.read.records.length, 0);
-    const active = state.filter((m) => !m.full);
     // Until every partition has answered once, nobody knows where data is (a partition alone may wait from the start).
-    const idle = round === 0 ? state.length === 1 : active.every((m) => m.caughtUp);
-    if (n > 0 && (active.length === 0 || idle)) break;
-    if (n === 0 && round > 0 && Date.now() >= deadline) break;
+    const idle = round === 0 ? state.length === 1 : state.every((m) => m.caughtUp);
+    if (total.records > 0 && (full || idle)) break;
+    if (total.records === 0 && round > 0 && Date.now() >= deadline) break;
     const wait = idle ? Math.max(0, Math.min(POLL_SLICE_MS, deadline - Date.now(), Math.floor(LONG_POLL_BUDGET_MS / (longPolls + 1)))) : 0;
     if (wait > 0) longPolls++;
     let rs: FetchResult[];
     try {
       rs = await fetchPartitions(
         cluster,
-        active.map((m) => ({ topic: m.topic, partition: m.partition, fromOffset: m.read.end })),
-        { maxBytes: FETCH_BYTES, maxWaitMs: wait, isolation: ISOLATION.READ_COMMITTED },
+        state.map((m) => ({ topic: m.topic, partition: m.partition, fromOffset: m.read.end })),
+        { maxBytes: fetchBytes(bounds, total, state.length), maxWaitMs: wait, isolation: ISOLATION.READ_COMMITTED },
       );
     } finally {
       if (wait > 0) longPolls--;
     }
     onProgress();
-    active.forEach((m, k) => take(m, rs[k]!));
+    full = takeShares(state, rs, bounds, total);
   }
   return state.map((m) => m.read);
+}
+
+interface Member {
+  topic: string;
+  partition: number;
+  read: EpochRead;
+  caughtUp: boolean;
+}
+
+/** Record size assumed before an epoch has seen any (only sizes the first fetch). */
+const ASSUMED_RECORD_BYTES = 1024;
+
+/**
+ * Bytes to ask per partition: about a partition's share of what is left of the epoch, so a
+ * group of many partitions does not fetch (and decode) far more than it may take. At least
+ * 16 KiB; at most FETCH_BYTES. (The broker returns a first batch larger than this whole.)
+ */
+function fetchBytes(bounds: EpochBounds, total: { records: number; bytes: number }, partitions: number): number {
+  const recordBytes = total.records ? total.bytes / total.records : ASSUMED_RECORD_BYTES;
+  const share = Math.min((bounds.maxRecords - total.records) * recordBytes, bounds.maxBytes - total.bytes) / partitions;
+  return Math.max(16 * 1024, Math.min(FETCH_BYTES, Math.ceil(share * 1.25)));
+}
+
+/**
+ * Takes one round's fetched records within the epoch's bounds: each partition with data up to
+ * an equal share of what is left (always its first record while the epoch has room for it, and
+ * the epoch's first record whatever its size). A partition cut short is not caught up, and is
+ * fetched again from where it stopped. Returns whether the epoch is full: at its bounds, or no
+ * partition could take its next record.
+ */
+function takeShares(state: Member[], rs: FetchResult[], bounds: EpochBounds, total: { records: number; bytes: number }): boolean {
+  const withData = Math.max(1, rs.filter((r) => r.records.length > 0).length);
+  const share = Math.max(1, Math.ceil((bounds.maxRecords - total.records) / withData));
+  const byteShare = Math.floor((bounds.maxBytes - total.bytes) / withData);
+  let took = 0;
+  let cut = 0;
+  state.forEach((m, k) => {
+    const r = rs[k]!;
+    checkRetained(m.topic, m.partition, m.read.end, r.logStartOffset);
+    m.read.sourceEnd = Math.max(m.read.sourceEnd, r.lastStableOffset);
+    let n = 0;
+    let bytes = 0;
+    for (const raw of r.records) {
+      const s = size(raw);
+      const room = total.records < bounds.maxRecords && total.bytes + s <= bounds.maxBytes && (n === 0 || (n < share && bytes + s <= byteShare));
+      if (!room && total.records > 0) {
+        m.read.end = raw.offset;
+        m.caughtUp = false;
+        cut++;
+        return;
+      }
+      m.read.records.push(toSource(m.topic, m.partition, raw));
+      n++;
+      bytes += s;
+      total.records++;
+      total.bytes += s;
+      took++;
+    }
+    m.read.end = Math.max(m.read.end, r.nextOffset);
+    m.caughtUp = m.read.end >= r.lastStableOffset;
+  });
+  return total.records >= bounds.maxRecords || total.bytes >= bounds.maxBytes || (cut > 0 && took === 0);
 }
 
 /** Exactly the visible records of [start, end), for a redo. */

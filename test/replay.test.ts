@@ -7,7 +7,8 @@
  * Pipeline workflows (test/histories/pipeline/, recorded by test/sources.test.ts with the same
  * variable): the discovery loop behind source-discovery-v1, continued as new, and a partition
  * workflow started by it; and one with partition groups (test/groups.test.ts). Group workflows:
- * test/histories/group/, recorded by test/groups.test.ts.
+ * test/histories/group/, recorded by test/groups.test.ts; v1-ends-*.json (there and in pipeline/)
+ * were recorded before a group told its pipeline its members' ends in one signal (group-ends-v1).
  * Older generations are kept to guard the patches: sequential-*.json were recorded before the
  * pipelined loop, v1-pipelined-*.json before the single commit activity (commit-epoch-v1),
  * v2-commit-epoch-*.json before commit and next prepare became one activity (advance-epoch-v1).
@@ -93,11 +94,23 @@ const groupFiles = readdirSync(groupDir).filter((f) => f.endsWith('.json')).sort
 
 test('recorded partition-group histories (retries, a per-partition redo, continue-as-new, a partition joining) replay with the current workflow code', async () => {
   quietRuntime();
-  const all = groupFiles.map((f) => readFileSync(join(groupDir, f), 'utf8')).join('\n');
-  assert.match(all, /compare sink failed/, 'a group epoch with failed prepare attempts');
-  assert.match(all, /"redoGroupKafka"/, 'a broker-aborted group transaction redone');
-  assert.match(all, /ContinuedAsNew/, 'a group run that continued as new');
-  assert.match(all, /"addMembers"/, 'a partition that joined a running group');
+  const generation = (older: boolean) =>
+    groupFiles
+      .filter((f) => f.startsWith('v1-ends-') === older)
+      .map((f) => readFileSync(join(groupDir, f), 'utf8'))
+      .join('\n');
+  // Recorded before and after group-ends-v1: both branches of the patch replay.
+  for (const [name, all] of [['before group-ends-v1', generation(true)], ['current', generation(false)]] as const) {
+    assert.match(all, /compare sink failed/, `${name}: a group epoch with failed prepare attempts`);
+    assert.match(all, /"redoGroupKafka"/, `${name}: a broker-aborted group transaction redone`);
+    assert.match(all, /ContinuedAsNew/, `${name}: a group run that continued as new`);
+    assert.match(all, /"addMembers"/, `${name}: a partition that joined a running group`);
+  }
+  assert.deepEqual(patchIds(generation(true)), []);
+  assert.match(generation(true), /"partitionEnded"/, 'before: one signal per member');
+  assert.deepEqual(patchIds(generation(false)), ['group-ends-v1']);
+  assert.match(generation(false), /"partitionsEnded"/, 'current: the members\' ends in one signal');
+  assert.doesNotMatch(generation(false), /"partitionEnded"/);
   for (const f of groupFiles) {
     await Worker.runReplayHistory(currentBundle(), historyFromJSON(JSON.parse(readFileSync(join(groupDir, f), 'utf8'))), f);
   }
@@ -112,6 +125,7 @@ test('recorded pipeline histories (partition discovery, continue-as-new) replay 
   assert.deepEqual(patchIds(all).filter((p) => p === 'source-discovery-v1'), ['source-discovery-v1']);
   assert.match(all, /ContinuedAsNew/, 'a pipeline run that continued as new');
   assert.match(all, /"partitionEnded"/, 'a partition reporting its end by signal');
+  assert.match(all, /"partitionsEnded"/, 'a group reporting its members\' ends in one signal');
   for (const f of pipelineFiles) {
     await Worker.runReplayHistory(currentBundle(), historyFromJSON(JSON.parse(readFileSync(join(pipelineDir, f), 'utf8'))), f);
   }

@@ -20,6 +20,7 @@ import {
   defineQuery,
   defineSignal,
   getExternalWorkflowHandle,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -49,7 +50,7 @@ import {
 } from '../protocol';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
 import { pipelineWorkflowId } from '../spec';
-import { controlSignal, controlUpdate, failureOf, partitionEndedSignal, type PartitionEnd, type PartitionResult } from './partition';
+import { controlSignal, controlUpdate, failureOf, partitionEndedSignal, partitionsEndedSignal, type PartitionEnd, type PartitionResult } from './partition';
 
 /** A group's own view: its members and the group epoch in flight. */
 export interface GroupStatus {
@@ -82,11 +83,21 @@ const zero = (p: MemberPosition): MemberState => ({ id: p.id, epoch: p.epoch, of
 /** A member's state as an ungrouped partition's (status query, results). */
 const partitionState = ({ id: _id, ...s }: MemberState): PartitionState => s;
 
+/**
+ * A group that ends tells its pipeline workflow every member's end in one signal
+ * (partitionsEndedSignal) instead of one signal per member: at 32 members that was 64 history
+ * events and about ten workflow tasks in the group, and 32 signals and their workflow tasks in
+ * the pipeline, at the end of every run. Runs recorded before this patch replay the per-member signals.
+ */
+export const GROUP_ENDS_PATCH = 'group-ends-v1';
+
 export async function groupWorkflow(input: GroupInput): Promise<PartitionResult[]> {
   const tell = (ends: PartitionEnd[]) =>
-    CancellationScope.nonCancellable(() =>
-      Promise.all(ends.map((end) => getExternalWorkflowHandle(pipelineWorkflowId(input.spec.name)).signal(partitionEndedSignal, end).catch(() => undefined))),
-    );
+    CancellationScope.nonCancellable(async () => {
+      const pipeline = getExternalWorkflowHandle(pipelineWorkflowId(input.spec.name));
+      if (patched(GROUP_ENDS_PATCH)) await pipeline.signal(partitionsEndedSignal, ends).catch(() => undefined);
+      else await Promise.all(ends.map((end) => pipeline.signal(partitionEndedSignal, end).catch(() => undefined)));
+    });
   let ids = input.members.map((m) => m.id);
   let results: PartitionResult[];
   try {

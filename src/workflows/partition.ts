@@ -62,6 +62,8 @@ export interface PartitionEnd {
 
 /** Sent by a partition workflow to its pipeline workflow when it ends (runs started with a SourceRef only). */
 export const partitionEndedSignal = defineSignal<[PartitionEnd]>('partitionEnded');
+/** Sent by a group workflow to its pipeline workflow when it ends: every member's end in one signal (since group-ends-v1). */
+export const partitionsEndedSignal = defineSignal<[PartitionEnd[]]>('partitionsEnded');
 
 const retry = {
   initialInterval: '500ms',

@@ -14,7 +14,8 @@
  *    REQUEST_CANCEL would cancel it, so children are started with ParentClosePolicy.ABANDON and
  *    the run carries what it knows (control state, the children started, how they ended).
  *  - A new run cannot await the result of a child started by an earlier run. Each child
- *    therefore signals the pipeline's workflow id (partitionEndedSignal) when it ends; within
+ *    therefore signals the pipeline's workflow id when it ends (partitionEndedSignal; a group
+ *    workflow, all its members' ends in one partitionsEndedSignal); within
  *    a run the child's result is tracked too. A signal arriving during continue-as-new is
  *    delivered to the run that continues, so none is lost.
  *  - Control is forwarded by signal to every child that has not ended, by workflow id, which
@@ -49,7 +50,7 @@ import { applyControl, validateControl, type Control, type ControlAction, type S
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
 import { SPEC_DEFAULTS, groupOf, groupWorkflowId, partitionWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
 import { addMembersSignal, groupWorkflow } from './group';
-import { controlSignal, failureOf, partitionEndedSignal, partitionWorkflow, type PartitionEnd, type PartitionResult } from './partition';
+import { controlSignal, failureOf, partitionEndedSignal, partitionsEndedSignal, partitionWorkflow, type PartitionEnd, type PartitionResult } from './partition';
 
 /** A source partition of the pipeline: its id and where it reads (src/mysql/sources.ts). */
 export type PipelineSource = SourceRef & { id: number };
@@ -173,6 +174,9 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
   });
   setHandler(partitionEndedSignal, (end) => {
     ended.set(end.partition, end);
+  });
+  setHandler(partitionsEndedSignal, (ends) => {
+    for (const end of ends) ended.set(end.partition, end);
   });
   const fresh = started.size === 0;
   if (fresh) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }]);

@@ -104,7 +104,7 @@ export async function readGroup(
       rs = await fetchPartitions(
         cluster,
         state.map((m) => ({ topic: m.topic, partition: m.partition, fromOffset: m.read.end })),
-        { maxBytes: fetchBytes(bounds, total, state.length), maxWaitMs: wait, isolation: ISOLATION.READ_COMMITTED },
+        { maxBytes: fetchBytes(bounds, total, state), maxWaitMs: wait, isolation: ISOLATION.READ_COMMITTED },
       );
     } finally {
       if (wait > 0) longPolls--;
@@ -112,6 +112,7 @@ export async function readGroup(
     onProgress();
     full = takeShares(state, rs, bounds, total);
   }
+  if (total.records) recordBytesOf.set(topicsOf(state), total.bytes / total.records);
   return state.map((m) => m.read);
 }
 
@@ -122,16 +123,26 @@ interface Member {
   caughtUp: boolean;
 }
 
-/** Record size assumed before an epoch has seen any (only sizes the first fetch). */
+/** Record size assumed for a topic this process has not read yet (only sizes a first fetch). */
 const ASSUMED_RECORD_BYTES = 1024;
+/**
+ * The mean record size (key + value) of the last epoch this process read from a set of source
+ * topics: sizes the next epoch's first fetch. Only a hint — a wrong one costs a fetch round
+ * more, or bytes fetched and dropped, never a record.
+ */
+const recordBytesOf = new Map<string, number>();
+const topicsOf = (state: Member[]) => [...new Set(state.map((m) => m.topic))].join(',');
 
 /**
  * Bytes to ask per partition: about a partition's share of what is left of the epoch, so a
- * group of many partitions does not fetch (and decode) far more than it may take. At least
- * 16 KiB; at most FETCH_BYTES. (The broker returns a first batch larger than this whole.)
+ * group of many partitions does not fetch (and decode) far more than it may take — at 32
+ * partitions, 20,000-record epochs and 200-byte records, a first fetch sized for 1 KiB records
+ * decoded about 5 times the records the epoch could take. At least 16 KiB; at most FETCH_BYTES.
+ * (The broker returns a first batch larger than this whole.)
  */
-function fetchBytes(bounds: EpochBounds, total: { records: number; bytes: number }, partitions: number): number {
-  const recordBytes = total.records ? total.bytes / total.records : ASSUMED_RECORD_BYTES;
+function fetchBytes(bounds: EpochBounds, total: { records: number; bytes: number }, state: Member[]): number {
+  const partitions = state.length;
+  const recordBytes = total.records ? total.bytes / total.records : (recordBytesOf.get(topicsOf(state)) ?? ASSUMED_RECORD_BYTES);
   const share = Math.min((bounds.maxRecords - total.records) * recordBytes, bounds.maxBytes - total.bytes) / partitions;
   return Math.max(16 * 1024, Math.min(FETCH_BYTES, Math.ceil(share * 1.25)));
 }

@@ -172,10 +172,11 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   assert.match(md, /\| B at-least-once \| 1,200\/1,200 \|/);
   assert.match(md, /\*\*Partition scaling\*\*/);
   for (const p of ['4', '4, 2 groups']) {
-    assert.match(md, new RegExp(`\\n\\| ${p} \\| [\\d,]+ \\| [\\d,]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d,]+ / [\\d,]+ · [\\d,]+ / [\\d,]+ \\| exactly once \\|`), `scale row '${p}'`);
+    // partitions | B rec/s | B ratio | C rec/s | C ratio | Temporal CPU | its ratio | Kafka CPU B · C | worker CPU | latency B · C | verified
+    assert.match(md, new RegExp(`\\n\\| ${p} \\| [\\d,]+ \\| [\\d.]+ \\| [\\d,]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ · [\\d.]+ \\| [\\d.]+ \\| [\\d,]+ / [\\d,]+ · [\\d,]+ / [\\d,]+ \\| exactly once \\|`), `scale row '${p}'`);
   }
   for (const series of ['ungrouped', 'with 2 groups']) {
-    assert.match(md, new RegExp(`Target \\(${series}\\): at 4 partitions C ≥ 0\\.9× its 2-partition records/s — [\\d.]+×: \\*\\*(met|missed)\\*\\*`));
+    assert.match(md, new RegExp(`Target \\(${series}\\): at 4 partitions C ≥ 0\\.9× its 2-partition records/s — [\\d.]+×: \\*\\*(met|missed)\\*\\* \\(B, the at-least-once pipe on the same topics: [\\d.]+×\\)`));
     assert.match(md, new RegExp(`Target \\(${series}\\): at 4 partitions Temporal CPU per 1,000 records ≤ 1\\.2× the 2-partition figure — [\\d.]+×: \\*\\*(met|missed)\\*\\*`));
   }
   assert.match(md, /\| scale: 4 partitions, 2 groups \| [\d,]+ \| [\d.]+ \|/);

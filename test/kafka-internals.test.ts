@@ -151,8 +151,13 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
   // Records counted as sent that are not in the log (a dropped partition): refused.
   txn.sent.get(`${topic}/1`)!.sent = 3;
   await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /missing from the log.*\[1\]: 3 sent .*last sequence in the log 1/.test((e as Error).message));
-  // Once aborted, nothing of it may pass.
+  // Once aborted, nothing of it may pass. EndTxn answers once the coordinator has logged the
+  // abort; the leaders learn it from the markers written after that (until then a leader still
+  // reports the transaction open — harmless in the engine, where the EndTxn commit that follows
+  // the check is the authority, but this test asks the leaders), so wait for both markers.
   assert.equal(await endTxn(other, h, false), 'ok');
+  await waitDecided(deps.cluster, topic, 0, 3, { timeoutMs: 10_000 });
+  await waitDecided(deps.cluster, topic, 1, 1, { timeoutMs: 10_000 });
   txn.sent.get(`${topic}/1`)!.sent = 2;
   await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /no transaction of the producer is open/.test((e as Error).message));
   // A newer InitProducerId on the id: the old handle is fenced.

@@ -158,7 +158,7 @@ function takeShares(state: Member[], rs: FetchResult[], bounds: EpochBounds, tot
   const withData = Math.max(1, rs.filter((r) => r.records.length > 0).length);
   const share = Math.max(1, Math.ceil((bounds.maxRecords - total.records) / withData));
   const byteShare = Math.floor((bounds.maxBytes - total.bytes) / withData);
-  let took = 0;
+  const before = total.records;
   let cut = 0;
   state.forEach((m, k) => {
     const r = rs[k]!;
@@ -180,12 +180,11 @@ function takeShares(state: Member[], rs: FetchResult[], bounds: EpochBounds, tot
       bytes += s;
       total.records++;
       total.bytes += s;
-      took++;
     }
     m.read.end = Math.max(m.read.end, r.nextOffset);
     m.caughtUp = m.read.end >= r.lastStableOffset;
   });
-  return total.records >= bounds.maxRecords || total.bytes >= bounds.maxBytes || (cut > 0 && took === 0);
+  return total.records >= bounds.maxRecords || total.bytes >= bounds.maxBytes || (cut > 0 && total.records === before);
 }
 
 /** Exactly the visible records of [start, end), for a redo. */

@@ -172,12 +172,11 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
     accepted.push(action);
     await forward(action, [...started.keys()]);
   });
-  setHandler(partitionEndedSignal, (end) => {
-    ended.set(end.partition, end);
-  });
-  setHandler(partitionsEndedSignal, (ends) => {
-    for (const end of ends) ended.set(end.partition, end);
-  });
+  // A child's own word on how it ended; a result seen directly is kept only if none came first.
+  const recordEnds = (ends: PartitionEnd[]) => ends.forEach((end) => ended.set(end.partition, end));
+  const recordResult = (end: PartitionEnd) => void (ended.has(end.partition) || ended.set(end.partition, end));
+  setHandler(partitionEndedSignal, (end) => recordEnds([end]));
+  setHandler(partitionsEndedSignal, recordEnds);
   const fresh = started.size === 0;
   if (fresh) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }]);
 
@@ -203,10 +202,9 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
     }
     started.set(id, s);
     // Within this run the child's result is known directly too (its signal may say the same first).
-    const end = (e: PartitionEnd) => void (ended.has(id) || ended.set(id, e));
     void child?.result().then(
-      (result) => end({ partition: id, result }),
-      (e: unknown) => end({ partition: id, ...failureOf(e) }),
+      (result) => recordResult({ partition: id, result }),
+      (e: unknown) => recordResult({ partition: id, ...failureOf(e) }),
     );
     for (const a of accepted.slice(missed)) await forward(a, [id]);
   };
@@ -236,7 +234,7 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
             });
             // Within this run the results are known directly too (the group's signals may say the same first).
             void child.result().then(
-              (results) => results.forEach((result) => void (ended.has(result.partition) || ended.set(result.partition, { partition: result.partition, result }))),
+              (results) => results.forEach((result) => recordResult({ partition: result.partition, result })),
               () => undefined, // a failed group tells each member's failure by signal
             );
             break;

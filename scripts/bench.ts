@@ -31,6 +31,7 @@
  *     BENCH_BEFORE                       an earlier results file, shown as "before" columns
  *     BENCH_DOCS=0                       do not touch docs/performance.md and docs/performance.svg
  *     BENCH_SKIP_SERVICES=1              do not run scripts/services.sh up (the stack is already up)
+ *     BENCH_CPU_PROF=<dir>               every engine process (B and C) writes a V8 CPU profile there as it exits
  *     ONCEFLOW_RUN_DIR, ONCEFLOW_PORT_BASE  the stack (default ~/.cache/onceflow/bench-run, 28000; the secured stack has 27000)
  *     ONCEFLOW_MAX_CONCURRENT_ACTIVITIES the C workers' activity slots (inherited; recorded in the results)
  *     ONCEFLOW_WORKFLOW_BUNDLE           a prebuilt workflow bundle (else one is built per run)

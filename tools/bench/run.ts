@@ -386,7 +386,9 @@ class Child {
   private failure: Error | undefined;
 
   constructor(file: string, env: Record<string, string>) {
-    this.proc = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'tools', 'bench', file)], {
+    // BENCH_CPU_PROF=<dir>: each engine process writes a V8 CPU profile there when it exits (open it in Chrome's DevTools).
+    const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+    this.proc = spawn(process.execPath, [...prof, '--import', 'tsx', join(ROOT, 'tools', 'bench', file)], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

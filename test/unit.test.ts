@@ -452,3 +452,42 @@ test('DescribeProducers v0: the request as the protocol lays it out (flexible: h
     { topic: 'out', partition: 7, errorCode: 6, errorMessage: 'x', producers: [] },
   ]);
 });
+
+import { createRequire } from 'node:module';
+import { groupMessagesLinear, messageProducerWith } from '../src/kafka/internals/message-producer';
+
+const kafkajsRequire = createRequire(require.resolve('kafkajs'));
+
+test("our transactions' sends group by partition as kafkajs does (same partitions, same order), while kafkajs keeps its own grouping", () => {
+  const kafkajsGrouping = kafkajsRequire('./src/producer/groupMessagesPerPartition');
+  const { DefaultPartitioner } = kafkajsRequire('./src/producer/partitioners');
+  const partitionMetadata = [0, 1, 2, 3, 4].map((partitionId) => ({ partitionId, leader: 0 }));
+  const messages = Array.from({ length: 500 }, (_, i) => (i % 3 === 0 ? { key: `k${i % 17}`, value: `v${i}` } : { partition: (i * 7) % 5, value: `v${i}` }));
+  const args = { topic: 't', partitionMetadata, messages, partitioner: DefaultPartitioner() };
+  assert.deepEqual(groupMessagesLinear(args), kafkajsGrouping(args));
+  assert.deepEqual(groupMessagesLinear({ ...args, partitionMetadata: [] }), {});
+  // Loading our producer left kafkajs's modules as they were.
+  assert.equal(kafkajsRequire('./src/producer/groupMessagesPerPartition'), kafkajsGrouping);
+  assert.notEqual(kafkajsGrouping, groupMessagesLinear);
+});
+
+test('a producer from messageProducerWith groups its sends with the grouping it was given', async () => {
+  const seen: number[] = [];
+  const create = messageProducerWith(({ messages }) => {
+    seen.push(messages.length);
+    throw Object.assign(new Error('grouping reached'), { retriable: false });
+  });
+  const { createLogger, LEVELS } = kafkajsRequire('./src/loggers');
+  const createRetry = kafkajsRequire('./src/retry');
+  const producer = create({
+    logger: createLogger({ level: LEVELS.NOTHING, logCreator: () => () => undefined }),
+    cluster: { refreshMetadataIfNecessary: async () => undefined, addMultipleTargetTopics: async () => undefined, findTopicPartitionMetadata: () => [{ partitionId: 0, leader: 0 }], isConnected: () => true },
+    partitioner: () => 0,
+    eosManager: {},
+    idempotent: false,
+    retrier: createRetry({ retries: 0 }),
+    getConnectionStatus: () => 'connected',
+  });
+  await assert.rejects(producer.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 'a' }, { value: 'b' }] }], acks: -1 }), /grouping reached/);
+  assert.deepEqual(seen, [2]);
+});

@@ -1,9 +1,9 @@
 /** A Kafka transaction prepared in one process and committed (EndTxn) from any. */
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
 import { type EndTxnOutcome, type KafkaCluster, type TxnHandle } from './cluster';
+import { createMessageProducer } from './message-producer';
 
 const createEosManager = require('kafkajs/src/producer/eosManager');
-const createMessageProducer = require('kafkajs/src/producer/messageProducer');
 const { DefaultPartitioner } = require('kafkajs/src/producer/partitioners');
 const createRetry = require('kafkajs/src/retry');
 const { CONNECTION_STATUS } = require('kafkajs/src/network/connectionStatus');

@@ -1,6 +1,6 @@
 /** An epoch's Kafka side: its records, dead letters, progress marker and source offsets in one transaction; its redo. */
 import { TransientError } from '../errors';
-import { PreparedTransaction, endTxn } from '../kafka/internals';
+import { endTxn } from '../kafka/internals';
 import { CountedTransaction, checkLanded } from '../kafka/landed';
 import { epochMarker } from '../kafka/outcome';
 import { encodeMarker, type Marker } from '../kafka/progress';
@@ -26,9 +26,10 @@ export interface SentPart {
 /**
  * Outputs and dead letters in requests of up to REQUEST_BYTES, the progress markers (one per
  * source partition, each in its own progress partition) with the last request, then the source
- * offsets. Returns each marker's offset, in the order of `parts`.
+ * offsets while the partition leaders confirm the log holds exactly what was sent (checkLanded:
+ * a TransientError otherwise). Returns each marker's offset, in the order of `parts`.
  */
-export async function sendEpoch(ctx: ActivityContext, txn: PreparedTransaction, spec: PipelineSpec, applied: Pick<Applied, 'outputs' | 'deadLetters'>, parts: SentPart[]): Promise<number[]> {
+export async function sendEpoch(ctx: ActivityContext, txn: CountedTransaction, spec: PipelineSpec, applied: Pick<Applied, 'outputs' | 'deadLetters'>, parts: SentPart[]): Promise<number[]> {
   const all = [...applied.outputs.map((msg) => ({ topic: spec.kafkaSink.topic, msg })), ...applied.deadLetters.map((msg) => ({ topic: spec.deadLetterTopic, msg }))];
   let markerOffsets: (number | undefined)[] = [];
   let i = 0;
@@ -54,10 +55,17 @@ export async function sendEpoch(ctx: ActivityContext, txn: PreparedTransaction, 
   } while (i < all.length);
   const missing = parts.filter((_, k) => markerOffsets[k] === undefined).map(({ marker }) => marker.partition);
   if (missing.length) throw new Error(`progress marker of source partition ${missing.join(', ')} was not acknowledged`);
-  await txn.sendOffsets(
-    consumerGroupId(spec.name),
-    parts.map(({ marker, src }) => ({ topic: src.topic, partition: src.partition, offset: marker.end })),
-  );
+  // The source offsets and, meanwhile, the check that the log holds every acknowledged output and
+  // dead letter, each once (src/kafka/landed.ts; the markers' acks were checked above). Both end
+  // before this returns: nothing may commit or abort the transaction with a request in flight.
+  const [offsets, landed] = await Promise.allSettled([
+    txn.sendOffsets(
+      consumerGroupId(spec.name),
+      parts.map(({ marker, src }) => ({ topic: src.topic, partition: src.partition, offset: marker.end })),
+    ),
+    checkLanded(ctx.cluster, txn, txn.handle(), [spec.progressTopic]),
+  ]);
+  for (const r of [landed, offsets]) if (r.status === 'rejected') throw r.reason;
   return markerOffsets as number[];
 }
 
@@ -84,7 +92,6 @@ export async function redoKafkaSide(
   const marker: Marker = { pipeline: spec.name, partition, epoch: e.epoch, start: e.start, end: e.end, records: records.length, redo: true, ...(e.xid ? { xid: e.xid } : {}) };
   try {
     await sendEpoch(ctx, txn, spec, applied, [{ marker, src }]);
-    await checkLanded(ctx.cluster, txn, handle, [spec.progressTopic]);
   } catch (err) {
     // Never commit a redo the checks refused: abort it now (the retried redo's InitProducerId
     // would abort it too) and let the activity retry the redo from the source offsets.

@@ -1,7 +1,7 @@
 /** Phase 1 of an epoch: read [offset, end), pre-commit the Kafka transaction and the XA branch. */
 import { randomBytes } from 'node:crypto';
 import { endTxn } from '../kafka/internals';
-import { CountedTransaction, checkLanded } from '../kafka/landed';
+import { CountedTransaction } from '../kafka/landed';
 import type { Marker } from '../kafka/progress';
 import { prepareBranch } from '../mysql/branch';
 import { insertLedger, ledgerRow } from '../mysql/ledger';
@@ -91,11 +91,8 @@ export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: ()
     const txn = new CountedTransaction(cluster, epochTransactionalId(spec, partition, epoch), spec.kafkaSink.transactionTimeoutMs);
     const handle = await timed('initMs', () => txn.begin());
     try {
+      // Checked before it returns: the log holds exactly what was sent (src/kafka/landed.ts).
       const markerOffset = (await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, applied, [{ marker, src }])))[0]!;
-      // Before anything may commit it: the log holds every acknowledged output and dead letter
-      // of this transaction, each once (one DescribeProducers per leader broker; the marker's own
-      // ack was checked).
-      await timed('kafkaMs', () => checkLanded(cluster, txn, handle, [spec.progressTopic]));
       await ctx.hit('prepare.kafka-sent', at);
       const staged = mysqlMode(spec) === 'staged';
       if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, partition, args.afterCommitOf!, givenUp));

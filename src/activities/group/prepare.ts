@@ -2,7 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { SourceTopicGone } from '../../errors';
 import { endTxn } from '../../kafka/internals';
-import { CountedTransaction, checkLanded } from '../../kafka/landed';
+import { CountedTransaction } from '../../kafka/landed';
 import type { Marker } from '../../kafka/progress';
 import { prepareBranch } from '../../mysql/branch';
 import { insertLedger } from '../../mysql/ledger';
@@ -86,7 +86,6 @@ export function groupPreparer(ctx: ActivityContext) {
     const handle = await timed('initMs', () => txn.begin());
     try {
       const markerOffsets = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, { outputs, deadLetters }, parts));
-      await timed('kafkaMs', () => checkLanded(cluster, txn, handle, [spec.progressTopic]));
       await ctx.hit('prepare.kafka-sent', at);
       const staged = mysqlMode(spec) === 'staged';
       const previous = args.afterCommitOf;

@@ -30,6 +30,7 @@
  *     BENCH_LABEL                        results file bench/results/<date>-<label>.json
  *     BENCH_BEFORE                       an earlier results file, shown as "before" columns
  *     BENCH_DOCS=0                       do not touch docs/performance.md and docs/performance.svg
+ *     BENCH_FROM=<results file>          measure nothing: render docs/performance.md and .svg again from a saved run
  *     BENCH_SKIP_SERVICES=1              do not run scripts/services.sh up (the stack is already up)
  *     BENCH_CPU_PROF=<dir>               every engine process (B and C) writes a V8 CPU profile there as it exits
  *     ONCEFLOW_RUN_DIR, ONCEFLOW_PORT_BASE  the stack (default ~/.cache/onceflow/bench-run, 28000; the secured stack has 27000)
@@ -47,6 +48,24 @@ import { defaultOptions, runBench, type BenchResult } from '../tools/bench/run';
 const ROOT = join(__dirname, '..');
 
 async function main() {
+  const result = process.env.BENCH_FROM ? readResult(process.env.BENCH_FROM) : await measure();
+  const before = process.env.BENCH_BEFORE ? readResult(process.env.BENCH_BEFORE) : undefined;
+  const block = markdown(result, 'performance.svg', before);
+  if (process.env.BENCH_DOCS !== '0') {
+    const page = join(ROOT, 'docs', 'performance.md');
+    const text = existsSync(page) ? readFileSync(page, 'utf8') : '# Performance\n';
+    writeFileSync(page, spliceGenerated(text, block));
+    writeFileSync(join(ROOT, 'docs', 'performance.svg'), svgChart(result, before));
+    console.log('docs/performance.md and docs/performance.svg updated');
+  }
+  console.log(block);
+}
+
+function readResult(file: string): BenchResult {
+  return JSON.parse(readFileSync(file, 'utf8')) as BenchResult;
+}
+
+async function measure(): Promise<BenchResult> {
   process.env.ONCEFLOW_RUN_DIR ??= join(homedir(), '.cache', 'onceflow', 'bench-run');
   process.env.ONCEFLOW_PORT_BASE ??= '28000';
   if (process.env.BENCH_SKIP_SERVICES !== '1') {
@@ -61,16 +80,7 @@ async function main() {
   const file = join(dir, `${result.date.slice(0, 10)}${opts.label ? `-${opts.label}` : ''}.json`);
   writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
   console.log(`results written to ${file}`);
-  const before = process.env.BENCH_BEFORE ? (JSON.parse(readFileSync(process.env.BENCH_BEFORE, 'utf8')) as BenchResult) : undefined;
-  const block = markdown(result, 'performance.svg', before);
-  if (process.env.BENCH_DOCS !== '0') {
-    const page = join(ROOT, 'docs', 'performance.md');
-    const text = existsSync(page) ? readFileSync(page, 'utf8') : '# Performance\n';
-    writeFileSync(page, spliceGenerated(text, block));
-    writeFileSync(join(ROOT, 'docs', 'performance.svg'), svgChart(result, before));
-    console.log('docs/performance.md and docs/performance.svg updated');
-  }
-  console.log(block);
+  return result;
 }
 
 main().catch((e) => {

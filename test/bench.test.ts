@@ -6,8 +6,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { markdown, svgChart } from '../tools/bench/report';
-import { cVariants, defaultOptions, runBench } from '../tools/bench/run';
+import { cVariants, defaultOptions, runBench, type BenchResult } from '../tools/bench/run';
 import { quietRuntime } from './support/env';
 
 test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appended, one run at the latency settings', () => {
@@ -59,6 +61,14 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
   assert.deepEqual(cVariants({ ...g, latencyParallelism: 2 }).map((x) => [x.label, x.parallelism, x.latencySettings === true]), [['epoch.maxRecords 5000', undefined, false], ['grouped 5000', 2, true]]);
   assert.deepEqual(cVariants({ ...g, latencyParallelism: 3 }).at(-1), { label: 'latency settings (epoch {"maxRecords":5000}, parallelism 3)', epoch: { maxRecords: 5000 }, parallelism: 3, latencySettings: true });
   assert.throws(() => defaultOptions({ BENCH_LATENCY_EPOCH: '[1]' }), /BENCH_LATENCY_EPOCH/);
+});
+
+test('bench report: a ratio that two decimals would round onto its target is shown with three', () => {
+  // The run of 2026-12-03: with 2 groups, 64 partitions gave 36,229 records/s against 40,388 at 4 (0.897).
+  const saved = JSON.parse(readFileSync(join(__dirname, '..', 'bench', 'results', '2026-12-03-issue11-r4.json'), 'utf8')) as BenchResult;
+  const md = markdown(saved, 'performance.svg');
+  assert.match(md, /at 64 partitions C ≥ 0\.9× its 4-partition records\/s — 0\.897×: \*\*missed\*\*/);
+  assert.match(md, /best C 44,041 records\/s .* = 0\.92× B: \*\*met\*\*/);
 });
 
 test('npm run bench, small: A, B and C measured, C verified exactly once, scale phase (ungrouped and grouped), report rendered', { timeout: 480_000 }, async () => {

@@ -1,11 +1,12 @@
 /**
  * The one module that uses kafkajs internals, against the real broker: a transaction prepared
  * on one connection is committed by EndTxn from another; the answers to retried, aborted and
- * fenced commits are the ones docs/design.md §6.1 relies on; reads filter aborted records.
+ * fenced commits are the ones docs/design.md §6.1 relies on; reads filter aborted records; a
+ * partition whose leadership is still settling is asked again.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectCluster, describeProducers, endTxn, fetchPartition, ISOLATION, latestOffset, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
+import { connectCluster, describeProducers, endTxn, fetchPartition, ISOLATION, latestOffset, onLeader, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
 import { checkLanded, CountedTransaction } from '../src/kafka/landed';
 import { TransientError } from '../src/errors';
 import { kafkaClientConfig } from '../src/kafka/client-config';
@@ -166,4 +167,41 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
   await newer.send([{ topic, messages: [{ value: 'd', partition: 0 }] }]);
   await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /is at epoch \d+, not this transaction's/.test((e as Error).message));
   assert.equal(await endTxn(other, h2, false), 'ok');
+});
+
+test('ListOffsets on every partition of a topic created a moment ago: the leaders answer NOT_LEADER until they settle, and are asked again (real broker)', async () => {
+  // createTopicsReady returns once the metadata names a leader for every partition; the broker
+  // itself takes a little longer to lead them (on this broker, 64 partitions: ~70 NOT_LEADER
+  // answers over ~200 ms). Without onLeader's retry one of these calls fails.
+  const topic = uniqueName('int-settle');
+  await createTopic(deps.admin, topic, 64);
+  const offsets = await Promise.all(Array.from({ length: 64 }, (_, p) => latestOffset(deps.cluster, topic, p, ISOLATION.READ_COMMITTED)));
+  assert.deepEqual(offsets, new Array(64).fill(0));
+});
+
+test('onLeader: asks again after a settling answer, throws any other error at once, and gives up after settleMs', async () => {
+  const settling = () => Object.assign(new Error('This server is not the leader for that topic-partition'), { type: 'NOT_LEADER_FOR_PARTITION' });
+  let refreshes = 0;
+  const fake = {
+    raw: {
+      addTargetTopic: async () => undefined,
+      refreshMetadataIfNecessary: async () => undefined,
+      refreshMetadata: async () => void refreshes++,
+      findLeaderForPartitions: () => ({ '1': [0] }),
+      findBroker: async () => ({}),
+    },
+    logger: undefined,
+    disconnect: async () => undefined,
+  } as unknown as KafkaCluster;
+  let calls = 0;
+  assert.equal(await onLeader(fake, 't', 0, async () => (++calls < 3 ? Promise.reject(settling()) : 'answer')), 'answer');
+  assert.equal(calls, 3);
+  assert.equal(refreshes, 2);
+  calls = 0;
+  await assert.rejects(onLeader(fake, 't', 0, async () => (calls++, Promise.reject(Object.assign(new Error('fenced'), { type: 'INVALID_PRODUCER_EPOCH' })))), /fenced/);
+  assert.equal(calls, 1);
+  calls = 0;
+  const t0 = Date.now();
+  await assert.rejects(onLeader(fake, 't', 0, async () => (calls++, Promise.reject(settling())), 100), /not the leader/);
+  assert.ok(calls >= 2 && Date.now() - t0 >= 100, `asked ${calls} times in ${Date.now() - t0} ms`);
 });

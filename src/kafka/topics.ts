@@ -4,7 +4,8 @@
  * server does not host this topic-partition") when it asks a broker that has not caught up —
  * seen with 64 partitions on one broker and on a 3-broker cluster. So: create without waiting,
  * then poll the metadata until every partition has a leader, treating "unknown topic" answers
- * as not yet.
+ * as not yet. (A leader named there may still answer NOT_LEADER for a moment; reads that ask a
+ * partition's leader go through onLeader in ./internals/cluster, which asks again.)
  */
 import type { Admin, ITopicConfig } from 'kafkajs';
 import { errorMessage, TransientError } from '../errors';

@@ -128,9 +128,37 @@ export async function earliestOffset(cluster: KafkaCluster, topic: string, parti
 }
 
 async function listOffset(cluster: KafkaCluster, topic: string, partition: number, timestamp: '-1' | '-2', isolation: 0 | 1): Promise<number> {
-  const broker = await leaderOf(cluster, topic, partition);
-  const res = await broker.listOffsets({ replicaId: -1, isolationLevel: isolation, topics: [{ topic, partitions: [{ partition, timestamp }] }] });
+  const res = await onLeader<any>(cluster, topic, partition, (broker) =>
+    broker.listOffsets({ replicaId: -1, isolationLevel: isolation, topics: [{ topic, partitions: [{ partition, timestamp }] }] }),
+  );
   const p = res.responses?.[0]?.partitions?.[0];
   if (!p || (p.errorCode && p.errorCode !== 0)) throw new Error(`listOffsets ${topic}[${partition}] failed (${p?.errorCode})`);
   return Number(p.offset);
+}
+
+/**
+ * Answers a partition's leader gives while its leadership settles: the metadata already names it
+ * (a topic created a moment ago, or a leader that just moved) but the broker has not yet taken the
+ * partition over. Kafka's own clients refresh their metadata and send again; so does onLeader.
+ */
+export const LEADER_SETTLING = ['NOT_LEADER_FOR_PARTITION', 'LEADER_NOT_AVAILABLE'];
+
+/** How long onLeader keeps asking while a partition's leadership settles, before the error is thrown. */
+export const LEADER_SETTLE_MS = 10_000;
+
+/**
+ * `send` to the leader of topic[partition]. While the answer is LEADER_SETTLING, the metadata is
+ * refreshed and `send` goes again to the leader it then names, after 50, 100, 200 … (at most
+ * 1,000) ms, for `settleMs` at most; then, and for any other error, the error is thrown.
+ */
+export async function onLeader<T>(cluster: KafkaCluster, topic: string, partition: number, send: (broker: any) => Promise<T>, settleMs = LEADER_SETTLE_MS): Promise<T> {
+  for (let waited = 0, pause = 50; ; waited += pause, pause = Math.min(2 * pause, 1000)) {
+    try {
+      return await send(await leaderOf(cluster, topic, partition));
+    } catch (e) {
+      if (!LEADER_SETTLING.includes((e as { type?: string }).type ?? '') || waited >= settleMs) throw e;
+    }
+    await cluster.raw.refreshMetadata().catch(() => undefined);
+    await new Promise((r) => setTimeout(r, pause));
+  }
 }

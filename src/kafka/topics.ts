@@ -4,15 +4,18 @@
  * server does not host this topic-partition") when it asks a broker that has not caught up —
  * seen with 64 partitions on one broker and on a 3-broker cluster. So: create without waiting,
  * then poll the metadata until every partition has a leader, treating "unknown topic" answers
- * as not yet. (A leader named there may still answer NOT_LEADER for a moment; reads that ask a
- * partition's leader go through onLeader in ./internals/cluster, which asks again.)
+ * as not yet; and then until every leader answers ListOffsets for it, because a leader named in
+ * the metadata may still answer NOT_LEADER for ~200 ms (64 partitions: dozens of such answers;
+ * a test's first offsets query on its new topic failed on it). Reads that ask a partition's
+ * leader later go through onLeader in ./internals/cluster, which asks again while leadership
+ * settles after a move.
  */
 import type { Admin, ITopicConfig } from 'kafkajs';
 import { errorMessage, TransientError } from '../errors';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Creates `topics` (false if one existed already) and waits until every partition of each has a leader. */
+/** Creates `topics` (false if one existed already) and waits until every partition of each has a leader that answers for it. */
 export async function createTopicsReady(admin: Admin, topics: ITopicConfig[], timeoutMs = 60_000): Promise<boolean> {
   const created = await admin.createTopics({ waitForLeaders: false, topics });
   const want = new Map(topics.map((t) => [t.topic, t.numPartitions ?? 1]));
@@ -22,12 +25,16 @@ export async function createTopicsReady(admin: Admin, topics: ITopicConfig[], ti
     try {
       const meta = await admin.fetchTopicMetadata({ topics: [...want.keys()] });
       const notReady = meta.topics.filter((t) => t.partitions.length < (want.get(t.name) ?? 1) || t.partitions.some((p) => p.leader < 0));
-      if (meta.topics.length === want.size && notReady.length === 0) return created;
+      if (meta.topics.length === want.size && notReady.length === 0) {
+        // Every leader answers for its partitions (a ListOffsets per topic), or the catch waits.
+        for (const t of want.keys()) await admin.fetchTopicOffsets(t);
+        return created;
+      }
       last = `no leader yet for ${notReady.map((t) => t.name).join(', ') || 'every topic'}`;
     } catch (e) {
-      last = errorMessage(e); // e.g. UNKNOWN_TOPIC_OR_PARTITION while the metadata propagates
+      last = errorMessage(e); // e.g. UNKNOWN_TOPIC_OR_PARTITION while the metadata propagates, NOT_LEADER while leadership settles
     }
-    if (Date.now() > deadline) throw new Error(`topics ${[...want.keys()].join(', ')} were created but not every partition has a leader after ${timeoutMs / 1000} s: ${last}`);
+    if (Date.now() > deadline) throw new Error(`topics ${[...want.keys()].join(', ')} were created but not every partition has a leader that answers after ${timeoutMs / 1000} s: ${last}`);
     await sleep(200);
   }
 }

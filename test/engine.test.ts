@@ -18,6 +18,7 @@ import { lastLedgerRow } from '../src/mysql/ledger';
 import { epochGtrid, xidSql } from '../src/mysql/xid';
 import { pendingEpochs } from '../src/mysql/stage';
 import { partitionWorkflowId } from '../src/spec';
+import { SEARCH_ATTRIBUTES } from '../src/search-attributes';
 import { readAll } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';
 import { bundle, openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
@@ -66,6 +67,11 @@ test('the original scenario: failing compare sink, every input exactly once in K
     assert.equal(report.totals.outputs, s.input.events.length);
     // The faults really hit: aborted copies exist for read_uncommitted readers.
     assert.ok(report.totals.abortedCopies > 0, 'the compare sink failed some attempts, leaving aborted copies');
+    // The epoch search attribute, held back between epochs while they run, shows each drained partition's last epoch.
+    for (const r of results) {
+      const d = await deps.client.workflow.getHandle(partitionWorkflowId(s.spec.name, r.partition)).describe();
+      assert.deepEqual([r.partition, d.typedSearchAttributes.get(SEARCH_ATTRIBUTES.epoch)], [r.partition, r.state.epoch]);
+    }
 
     // Replay the recorded history of a partition workflow with the current code.
     await replayAll(s.spec.name, 'compare-sink-retries');

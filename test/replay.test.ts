@@ -11,7 +11,9 @@
  * were recorded before a group told its pipeline its members' ends in one signal (group-ends-v1).
  * Older generations are kept to guard the patches: sequential-*.json were recorded before the
  * pipelined loop, v1-pipelined-*.json before the single commit activity (commit-epoch-v1),
- * v2-commit-epoch-*.json before commit and next prepare became one activity (advance-epoch-v1).
+ * v2-commit-epoch-*.json before commit and next prepare became one activity (advance-epoch-v1),
+ * v3-advance-epoch-*.json (here and in pipeline/) and group/v2-ends-*.json before the epoch search
+ * attribute was held to one update per interval (epoch-attribute-v1).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -33,7 +35,7 @@ function currentBundle() {
 
 test('checked-in histories cover retries, a redo and continue-as-new, for every generation of the loop', () => {
   const text = (f: string) => readFileSync(join(dir, f), 'utf8');
-  const OLDER = ['sequential-', 'v1-pipelined-', 'v2-commit-epoch-'];
+  const OLDER = ['sequential-', 'v1-pipelined-', 'v2-commit-epoch-', 'v3-advance-epoch-'];
   const generation = (prefix: string | null) =>
     files
       .filter((f) => (prefix ? f.startsWith(prefix) : !OLDER.some((p) => f.startsWith(p))))
@@ -42,9 +44,10 @@ test('checked-in histories cover retries, a redo and continue-as-new, for every 
   const sequential = generation('sequential-');
   const pipelinedV1 = generation('v1-pipelined-');
   const commitEpoch = generation('v2-commit-epoch-');
+  const advanceEpoch = generation('v3-advance-epoch-');
   const current = generation(null);
   assert.ok(files.length >= 12, `histories: ${files.join(', ')}`);
-  for (const [name, all] of [['sequential', sequential], ['pipelined v1', pipelinedV1], ['commit epoch v2', commitEpoch], ['current', current]] as const) {
+  for (const [name, all] of [['sequential', sequential], ['pipelined v1', pipelinedV1], ['commit epoch v2', commitEpoch], ['advance epoch v3', advanceEpoch], ['current', current]] as const) {
     assert.match(all, /compare sink failed/, `${name}: a history with failed prepare attempts`);
     assert.match(all, /"redoKafka"/, `${name}: a history with a redo`);
     assert.match(all, /ContinuedAsNew/, `${name}: a history that continued as new`);
@@ -57,11 +60,48 @@ test('checked-in histories cover retries, a redo and continue-as-new, for every 
   assert.match(commitEpoch, /"commitEpoch"/);
   assert.doesNotMatch(commitEpoch, /"commitKafka"/);
   assert.match(commitEpoch, /"abortPrepared"/, 'commit epoch v2: a withdrawn e+1 before a redo');
-  assert.deepEqual(patchIds(current), ['advance-epoch-v1', 'commit-epoch-v1', 'pipelined-epochs-v1']);
+  assert.deepEqual(patchIds(advanceEpoch), ['advance-epoch-v1', 'commit-epoch-v1', 'pipelined-epochs-v1']);
+  assert.match(advanceEpoch, /"advanceEpoch"/);
+  assert.ok(epochUpserts(advanceEpoch) >= epochsCommitted(advanceEpoch), 'advance epoch v3: the epoch attribute upserted after every committed epoch');
+  assert.deepEqual(patchIds(current), ['advance-epoch-v1', 'commit-epoch-v1', 'epoch-attribute-v1', 'pipelined-epochs-v1']);
   assert.match(current, /"advanceEpoch"/);
+  assert.ok(epochUpserts(current) < epochsCommitted(current), 'current: the epoch attribute held back between committed epochs');
   // e+1 is withdrawn inside advanceEpoch now; the loop schedules no abortPrepared any more.
   assert.doesNotMatch(current, /"abortPrepared"/);
 });
+
+type JsonEvent = {
+  eventId: string;
+  activityTaskScheduledEventAttributes?: { activityType: { name: string } };
+  activityTaskCompletedEventAttributes?: { scheduledEventId: string };
+  upsertWorkflowSearchAttributesEventAttributes?: { searchAttributes: { indexedFields: Record<string, unknown> } };
+};
+
+/** The events of each history in a '\n'-joined list of JSON histories (each file one JSON document). */
+function eventsOf(histories: string): JsonEvent[][] {
+  return histories.split(/\n(?=\{)/).map((h) => (JSON.parse(h) as { events: JsonEvent[] }).events);
+}
+
+/** Upserts of the OnceflowEpoch search attribute in JSON histories. */
+function epochUpserts(histories: string): number {
+  return eventsOf(histories)
+    .flat()
+    .filter((e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes.indexedFields.OnceflowEpoch !== undefined).length;
+}
+
+/** Epochs committed in JSON histories: completed activities that commit (advanceEpoch, commitEpoch, advanceGroup, commitGroup). */
+function epochsCommitted(histories: string): number {
+  let n = 0;
+  for (const events of eventsOf(histories)) {
+    const scheduled = new Map<string, string>();
+    for (const e of events) {
+      if (e.activityTaskScheduledEventAttributes) scheduled.set(e.eventId, e.activityTaskScheduledEventAttributes.activityType.name);
+      const c = e.activityTaskCompletedEventAttributes;
+      if (c && /^(advance|commit)(Epoch|Group)$/.test(scheduled.get(c.scheduledEventId) ?? '')) n++;
+    }
+  }
+  return n;
+}
 
 /** Ids of the patches (core_patch markers) in JSON histories, sorted and distinct. */
 function patchIds(histories: string): string[] {
@@ -94,23 +134,29 @@ const groupFiles = readdirSync(groupDir).filter((f) => f.endsWith('.json')).sort
 
 test('recorded partition-group histories (retries, a per-partition redo, continue-as-new, a partition joining) replay with the current workflow code', async () => {
   quietRuntime();
-  const generation = (older: boolean) =>
+  const generation = (prefix: string | null) =>
     groupFiles
-      .filter((f) => f.startsWith('v1-ends-') === older)
+      .filter((f) => (prefix ? f.startsWith(prefix) : !/^v\d+-/.test(f)))
       .map((f) => readFileSync(join(groupDir, f), 'utf8'))
       .join('\n');
-  // Recorded before and after group-ends-v1: both branches of the patch replay.
-  for (const [name, all] of [['before group-ends-v1', generation(true)], ['current', generation(false)]] as const) {
+  const [v1, v2, current] = [generation('v1-ends-'), generation('v2-ends-'), generation(null)];
+  // Recorded before group-ends-v1, before epoch-attribute-v1 and since: every branch of both patches replays.
+  for (const [name, all] of [['before group-ends-v1', v1], ['before epoch-attribute-v1', v2], ['current', current]] as const) {
     assert.match(all, /compare sink failed/, `${name}: a group epoch with failed prepare attempts`);
     assert.match(all, /"redoGroupKafka"/, `${name}: a broker-aborted group transaction redone`);
     assert.match(all, /ContinuedAsNew/, `${name}: a group run that continued as new`);
     assert.match(all, /"addMembers"/, `${name}: a partition that joined a running group`);
   }
-  assert.deepEqual(patchIds(generation(true)), []);
-  assert.match(generation(true), /"partitionEnded"/, 'before: one signal per member');
-  assert.deepEqual(patchIds(generation(false)), ['group-ends-v1']);
-  assert.match(generation(false), /"partitionsEnded"/, 'current: the members\' ends in one signal');
-  assert.doesNotMatch(generation(false), /"partitionEnded"/);
+  assert.deepEqual(patchIds(v1), []);
+  assert.match(v1, /"partitionEnded"/, 'before: one signal per member');
+  for (const all of [v2, current]) {
+    assert.match(all, /"partitionsEnded"/, 'since group-ends-v1: the members\' ends in one signal');
+    assert.doesNotMatch(all, /"partitionEnded"/);
+  }
+  assert.deepEqual(patchIds(v2), ['group-ends-v1']);
+  assert.ok(epochUpserts(v2) >= epochsCommitted(v2), 'before epoch-attribute-v1: an upsert after every committed group epoch');
+  assert.deepEqual(patchIds(current), ['epoch-attribute-v1', 'group-ends-v1']);
+  assert.ok(epochUpserts(current) < epochsCommitted(current), 'current: the epoch attribute held back between committed group epochs');
   for (const f of groupFiles) {
     await Worker.runReplayHistory(currentBundle(), historyFromJSON(JSON.parse(readFileSync(join(groupDir, f), 'utf8'))), f);
   }

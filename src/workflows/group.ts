@@ -49,6 +49,7 @@ import {
   type PreparedGroupEpoch,
 } from '../protocol';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
+import { epochAttribute } from './epoch-attribute';
 import { pipelineWorkflowId } from '../spec';
 import { controlSignal, controlUpdate, failureOf, partitionEndedSignal, partitionsEndedSignal, type PartitionEnd, type PartitionResult } from './partition';
 
@@ -127,13 +128,16 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
   let state: MemberState[] = [];
   const inFlight = new Map<number, { members: string; step: string }>();
 
+  const shownEpoch = epochAttribute();
   const running = (p: Phase) => p === 'preparing' || p === 'committing';
   const setPhase = (to: Phase) => {
     if (to === phase) return;
     assertTransition(phase, to);
     const quiet = running(phase) && running(to);
     phase = to;
-    if (!quiet) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.phase, value: to }]);
+    if (quiet) return;
+    shownEpoch.flush();
+    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.phase, value: to }]);
   };
   const positions = (): MemberPosition[] => state.map(({ id, epoch, offset }) => ({ id, epoch, offset }));
 
@@ -174,7 +178,7 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
   ]);
   state = reconciled.positions.map((p) => ({ ...(carried.get(p.id) ?? zero(p)), epoch: p.epoch, offset: p.offset }));
   if (!input.state) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }]);
-  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.epoch, value: groupEpoch }]);
+  shownEpoch.start(groupEpoch);
 
   const prepare = (): Promise<GroupPrepareResult> => {
     const covering = describeMembers(state);
@@ -282,7 +286,7 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
         return { ...after, id: s.id, redos: s.redos + (c.kafka === 'aborted' ? 1 : 0), mysqlRedos: s.mysqlRedos + (c.mysql === 'redone' ? 1 : 0) };
       });
       groupEpoch = r.groupEpoch + 1;
-      upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.epoch, value: groupEpoch }]);
+      shownEpoch.committed(groupEpoch);
     }
     runEpochs++;
     if (!next && (runEpochs >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested)) {

@@ -45,6 +45,7 @@ import {
 } from '../protocol';
 import { afterCommit, describe, nextStep, openEpoch, prepared as preparedEpoch, type EpochState } from '../protocol/epoch';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
+import { epochAttribute } from './epoch-attribute';
 import { pipelineWorkflowId } from '../spec';
 
 export const statusQuery = defineQuery<PartitionStatus>('status');
@@ -176,13 +177,16 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
   let runEpochs = 0;
   let state: PartitionState = input.state ?? { epoch: 0, offset: 0, committedEpochs: 0, records: 0, deadLetters: 0, redos: 0, mysqlRedos: 0 };
 
+  const shownEpoch = epochAttribute();
   const running = (p: Phase) => p === 'preparing' || p === 'committing';
   const setPhase = (to: Phase) => {
     if (to === phase) return;
     assertTransition(phase, to);
     const quiet = oneCommit && running(phase) && running(to);
     phase = to;
-    if (!quiet) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.phase, value: to }]);
+    if (quiet) return;
+    shownEpoch.flush();
+    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.phase, value: to }]);
   };
 
   // Epochs in flight (at most two: e committing while e+1 prepares), for the status query only.
@@ -226,6 +230,7 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
     { key: SEARCH_ATTRIBUTES.partition, value: partition },
     { key: SEARCH_ATTRIBUTES.epoch, value: state.epoch },
   ]);
+  shownEpoch.start(state.epoch, true);
 
   const prepare = (epoch: number, offset: number, afterCommitOf?: number): Promise<PrepareResult> => {
     inFlight.set(epoch, openEpoch(epoch, staged));
@@ -296,7 +301,7 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
       inFlight.delete(r.epoch);
       lastCommitAt = Date.now();
       state = afterEpoch(state, r);
-      upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.epoch, value: state.epoch }]);
+      shownEpoch.committed(state.epoch);
     }
     runEpochs++;
     if (!next && (runEpochs >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested)) {

@@ -138,10 +138,20 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     assert.equal(l.seen, l.records, `${l.engine}: every paced record became visible`);
     assert.equal(l.timedOut, false);
     assert.ok(l.latencyMs.p50 >= 0 && l.latencyMs.p99 >= l.latencyMs.p50, `${l.engine} latency ${JSON.stringify(l.latencyMs)}`);
+    // The machine's CPU while fed: some of it busy, no more than all of it, and Kafka worked.
+    assert.ok(l.feedCpu && l.feedCpu.busyCores > 0 && l.feedCpu.busyCores <= l.feedCpu.machineCores + 0.05, `${l.engine} CPU while fed ${JSON.stringify(l.feedCpu)}`);
+    positive(`${l.engine} Kafka cores while fed`, l.feedCpu.services.kafka);
   }
   const lc = r.latency.find((l) => l.engine === 'C');
   assert.equal(lc?.verified, true);
   assert.equal(lc?.epoch?.maxRecords, 700);
+  // Where its time went: the cycle's tail no shorter than its median, the workflow task round trip measured.
+  const tail = lc!.split!.tail!;
+  for (const k of ['cycleMs', 'prepareMs', 'temporalMs'] as const) assert.ok(tail[k].p50 >= 0 && tail[k].p99 >= tail[k].p50, `C paced ${k} ${JSON.stringify(tail[k])}`);
+  positive('C paced cycle p50', tail.cycleMs.p50);
+  const wt = lc!.temporal!.workflowTaskMs!;
+  assert.ok(wt.scheduleToStart.p99 >= wt.scheduleToStart.p50 && wt.scheduleToStart.p50 >= 0, `workflow task scheduled → started ${JSON.stringify(wt.scheduleToStart)}`);
+  positive('workflow task started → completed p50', wt.startToComplete.p50);
 
   // Scale phase: every figure of every partition count, ungrouped and with 2 partition groups.
   assert.deepEqual(r.scale?.runs.map((s) => [s.partitions, s.parallelism]), [[2, undefined], [2, 2], [4, undefined], [4, 2]]);
@@ -174,6 +184,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   }
 
   const md = markdown(r, 'performance.svg');
+  assert.match(md, /\*\*Where the paced runs' time went\*\*[\s\S]*- C: CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 \d+ \/ \d+ ms/);
   assert.match(md, /C onceflow, epoch.maxRecords 500 \|/);
   assert.match(md, /C onceflow, epoch.maxRecords 500, MySQL direct \|/);
   assert.match(md, /C onceflow, latency settings \(epoch \{"maxRecords":700\}\) \[latency settings\] \|/);

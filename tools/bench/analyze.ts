@@ -23,6 +23,11 @@ export function percentiles(values: number[]): Percentiles {
   return { n: s.length, p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
 }
 
+function p50p99(values: number[]): { p50: number; p99: number } {
+  const { p50, p99 } = percentiles(values);
+  return { p50, p99 };
+}
+
 type Prepared = Extract<ObservedEvent, { kind: 'prepared' }>;
 type Committed = Extract<ObservedEvent, { kind: 'committed' }>;
 
@@ -43,6 +48,8 @@ export interface EpochSplit extends PrepareSplit {
   /** temporalMs + InitProducerId + XA PREPARE + both commits (not the apply): the part of an epoch that does not move data */
   coordinationMs: number;
   retries: number;
+  /** the tail of the same cycles: p50 / p99 of the cycle, of its prepare and of its temporal part (absent in results from before it was measured) */
+  tail?: Record<'cycleMs' | 'prepareMs' | 'temporalMs', { p50: number; p99: number }>;
 }
 
 /** Length of the union of [start, end) intervals clipped to [from, to). */
@@ -84,6 +91,7 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
   const add = (k: string, v: number) => (sums[k] = (sums[k] ?? 0) + v);
   let n = 0;
   let cycles = 0;
+  const perCycle = { cycleMs: [] as number[], prepareMs: [] as number[], temporalMs: [] as number[] };
   for (const [partition, byEpoch] of byPartition) {
     const intervals: [number, number][] = [];
     for (const p of byEpoch.values()) intervals.push([p.startedAt, p.startedAt + p.ms]);
@@ -105,8 +113,13 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
       const next = byEpoch.get(e + 1);
       if (next) {
         cycles++;
-        add('cycleMs', next.startedAt - p.startedAt);
-        add('temporalMs', next.startedAt - p.startedAt - covered(intervals, p.startedAt, next.startedAt));
+        const cycle = next.startedAt - p.startedAt;
+        const temporal = cycle - covered(intervals, p.startedAt, next.startedAt);
+        add('cycleMs', cycle);
+        add('temporalMs', temporal);
+        perCycle.cycleMs.push(cycle);
+        perCycle.prepareMs.push(p.ms);
+        perCycle.temporalMs.push(temporal);
       }
     }
   }
@@ -129,6 +142,11 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
     temporalMs: mean('temporalMs', cycles),
     coordinationMs: 0,
     retries,
+    tail: {
+      cycleMs: p50p99(perCycle.cycleMs),
+      prepareMs: p50p99(perCycle.prepareMs),
+      temporalMs: p50p99(perCycle.temporalMs),
+    },
   };
   split.coordinationMs = split.temporalMs + split.initMs + split.xaPrepareMs + split.kafkaCommitMs + split.mysqlCommitMs;
   return split;
@@ -179,13 +197,21 @@ export interface TemporalCost {
   activityTasksPerEpoch: number;
   /** per activity type: tasks scheduled, and scheduled → started (history event times) p50 / p99 ms */
   activities: Record<string, { count: number; scheduleToStartP50Ms: number; scheduleToStartP99Ms: number }>;
+  /**
+   * Workflow tasks (history event times, p50 / p99 ms): scheduled → started is the server
+   * handing the task to a polling worker; started → completed is the worker's run of it, with
+   * the poll answer's and the completion's trips (absent in results from before it was measured).
+   */
+  workflowTaskMs?: { scheduleToStart: { p50: number; p99: number }; startToComplete: { p50: number; p99: number } };
 }
 
 /** The parts of a history event this module reads (a subset of temporal.api.history.v1.HistoryEvent). */
 export interface HistoryEventLike {
   eventId?: unknown;
   eventTime?: { seconds?: unknown; nanos?: number | null } | null;
-  workflowTaskCompletedEventAttributes?: unknown;
+  workflowTaskScheduledEventAttributes?: unknown;
+  workflowTaskStartedEventAttributes?: { scheduledEventId?: unknown } | null;
+  workflowTaskCompletedEventAttributes?: { startedEventId?: unknown } | null;
   activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null;
   activityTaskStartedEventAttributes?: { scheduledEventId?: unknown } | null;
   activityTaskCompletedEventAttributes?: { scheduledEventId?: unknown } | null;
@@ -222,11 +248,26 @@ export function temporalCost(runs: HistoryEventLike[][], epochs: number): Tempor
   let workflowTasks = 0;
   const waits = new Map<string, number[]>();
   const counts = new Map<string, number>();
+  const wtDispatch: number[] = [];
+  const wtRun: number[] = [];
   for (const run of runs) {
     events += run.length;
     const scheduled = new Map<string, { type: string; at: number }>();
+    const at = new Map<string, number>(); // workflow task scheduled / started events by id
     for (const e of run) {
-      if (e.workflowTaskCompletedEventAttributes) workflowTasks++;
+      if (e.workflowTaskScheduledEventAttributes) at.set(String(e.eventId), eventMs(e));
+      const ws = e.workflowTaskStartedEventAttributes;
+      if (ws) {
+        at.set(String(e.eventId), eventMs(e));
+        const from = at.get(String(ws.scheduledEventId));
+        if (from !== undefined) wtDispatch.push(eventMs(e) - from);
+      }
+      const wc = e.workflowTaskCompletedEventAttributes;
+      if (wc) {
+        workflowTasks++;
+        const from = at.get(String(wc.startedEventId));
+        if (from !== undefined) wtRun.push(eventMs(e) - from);
+      }
       const s = e.activityTaskScheduledEventAttributes;
       if (s) {
         const type = s.activityType?.name ?? '?';
@@ -247,5 +288,16 @@ export function temporalCost(runs: HistoryEventLike[][], epochs: number): Tempor
     const p = percentiles(waits.get(type) ?? []);
     activities[type] = { count, scheduleToStartP50Ms: p.p50, scheduleToStartP99Ms: p.p99 };
   }
-  return { epochs, workflowRuns: runs.length, events, workflowTasks, activityTasks, eventsPerEpoch: per(events), workflowTasksPerEpoch: per(workflowTasks), activityTasksPerEpoch: per(activityTasks), activities };
+  return {
+    epochs,
+    workflowRuns: runs.length,
+    events,
+    workflowTasks,
+    activityTasks,
+    eventsPerEpoch: per(events),
+    workflowTasksPerEpoch: per(workflowTasks),
+    activityTasksPerEpoch: per(activityTasks),
+    activities,
+    workflowTaskMs: { scheduleToStart: p50p99(wtDispatch), startToComplete: p50p99(wtRun) },
+  };
 }

@@ -162,9 +162,31 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
       `| ${l.engine === 'B' ? 'B at-least-once' : `C onceflow${groupsOf(l)}${l.verified === undefined ? '' : l.verified ? ' (verified exactly once)' : ' (**verification FAILED**)'}`} | ${f0(l.seen)}/${f0(l.records)}${l.timedOut ? ` (backlog ${f0(l.backlog ?? NaN)} after ${f0((l.limitMs ?? NaN) / 1000)} s)` : ''} | ${f0(l.latencyMs.p50)} | ${f0(l.latencyMs.p90)} | ${f0(l.latencyMs.p99)} | ${f0(l.latencyMs.max)} | ${met(l.latencyMs.p50, T.latencyP50Ms)} | ${met(l.latencyMs.p99, T.latencyP99Ms)} | ${l.epochIntervalMs !== undefined ? f0(l.epochIntervalMs) : ''} | ${f2(l.cpuCores)} | ${f0(l.peakRssMb)} |`,
     );
   }
+  const tails = latencyTail(r.latency);
+  if (tails.length) L.push('', ...tails);
   if (r.scale && r.scale.runs.length > 0) L.push('', ...scaleSection(r));
   L.push('', 'A commands:', '', '```', r.A.plain.command, r.A.transactional.command, '```');
   return L.join('\n');
+}
+
+/**
+ * Where the paced runs' time and CPU went: the machine's CPU while the input was fed, and for C
+ * the p50 / p99 of its epoch cycle and parts, and of the workflow task round trip (results from
+ * before these were measured have none of it).
+ */
+export function latencyTail(runs: LatencyRun[]): string[] {
+  const L: string[] = [];
+  for (const l of runs) {
+    const parts: string[] = [];
+    const c = l.feedCpu;
+    if (c) parts.push(`CPU while fed ${f2(c.busyCores)} of ${c.machineCores} cores busy (Temporal ${f2(c.services.temporal)}, Kafka ${f2(c.services.kafka)}, MariaDB ${f2(c.services.mariadb)}, the engine ${f2(l.cpuCores)} over its whole run)`);
+    const t = l.split?.tail;
+    if (t) parts.push(`epoch cycle p50 / p99 ${f0(t.cycleMs.p50)} / ${f0(t.cycleMs.p99)} ms: prepare ${f0(t.prepareMs.p50)} / ${f0(t.prepareMs.p99)}, temporal ${f0(t.temporalMs.p50)} / ${f0(t.temporalMs.p99)}`);
+    const w = l.temporal?.workflowTaskMs;
+    if (w) parts.push(`workflow task scheduled → started ${f0(w.scheduleToStart.p50)} / ${f0(w.scheduleToStart.p99)} ms, started → completed ${f0(w.startToComplete.p50)} / ${f0(w.startToComplete.p99)} ms`);
+    if (parts.length) L.push(`- ${l.engine === 'B' ? 'B' : `C${groupsOf(l)}`}: ${parts.join('; ')}.`);
+  }
+  return L.length ? ['**Where the paced runs\' time went** (p50 / p99 over the epochs of the run):', '', ...L] : [];
 }
 
 type ScaleRunR = NonNullable<BenchResult['scale']>['runs'][number];

@@ -263,6 +263,8 @@ export interface LatencyRun {
   split?: EpochSplit;
   commitStartWaitMs?: Percentiles & { mean: number };
   temporal?: TemporalCost;
+  /** CPU while the paced input was fed, in cores: the whole machine (of `machineCores`) and each service (absent in results from before it was measured) */
+  feedCpu?: { machineCores: number; busyCores: number; services: ServiceCpu };
   verified?: boolean;
   failedChecks?: string[];
   /** C only, when it did not finish: how the pipeline was ended ('stopped': stop signal; 'terminated': did not stop in time) */
@@ -470,6 +472,26 @@ export interface ServiceCpu {
 }
 
 /** CPU time (ms) used so far by the stack's servers, found by their command lines naming the run directory. */
+/** CPU time of the whole machine since boot, ms: busy (all but idle and iowait) and total, from /proc/stat. */
+function machineCpu(): { busyMs: number; totalMs: number } {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+  const total = f.reduce((a, b) => a + b, 0);
+  return { busyMs: ((total - f[3]! - f[4]!) * 1000) / 100, totalMs: (total * 1000) / 100 }; // clock ticks of 10 ms
+}
+
+/** Cores busy between two readings: the machine's, and each service's. */
+function cpuBetween(a: { machine: ReturnType<typeof machineCpu>; services: ServiceCpu; at: number }, b: typeof a): NonNullable<LatencyRun['feedCpu']> {
+  const wall = b.at - a.at;
+  const cores = (k: keyof ServiceCpu) => (b.services[k] - a.services[k]) / wall;
+  return {
+    machineCores: cpus().length,
+    busyCores: ((b.machine.busyMs - a.machine.busyMs) / (b.machine.totalMs - a.machine.totalMs)) * cpus().length,
+    services: { temporal: cores('temporal'), kafka: cores('kafka'), mariadb: cores('mariadb') },
+  };
+}
+
+const cpuNow = () => ({ machine: machineCpu(), services: serviceCpu(), at: Date.now() });
+
 function serviceCpu(): ServiceCpu {
   const runDir = process.env.ONCEFLOW_RUN_DIR || join(homedir(), '.cache', 'onceflow', 'run');
   const out: ServiceCpu = { temporal: 0, kafka: 0, mariadb: 0 };
@@ -987,6 +1009,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
     await producer.connect();
     const t0 = Date.now();
+    const cpuAtFeed = cpuNow();
     let sent = 0;
     while (sent < total) {
       const due = Math.min(total, Math.floor(((Date.now() - t0) / 1000) * rate));
@@ -999,6 +1022,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     }
     await producer.disconnect();
     const fedAt = Date.now();
+    const feedCpu = cpuBetween(cpuAtFeed, cpuNow());
     const w = watcher;
     while (w.visible.size < total && Date.now() - fedAt < limitMs) {
       running.check();
@@ -1062,6 +1086,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       ...(engine === 'C' ? { epoch: { ...spec.epoch }, ...(spec.parallelism ? { parallelism: spec.parallelism } : {}) } : {}),
       ...(split ? { epochIntervalMs: split.cycleMs, split, commitStartWaitMs: commitStartWait(events) } : {}),
       ...(temporal ? { temporal } : {}),
+      feedCpu,
       ...(verified !== undefined ? { verified, failedChecks: failedChecks ?? [] } : {}),
       ...(ended && ended !== 'drained' ? { ended } : {}),
       cpuCores: u ? u.cpuMs / u.wallMs : NaN,

@@ -2,9 +2,10 @@
  * The OnceflowEpoch search attribute of a partition or group workflow (workflow code: runs in
  * the workflow sandbox).
  *
- * Runs recorded before epoch-attribute-v1 upsert it after every committed epoch: one visibility
- * update per epoch, about a fifth of the Temporal server's CPU in a paced run of ten group
- * epochs a second (docs/performance.md). Since the patch it is upserted at most once per
+ * Runs recorded before epoch-attribute-v1 upsert it after every committed epoch: one history
+ * event and one visibility update per epoch (in a paced run of ~20 group epochs a second the
+ * Temporal server used 0.38 cores with them, 0.35 without; docs/performance.md, change 21).
+ * Since the patch it is upserted at most once per
  * EPOCH_ATTRIBUTE_EVERY_MS of workflow time while epochs run, and whenever the phase attribute
  * changes (pause, stop, done, failure states), so a workflow that is not running shows its last
  * committed epoch; each run sets it at its start as before. The status query and the activity

@@ -29,7 +29,7 @@ const cLabel = (c: CRunR, old = false) => {
   return c.parallelism && !/parallelism/.test(base) ? `${base}, parallelism ${c.parallelism}` : base;
 };
 /** ", N groups" for a run with spec.parallelism, '' for an ungrouped one. */
-const groupsOf = (x: { parallelism?: number }) => (x.parallelism ? `, ${x.parallelism} groups` : '');
+const groupsOf = (x: { parallelism?: number }) => (x.parallelism ? `, ${x.parallelism} group${x.parallelism === 1 ? '' : 's'}` : '');
 const cName = (c: CRunR) => `${cLabel(c)}${c.latencySettings ? ' [latency settings]' : ''}`;
 const verdict = (ok: boolean) => (ok ? '**met**' : '**missed**');
 const targetsOf = (r: BenchResult) => r.targets ?? TARGETS;

@@ -17,12 +17,12 @@
  *   Latency settings (C's latency run, one C throughput run at exactly these settings, the scale phase)
  *     BENCH_LATENCY_RATE (13000)         paced input, records/s; 0 = half the slower of B and the best C
  *     BENCH_LATENCY_SECONDS (20)         seconds of paced input
- *     BENCH_LATENCY_EPOCH ({"maxRecords":5000})  JSON object merged into C's epoch
- *     BENCH_LATENCY_PARALLELISM (empty = ungrouped)  spec.parallelism of C's latency run, of the throughput
+ *     BENCH_LATENCY_EPOCH ({"maxRecords":20000})  JSON object merged into C's epoch
+ *     BENCH_LATENCY_PARALLELISM (1; empty = ungrouped)  spec.parallelism of C's latency run, of the throughput
  *                                        run at the latency settings and of the grouped scale series' latency runs
  *   Scale phase (the same records over more source partitions; C at the latency settings)
  *     BENCH_SCALE_PARTITIONS (4,16,64)   partition counts, the first is the reference of the ratios; empty: no scale phase
- *     BENCH_SCALE_RECORDS (200000)       records at every count
+ *     BENCH_SCALE_RECORDS (400000)       records at every count
  *     BENCH_SCALE_LATENCY_SECONDS (10)   seconds of paced input per latency run
  *     BENCH_SCALE_PARALLELISM (2)        partition groups of the grouped series (C at every count once more, with
  *                                        spec.parallelism, verified, with its own latency run); empty: no grouped series

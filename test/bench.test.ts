@@ -19,9 +19,13 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
     BENCH_NO_EAGER_EPOCHS: '',
     BENCH_C_VARIANTS: '[{"label":"wait 200","epoch":{"maxRecords":1000,"maxWaitMs":200}},{"label":"direct 700","epoch":{"maxRecords":700},"mysqlMode":"direct","eager":false}]',
     BENCH_SCALE_PARTITIONS: '',
+    BENCH_LATENCY_EPOCH: '{"maxRecords":5000}',
+    BENCH_LATENCY_PARALLELISM: '',
   });
   assert.equal(o.latencyRate, 13_000);
   assert.deepEqual(o.latencyEpoch, { maxRecords: 5000 });
+  // The defaults are the settings that met the latency targets (docs/performance.md).
+  assert.deepEqual([defaultOptions({}).latencyEpoch, defaultOptions({}).latencyParallelism, defaultOptions({}).scaleRecords], [{ maxRecords: 20000 }, 1, 400_000]);
   assert.deepEqual(o.scalePartitions, []);
   assert.deepEqual(defaultOptions({}).scalePartitions, [4, 16, 64]);
   assert.equal(defaultOptions({ BENCH_LATENCY_RATE: '0' }).latencyRate, 0);
@@ -45,7 +49,7 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
   assert.equal(defaultOptions({}).scaleParallelism, 2);
   assert.equal(defaultOptions({ BENCH_SCALE_PARALLELISM: '' }).scaleParallelism, undefined);
   assert.equal(defaultOptions({ BENCH_SCALE_PARALLELISM: '8' }).scaleParallelism, 8);
-  assert.equal(defaultOptions({}).latencyParallelism, undefined);
+  assert.equal(defaultOptions({ BENCH_LATENCY_PARALLELISM: '' }).latencyParallelism, undefined);
   assert.equal(defaultOptions({ BENCH_LATENCY_PARALLELISM: '4' }).latencyParallelism, 4);
   for (const bad of ['0', '1.5', 'two', '-2']) {
     assert.throws(() => defaultOptions({ BENCH_SCALE_PARALLELISM: bad }), /BENCH_SCALE_PARALLELISM/);
@@ -54,9 +58,9 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
   for (const bad of ['0', '2.5', '"2"', 'null']) {
     assert.throws(() => defaultOptions({ BENCH_C_VARIANTS: `[{"label":"g","epoch":{},"parallelism":${bad}}]` }), /parallelism is the number of partition groups/);
   }
-  const g = defaultOptions({ BENCH_EPOCHS: '5000', BENCH_DIRECT_EPOCHS: '', BENCH_NO_EAGER_EPOCHS: '', BENCH_C_VARIANTS: '[{"label":"grouped 5000","epoch":{"maxRecords":5000},"parallelism":2}]' });
+  const g = defaultOptions({ BENCH_EPOCHS: '5000', BENCH_DIRECT_EPOCHS: '', BENCH_NO_EAGER_EPOCHS: '', BENCH_LATENCY_EPOCH: '{"maxRecords":5000}', BENCH_LATENCY_PARALLELISM: '', BENCH_C_VARIANTS: '[{"label":"grouped 5000","epoch":{"maxRecords":5000},"parallelism":2}]' });
   assert.deepEqual(g.extraVariants, [{ label: 'grouped 5000', epoch: { maxRecords: 5000 }, parallelism: 2 }]);
-  // The run at the latency settings has their parallelism too: ungrouped by default, grouped with BENCH_LATENCY_PARALLELISM.
+  // The run at the latency settings has their parallelism too: ungrouped with BENCH_LATENCY_PARALLELISM empty, else grouped.
   assert.deepEqual(cVariants(g).map((x) => [x.label, x.parallelism, x.latencySettings === true]), [['epoch.maxRecords 5000', undefined, true], ['grouped 5000', 2, false]]);
   assert.deepEqual(cVariants({ ...g, latencyParallelism: 2 }).map((x) => [x.label, x.parallelism, x.latencySettings === true]), [['epoch.maxRecords 5000', undefined, false], ['grouped 5000', 2, true]]);
   assert.deepEqual(cVariants({ ...g, latencyParallelism: 3 }).at(-1), { label: 'latency settings (epoch {"maxRecords":5000}, parallelism 3)', epoch: { maxRecords: 5000 }, parallelism: 3, latencySettings: true });
@@ -184,7 +188,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   }
 
   const md = markdown(r, 'performance.svg');
-  assert.match(md, /\*\*Where the paced runs' time went\*\*[\s\S]*- C: CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 \d+ \/ \d+ ms/);
+  assert.match(md, /\*\*Where the paced runs' time went\*\*[\s\S]*- C: CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 [\d,]+ \/ [\d,]+ ms/);
   assert.match(md, /C onceflow, epoch.maxRecords 500 \|/);
   assert.match(md, /C onceflow, epoch.maxRecords 500, MySQL direct \|/);
   assert.match(md, /C onceflow, latency settings \(epoch \{"maxRecords":700\}\) \[latency settings\] \|/);

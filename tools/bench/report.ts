@@ -29,7 +29,8 @@ const cLabel = (c: CRunR, old = false) => {
   return c.parallelism && !/parallelism/.test(base) ? `${base}, parallelism ${c.parallelism}` : base;
 };
 /** ", N groups" for a run with spec.parallelism, '' for an ungrouped one. */
-const groupsOf = (x: { parallelism?: number }) => (x.parallelism ? `, ${x.parallelism} group${x.parallelism === 1 ? '' : 's'}` : '');
+const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+const groupsOf = (x: { parallelism?: number }) => (x.parallelism ? `, ${plural(x.parallelism, 'group')}` : '');
 const cName = (c: CRunR) => `${cLabel(c)}${c.latencySettings ? ' [latency settings]' : ''}`;
 const verdict = (ok: boolean) => (ok ? '**met**' : '**missed**');
 const targetsOf = (r: BenchResult) => r.targets ?? TARGETS;
@@ -206,7 +207,7 @@ export function scaleSection(r: BenchResult): string[] {
   const grouped = sc.parallelism ?? sc.runs.find((s) => s.parallelism)?.parallelism;
   L.push(
     `**Partition scaling**: ${f0(sc.records)} records at ${sc.partitions.join(', ')} source partitions (a topic each); C at the latency settings (epoch ${JSON.stringify(sc.epoch)})` +
-      (grouped ? `, one workflow per partition and with ${grouped} partition groups (spec.parallelism; "${grouped} groups" rows, whose latency runs had ${sc.latencyParallelism ?? grouped} groups; B has no groups, so their B figures are the ungrouped row's)` : '') +
+      (grouped ? `, one workflow per partition and with ${grouped} partition groups (spec.parallelism; "${grouped} groups" rows, whose latency runs had ${plural(sc.latencyParallelism ?? grouped, 'group')}; B has no groups, so their B figures are the ungrouped row's)` : '') +
       `; latency: paced ${f0(sc.latencyRate)} records/s for ${sc.latencySeconds} s per run, waiting at most max(60 s, 6 × that) after the feed. Ratios are to the ${ref0.partitions}-partition row of the same series (grouped or not).`,
     '',
   );

@@ -68,9 +68,9 @@ export interface BenchOptions {
   /** Paced input rate of the latency phase (records/s); 0 = half the slower of B and the best C. */
   latencyRate: number;
   latencySeconds: number;
-  /** The latency settings: merged into C's epoch bounds in the latency runs, one throughput run and the scale phase (BENCH_LATENCY_EPOCH; default {"maxRecords":5000}). */
+  /** The latency settings: merged into C's epoch bounds in the latency runs, one throughput run and the scale phase (BENCH_LATENCY_EPOCH; default {"maxRecords":20000}). */
   latencyEpoch?: Record<string, unknown>;
-  /** The latency settings' spec.parallelism (BENCH_LATENCY_PARALLELISM; absent: ungrouped): C's latency run, the throughput run at the latency settings, the grouped scale series' latency runs. */
+  /** The latency settings' spec.parallelism (BENCH_LATENCY_PARALLELISM; default 1, empty: ungrouped): C's latency run, the throughput run at the latency settings, the grouped scale series' latency runs. */
   latencyParallelism?: number;
   /** Scale phase: source partition counts (empty or absent: no scale phase); the first is the reference of the ratios. */
   scalePartitions?: number[];
@@ -102,7 +102,7 @@ export const TARGETS = {
 
 /** The spec's epoch bounds in every bench run, before a variant's or the latency settings' fields. */
 export const BASE_EPOCH = { maxBytes: 64 << 20, maxWaitMs: 1000 } as const;
-export const DEFAULT_LATENCY_EPOCH = { maxRecords: 5000 };
+export const DEFAULT_LATENCY_EPOCH = { maxRecords: 20000 };
 
 const sameEpoch = (a: Record<string, unknown>, b: Record<string, unknown>) => {
   const x: Record<string, unknown> = { ...BASE_EPOCH, ...a };
@@ -332,9 +332,9 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     latencyRate: num('BENCH_LATENCY_RATE', 13_000),
     latencySeconds: num('BENCH_LATENCY_SECONDS', 20),
     latencyEpoch: parseEpoch('BENCH_LATENCY_EPOCH', env.BENCH_LATENCY_EPOCH, DEFAULT_LATENCY_EPOCH),
-    ...optional('latencyParallelism', parseGroups('BENCH_LATENCY_PARALLELISM', env.BENCH_LATENCY_PARALLELISM, undefined)),
+    ...optional('latencyParallelism', parseGroups('BENCH_LATENCY_PARALLELISM', env.BENCH_LATENCY_PARALLELISM, 1)),
     scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64').split(',').map((x) => x.trim()).filter(Boolean).map(Number),
-    scaleRecords: num('BENCH_SCALE_RECORDS', 200_000),
+    scaleRecords: num('BENCH_SCALE_RECORDS', 400_000),
     scaleLatencySeconds: num('BENCH_SCALE_LATENCY_SECONDS', 10),
     ...optional('scaleParallelism', parseGroups('BENCH_SCALE_PARALLELISM', env.BENCH_SCALE_PARALLELISM, 2)),
     perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),

@@ -8,6 +8,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ObservedEvent } from '../src/activities';
+import { epochSplit, temporalCost, type HistoryEventLike } from '../tools/bench/analyze';
 import { markdown, svgChart } from '../tools/bench/report';
 import { cVariants, defaultOptions, runBench, type BenchResult } from '../tools/bench/run';
 import { quietRuntime } from './support/env';
@@ -73,6 +75,29 @@ test('bench report: a ratio that two decimals would round onto its target is sho
   const md = markdown(saved, 'performance.svg');
   assert.match(md, /at 64 partitions C ≥ 0\.9× its 4-partition records\/s — 0\.897×: \*\*missed\*\*/);
   assert.match(md, /best C 44,041 records\/s .* = 0\.92× B: \*\*met\*\*/);
+});
+
+test('bench analysis: the cycle tail and its temporal part per epoch; the workflow task round trip from history event times', () => {
+  const split = { readMs: 1, initMs: 1, transformMs: 1, kafkaMs: 1, previousCommitWaitMs: 0, mysqlMs: 1, xaPrepareMs: 1 };
+  const prepared = (epoch: number, startedAt: number, ms: number): ObservedEvent => ({ kind: 'prepared', pipeline: 'p', partition: 0, epoch, records: 10, deadLetters: 0, ms, end: 10 * (epoch + 1), lag: 0, startedAt, split });
+  const committed = (epoch: number, startedAt: number, ms: number): ObservedEvent => ({ kind: 'committed', pipeline: 'p', partition: 0, epoch, side: 'kafka', ms, startedAt });
+  // Cycles of 100 and 300 ms; activities cover 30 + 10 of the first, 40 + 20 of the second.
+  const s = epochSplit([prepared(0, 0, 30), committed(0, 50, 10), prepared(1, 100, 40), committed(1, 200, 20), prepared(2, 400, 30)]);
+  assert.deepEqual(s.tail, { cycleMs: { p50: 100, p99: 300 }, prepareMs: { p50: 30, p99: 40 }, temporalMs: { p50: 60, p99: 240 } });
+  assert.equal(s.temporalMs, 150);
+  // Workflow tasks: scheduled → started 5 and 30 ms, started → completed 10 and 20 ms (event ids as strings, as in history JSON).
+  const at = (ms: number) => ({ seconds: 1_000, nanos: ms * 1e6 });
+  const run: HistoryEventLike[] = [
+    { eventId: '2', eventTime: at(0), workflowTaskScheduledEventAttributes: {} },
+    { eventId: '3', eventTime: at(5), workflowTaskStartedEventAttributes: { scheduledEventId: '2' } },
+    { eventId: '4', eventTime: at(15), workflowTaskCompletedEventAttributes: { startedEventId: '3' } },
+    { eventId: '8', eventTime: at(100), workflowTaskScheduledEventAttributes: {} },
+    { eventId: '9', eventTime: at(130), workflowTaskStartedEventAttributes: { scheduledEventId: '8' } },
+    { eventId: '10', eventTime: at(150), workflowTaskCompletedEventAttributes: { startedEventId: '9' } },
+  ];
+  const t = temporalCost([run], 2);
+  assert.equal(t.workflowTasks, 2);
+  assert.deepEqual(t.workflowTaskMs, { scheduleToStart: { p50: 5, p99: 30 }, startToComplete: { p50: 10, p99: 20 } });
 });
 
 test('npm run bench, small: A, B and C measured, C verified exactly once, scale phase (ungrouped and grouped), report rendered', { timeout: 480_000 }, async () => {

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { Worker, bundleWorkflowCode } from '@temporalio/worker';
+import { committedEpochs, GROUP_COMMIT_ACTIVITIES, PARTITION_COMMIT_ACTIVITIES, type HistoryEventLike } from '../tools/bench/analyze';
 import { quietRuntime } from './support/env';
 
 const dir = join(__dirname, 'histories');
@@ -70,12 +71,7 @@ test('checked-in histories cover retries, a redo and continue-as-new, for every 
   assert.doesNotMatch(current, /"abortPrepared"/);
 });
 
-type JsonEvent = {
-  eventId: string;
-  activityTaskScheduledEventAttributes?: { activityType: { name: string } };
-  activityTaskCompletedEventAttributes?: { scheduledEventId: string };
-  upsertWorkflowSearchAttributesEventAttributes?: { searchAttributes: { indexedFields: Record<string, unknown> } };
-};
+type JsonEvent = HistoryEventLike & { upsertWorkflowSearchAttributesEventAttributes?: { searchAttributes: { indexedFields: Record<string, unknown> } } };
 
 /** The events of each history in a '\n'-joined list of JSON histories (each file one JSON document). */
 function eventsOf(histories: string): JsonEvent[][] {
@@ -89,18 +85,9 @@ function epochUpserts(histories: string): number {
     .filter((e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes.indexedFields.OnceflowEpoch !== undefined).length;
 }
 
-/** Epochs committed in JSON histories: completed activities that commit (advanceEpoch, commitEpoch, advanceGroup, commitGroup). */
+/** Epochs committed in JSON histories of partition or group workflows (the benchmark's count). */
 function epochsCommitted(histories: string): number {
-  let n = 0;
-  for (const events of eventsOf(histories)) {
-    const scheduled = new Map<string, string>();
-    for (const e of events) {
-      if (e.activityTaskScheduledEventAttributes) scheduled.set(e.eventId, e.activityTaskScheduledEventAttributes.activityType.name);
-      const c = e.activityTaskCompletedEventAttributes;
-      if (c && /^(advance|commit)(Epoch|Group)$/.test(scheduled.get(c.scheduledEventId) ?? '')) n++;
-    }
-  }
-  return n;
+  return committedEpochs(eventsOf(histories), [...PARTITION_COMMIT_ACTIVITIES, ...GROUP_COMMIT_ACTIVITIES]);
 }
 
 /** Ids of the patches (core_patch markers) in JSON histories, sorted and distinct. */

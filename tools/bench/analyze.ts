@@ -219,14 +219,16 @@ export interface HistoryEventLike {
 
 /** The activities of a group workflow (src/workflows/group.ts) that commit a group epoch: advanceGroup commits e (and prepares e+1), commitGroup commits e alone. */
 export const GROUP_COMMIT_ACTIVITIES: readonly string[] = ['advanceGroup', 'commitGroup'];
+/** The same for a partition workflow (src/workflows/partition.ts) since commit-epoch-v1. */
+export const PARTITION_COMMIT_ACTIVITIES: readonly string[] = ['advanceEpoch', 'commitEpoch'];
 
 /**
- * Committed group epochs in the histories of a pipeline's group workflows (one list of events
- * per run): every completed advanceGroup or commitGroup activity committed one group epoch (a
- * redoGroupKafka after it redoes that same epoch's Kafka side; a failed attempt is retried
- * within the activity, which completes once).
+ * Committed epochs in workflow histories (one list of events per run): every completed
+ * activity of `commits` committed one epoch (a redo after it redoes that same epoch's Kafka
+ * side; a failed attempt is retried within the activity, which completes once). With
+ * GROUP_COMMIT_ACTIVITIES over a pipeline's group workflows: its committed group epochs.
  */
-export function committedGroupEpochs(runs: HistoryEventLike[][]): number {
+export function committedEpochs(runs: HistoryEventLike[][], commits: readonly string[]): number {
   let n = 0;
   for (const run of runs) {
     const types = new Map<string, string>();
@@ -234,7 +236,7 @@ export function committedGroupEpochs(runs: HistoryEventLike[][]): number {
       const s = e.activityTaskScheduledEventAttributes;
       if (s) types.set(String(e.eventId), s.activityType?.name ?? '?');
       const c = e.activityTaskCompletedEventAttributes;
-      if (c && GROUP_COMMIT_ACTIVITIES.includes(types.get(String(c.scheduledEventId)) ?? '')) n++;
+      if (c && commits.includes(types.get(String(c.scheduledEventId)) ?? '')) n++;
     }
   }
   return n;

@@ -27,7 +27,7 @@ import { compareSpec, makeEvents, produceRecords } from '../../examples/flink-co
 import { groupWorkflowId, partitionWorkflowId, pipelineWorkflowId, type EpochBounds, type PipelineSpec } from '../../src/spec';
 import { readAll, verifyPipeline } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
-import { activeSpan, commitStartWait, committedGroupEpochs, epochSplit, percentiles, temporalCost, type EpochSplit, type HistoryEventLike, type Percentiles, type TemporalCost } from './analyze';
+import { activeSpan, commitStartWait, committedEpochs, epochSplit, GROUP_COMMIT_ACTIVITIES, percentiles, temporalCost, type EpochSplit, type HistoryEventLike, type Percentiles, type TemporalCost } from './analyze';
 import type { BaselineArgs, BaselineBatch } from './baseline';
 import type { FromChild, ToChild, Usage } from './ipc';
 
@@ -471,7 +471,6 @@ export interface ServiceCpu {
   mariadb: number;
 }
 
-/** CPU time (ms) used so far by the stack's servers, found by their command lines naming the run directory. */
 /** CPU time of the whole machine since boot, ms: busy (all but idle and iowait) and total, from /proc/stat. */
 function machineCpu(): { busyMs: number; totalMs: number } {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
@@ -492,6 +491,7 @@ function cpuBetween(a: { machine: ReturnType<typeof machineCpu>; services: Servi
 
 const cpuNow = () => ({ machine: machineCpu(), services: serviceCpu(), at: Date.now() });
 
+/** CPU time (ms) used so far by the stack's servers, found by their command lines naming the run directory. */
 function serviceCpu(): ServiceCpu {
   const runDir = process.env.ONCEFLOW_RUN_DIR || join(homedir(), '.cache', 'onceflow', 'run');
   const out: ServiceCpu = { temporal: 0, kafka: 0, mariadb: 0 };
@@ -880,7 +880,7 @@ async function historyCost(deps: Deps, spec: PipelineSpec, partitions: number, e
         runId = previous;
       }
     }
-    return temporalCost(runs, spec.parallelism ? committedGroupEpochs(runs) : epochs);
+    return temporalCost(runs, spec.parallelism ? committedEpochs(runs, GROUP_COMMIT_ACTIVITIES) : epochs);
   } catch (e) {
     deps.log(`Temporal histories of ${spec.name} not read: ${e instanceof Error ? e.message : String(e)}`);
     return undefined;

@@ -26,6 +26,7 @@
  *     BENCH_SCALE_LATENCY_SECONDS (10)   seconds of paced input per latency run
  *     BENCH_SCALE_PARALLELISM (2)        partition groups of the grouped series (C at every count once more, with
  *                                        spec.parallelism, verified, with its own latency run); empty: no grouped series
+ *     BENCH_SCALE_UNGROUPED (1)          0: no ungrouped C series (one workflow per partition), e.g. for a 256-partition run
  *   Output and stack
  *     BENCH_LABEL                        results file bench/results/<date>-<label>.json
  *     BENCH_BEFORE                       an earlier results file, shown as "before" columns

@@ -51,6 +51,8 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
   assert.equal(defaultOptions({}).scaleParallelism, 2);
   assert.equal(defaultOptions({ BENCH_SCALE_PARALLELISM: '' }).scaleParallelism, undefined);
   assert.equal(defaultOptions({ BENCH_SCALE_PARALLELISM: '8' }).scaleParallelism, 8);
+  assert.equal(defaultOptions({}).scaleUngrouped, undefined);
+  assert.equal(defaultOptions({ BENCH_SCALE_UNGROUPED: '0' }).scaleUngrouped, false);
   assert.equal(defaultOptions({ BENCH_LATENCY_PARALLELISM: '' }).latencyParallelism, undefined);
   assert.equal(defaultOptions({ BENCH_LATENCY_PARALLELISM: '4' }).latencyParallelism, 4);
   for (const bad of ['0', '1.5', 'two', '-2']) {
@@ -146,6 +148,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     positive(`C ${x.label} activity tasks per epoch`, x.temporal.activityTasksPerEpoch);
     positive(`C ${x.label} workflow tasks per epoch`, x.temporal.workflowTasksPerEpoch);
     assert.ok(x.commitStartWaitMs && x.commitStartWaitMs.n > 0 && Number.isFinite(x.commitStartWaitMs.p99), `C ${x.label}: prepare end → commit start`);
+    assert.ok(x.temporalTailCpuMs !== undefined && Number.isFinite(x.temporalTailCpuMs) && x.temporalTailCpuMs >= 0, `C ${x.label}: Temporal CPU of the run's tail = ${x.temporalTailCpuMs}`);
   }
   const direct = r.C[1]!;
   assert.equal(direct.mysqlMode, 'direct');
@@ -192,6 +195,8 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     positive(`${at}: B records/s`, s.B.recordsPerSec);
     positive(`${at}: C records/s`, s.C.recordsPerSec);
     positive(`${at}: C Temporal CPU ms/1k`, s.C.servicesCpuMsPer1k.temporal);
+    // The tail is part of the Temporal figure, not more than it.
+    assert.ok(s.C.temporalTailCpuMs !== undefined && s.C.temporalTailCpuMs >= 0 && s.C.temporalTailCpuMs <= (s.C.servicesCpuMsPer1k.temporal * s.C.records) / 1000 + 1e-6, `${at}: C tail ${s.C.temporalTailCpuMs} ms within its Temporal CPU`);
     positive(`${at}: C worker CPU ms/1k`, s.C.cpuMsPer1kRecords);
     assert.ok(s.C.verified, `${at}: C verified exactly once: ${s.C.failedChecks.join('; ')}`);
     assert.ok(s.C.temporal && s.C.temporal.activityTasksPerEpoch > 0, `${at}: C activity tasks per epoch`);
@@ -221,6 +226,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   assert.match(md, /Target: C at the latency settings .* ≥ 0\.8× B — .*: \*\*(met|missed)\*\*/);
   assert.match(md, /\| B at-least-once \| 1,200\/1,200 \|/);
   assert.match(md, /\*\*Partition scaling\*\*/);
+  assert.match(md, /Temporal CPU includes each C run's tail, the 11 s after it ended .*: [\d,]+–[\d,]+ ms of CPU per run here/);
   for (const p of ['4', '4, 2 groups']) {
     // partitions | B rec/s | B ratio | C rec/s | C ratio | Temporal CPU | its ratio | Kafka CPU B · C | worker CPU | latency B · C | verified
     assert.match(md, new RegExp(`\\n\\| ${p} \\| [\\d,]+ \\| [\\d.]+ \\| [\\d,]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ · [\\d.]+ \\| [\\d.]+ \\| [\\d,]+ / [\\d,]+ · [\\d,]+ / [\\d,]+ \\| exactly once \\|`), `scale row '${p}'`);

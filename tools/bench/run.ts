@@ -33,6 +33,18 @@ import type { FromChild, ToChild, Usage } from './ipc';
 
 const ROOT = join(__dirname, '..', '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * How long the Temporal server goes on working for a run after it ended. Every workflow task
+ * leaves a start-to-close and a sticky schedule-to-start timer task behind, every activity a
+ * heartbeat-timeout one (10 s each by default); they fire about 10 s later and do nothing, but
+ * the server reads and processes each. In a probe of 2026-12-03 (docs/performance.md, "Temporal
+ * CPU: the previous run's timers"), 528 of them fired in the 11 s after the 64-partition
+ * ungrouped latency run ended — inside the window of the grouped run that followed it. So after
+ * every C run the bench waits this long: a run's Temporal CPU includes its own deferred timer
+ * tasks, and the next run starts on a quiet server.
+ */
+export const TEMPORAL_TAIL_MS = 11_000;
 /** A time limit for Promise.race that does not keep the process alive once the race is over. */
 const limit = (ms: number) => new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref());
 
@@ -80,6 +92,8 @@ export interface BenchOptions {
   scaleLatencySeconds?: number;
   /** Scale phase: also run C at every partition count with this many partition groups (BENCH_SCALE_PARALLELISM; absent: no grouped series). */
   scaleParallelism?: number;
+  /** Scale phase: false skips the ungrouped C series (BENCH_SCALE_UNGROUPED=0: for partition counts at which one workflow per partition would take most of the run); B and the grouped series still run. */
+  scaleUngrouped?: boolean;
   /** transaction duration of the transactional ProducerPerformance run */
   perfTransactionMs: number;
   label?: string;
@@ -203,8 +217,10 @@ export interface EngineRun {
   /** event-loop delay of the engine process (p99, max ms) */
   loopDelayP99Ms: number;
   loopDelayMaxMs: number;
-  /** CPU ms per 1,000 records spent by the services during the run (the engine's own is cpuMsPer1kRecords) */
+  /** CPU ms per 1,000 records spent by the services during the run (the engine's own is cpuMsPer1kRecords); a C run's Temporal figure includes its tail (temporalTailCpuMs) */
   servicesCpuMsPer1k: ServiceCpu;
+  /** C: Temporal-server CPU ms in the TEMPORAL_TAIL_MS after the run ended (its deferred timer tasks, and the server's idle work meanwhile); absent in results from before */
+  temporalTailCpuMs?: number;
   /** InnoDB row lock waits during the run (global status delta): contention on the sink table's keys */
   rowLockWaits: number;
   rowLockWaitMs: number;
@@ -337,6 +353,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     scaleRecords: num('BENCH_SCALE_RECORDS', 400_000),
     scaleLatencySeconds: num('BENCH_SCALE_LATENCY_SECONDS', 10),
     ...optional('scaleParallelism', parseGroups('BENCH_SCALE_PARALLELISM', env.BENCH_SCALE_PARALLELISM, 2)),
+    ...(env.BENCH_SCALE_UNGROUPED === '0' ? { scaleUngrouped: false } : {}),
     perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),
     ...(env.BENCH_LABEL ? { label: env.BENCH_LABEL } : {}),
   };
@@ -637,6 +654,8 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   for (const v of variants) specFor('bench-check', 'bench-check', v.epoch, v.mysqlMode, v.parallelism);
   const latencyParallelism = opts.latencyParallelism;
   const scaleGroups = scaleP.length > 0 ? opts.scaleParallelism : undefined;
+  const ungrouped = opts.scaleUngrouped !== false;
+  if (scaleP.length > 0 && !ungrouped && !scaleGroups) throw new Error('BENCH_SCALE_UNGROUPED=0 needs BENCH_SCALE_PARALLELISM: the scale phase would run no C at all');
   for (const [what, g] of [['BENCH_LATENCY_PARALLELISM', latencyParallelism], ['BENCH_SCALE_PARALLELISM', scaleGroups]] as const) {
     if (g === undefined) continue;
     if (!groupCount(g)) throw new Error(`${what}: '${g}' is not a number of partition groups (an integer ≥ 1)`);
@@ -734,8 +753,9 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         created.push(bs);
         const sB = await runBaseline(deps, bs, SN, sp);
         log(`scale ${sp} B: ${sB.recordsPerSec.toFixed(0)} records/s`);
-        // The ungrouped series (one workflow per partition), then the grouped one (scaleGroups partition groups) on the same data.
-        for (const groups of [undefined, ...(scaleGroups ? [scaleGroups] : [])]) {
+        // The ungrouped series (one workflow per partition; not with BENCH_SCALE_UNGROUPED=0), then the grouped one (scaleGroups partition groups) on the same data.
+        const series = [...(ungrouped ? [undefined] : []), ...(scaleGroups ? [scaleGroups] : [])];
+        for (const [i, groups] of series.entries()) {
           const tag = groups ? `g${groups}` : '';
           const at = `scale ${sp}${groups ? `, ${groups} groups` : ''}`;
           const cs = specFor(`${id}-s${sp}${tag}c`, src, latencyEpoch, 'staged', groups);
@@ -743,8 +763,8 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
           const c = await runOnceflow(deps, cs, SN, sp, true);
           log(`${at} C: ${c.run.recordsPerSec.toFixed(0)} records/s, Temporal CPU ${c.run.servicesCpuMsPer1k.temporal.toFixed(1)} ms/1k, verified: ${c.verified ? 'exactly once' : `FAILED ${c.failedChecks.join('; ')}`}`);
           const lat: LatencyRun[] = [];
-          // B has no groups: it is measured with the ungrouped series only.
-          for (const engine of groups ? (['C'] as const) : (['B', 'C'] as const)) {
+          // B has no groups: its latency is measured once per partition count, with the first series.
+          for (const engine of i > 0 ? (['C'] as const) : (['B', 'C'] as const)) {
             const l = await runLatency(
               deps,
               { engine, name: `${id}-s${sp}${tag}l${engine.toLowerCase()}`, rate, seconds, partitions: sp, epoch: latencyEpoch, parallelism: groups ? latencyParallelism ?? groups : undefined, recordBytes: opts.recordBytes },
@@ -907,6 +927,9 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions
   const doneAt = Date.now();
   const locks1 = await probe(deps.pool);
   const u = await child.stop();
+  // The Temporal server's share is read once the run's deferred timer tasks have fired (TEMPORAL_TAIL_MS).
+  await sleep(TEMPORAL_TAIL_MS);
+  const temporalAfterTail = serviceCpu().temporal;
   const events = child.events as ObservedEvent[];
   const records = results.reduce((a, r) => a + r.state.records, 0);
   if (records !== n) throw new Error(`onceflow committed ${records} records, expected ${n}`);
@@ -915,7 +938,10 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions
   const epochs = results.reduce((a, r) => a + r.state.committedEpochs, 0);
   const temporal = await historyCost(deps, spec, partitions, epochs);
   return {
-    run: engineRun(records, firstAt, lastAt, startedAt, doneAt, u, [locks0, locks1]),
+    run: {
+      ...engineRun(records, firstAt, lastAt, startedAt, doneAt, u, [locks0, { ...locks1, cpu: { ...locks1.cpu, temporal: temporalAfterTail } }]),
+      temporalTailCpuMs: temporalAfterTail - locks1.cpu.temporal,
+    },
     split: epochSplit(events),
     verified: v.ok,
     failedChecks: v.failed,
@@ -1052,6 +1078,8 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     const u = ended === 'terminated' ? undefined : await running.stop();
     settled = true;
     if (engine === 'C') {
+      // The next run starts on a quiet Temporal server (TEMPORAL_TAIL_MS).
+      await sleep(TEMPORAL_TAIL_MS);
       if (ended === 'terminated') {
         verified = false;
         failedChecks = [`the pipeline did not end within ${END_LIMIT_MS / 1000} s and was terminated; not verified`];

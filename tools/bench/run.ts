@@ -92,6 +92,8 @@ export interface BenchOptions {
   scaleLatencySeconds?: number;
   /** Scale phase: also run C at every partition count with this many partition groups (BENCH_SCALE_PARALLELISM; absent: no grouped series). */
   scaleParallelism?: number;
+  /** The wait after every C run (TEMPORAL_TAIL_MS unless given; the small test in npm test shortens it, which changes how much of the tail is measured, not what runs). */
+  temporalTailMs?: number;
   /** Scale phase: false skips the ungrouped C series (BENCH_SCALE_UNGROUPED=0: for partition counts at which one workflow per partition would take most of the run); B and the grouped series still run. */
   scaleUngrouped?: boolean;
   /** transaction duration of the transactional ProducerPerformance run */
@@ -330,6 +332,8 @@ export interface BenchResult {
   scale?: ScalePhase;
   /** the worker's activity slots (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES) in every C run */
   workerMaxConcurrentActivities?: number;
+  /** the wait after every C run, in which its Temporal tail was measured (absent in results from before it was recorded: TEMPORAL_TAIL_MS) */
+  temporalTailMs?: number;
   targets?: typeof TARGETS;
 }
 
@@ -369,7 +373,7 @@ function benchValues(n: number, seed: number, bytes: number): { key: string; val
   });
 }
 
-type Deps = Connections & { bundle: string; log: (line: string) => void };
+type Deps = Connections & { bundle: string; log: (line: string) => void; tailMs: number };
 
 async function createTopics(admin: Admin, topics: string[], partitions: number, logAppendTime = false): Promise<void> {
   await createTopicsReady(
@@ -669,7 +673,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   }
   const connections = await openConnections(settings, 'onceflow-bench');
   const { kafka, admin } = connections;
-  const deps: Deps = { ...connections, bundle, log };
+  const deps: Deps = { ...connections, bundle, log, tailMs: opts.temporalTailMs ?? TEMPORAL_TAIL_MS };
   const id = `b${Date.now().toString(36)}`;
   const loadBefore = loadavg();
   const created: PipelineSpec[] = [];
@@ -822,6 +826,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       latency,
       ...(scale ? { scale } : {}),
       workerMaxConcurrentActivities: settings.maxConcurrentActivities,
+      temporalTailMs: deps.tailMs,
       targets: TARGETS,
     };
   } finally {
@@ -928,7 +933,7 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions
   const locks1 = await probe(deps.pool);
   const u = await child.stop();
   // The Temporal server's share is read once the run's deferred timer tasks have fired (TEMPORAL_TAIL_MS).
-  await sleep(TEMPORAL_TAIL_MS);
+  await sleep(deps.tailMs);
   const temporalAfterTail = serviceCpu().temporal;
   const events = child.events as ObservedEvent[];
   const records = results.reduce((a, r) => a + r.state.records, 0);
@@ -1079,7 +1084,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     settled = true;
     if (engine === 'C') {
       // The next run starts on a quiet Temporal server (TEMPORAL_TAIL_MS).
-      await sleep(TEMPORAL_TAIL_MS);
+      await sleep(deps.tailMs);
       if (ended === 'terminated') {
         verified = false;
         failedChecks = [`the pipeline did not end within ${END_LIMIT_MS / 1000} s and was terminated; not verified`];

@@ -221,7 +221,7 @@ export interface EngineRun {
   loopDelayMaxMs: number;
   /** CPU ms per 1,000 records spent by the services during the run (the engine's own is cpuMsPer1kRecords); a C run's Temporal figure includes its tail (temporalTailCpuMs) */
   servicesCpuMsPer1k: ServiceCpu;
-  /** C: Temporal-server CPU ms in the TEMPORAL_TAIL_MS after the run ended (its deferred timer tasks, and the server's idle work meanwhile); absent in results from before */
+  /** C: Temporal-server CPU ms in the wait after the run ended (BenchResult.temporalTailMs: its deferred timer tasks, and the server's idle work meanwhile); absent in results from before */
   temporalTailCpuMs?: number;
   /** InnoDB row lock waits during the run (global status delta): contention on the sink table's keys */
   rowLockWaits: number;
@@ -932,7 +932,7 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions
   const doneAt = Date.now();
   const locks1 = await probe(deps.pool);
   const u = await child.stop();
-  // The Temporal server's share is read once the run's deferred timer tasks have fired (TEMPORAL_TAIL_MS).
+  // The Temporal server's share is read once the run's deferred timer tasks have fired (deps.tailMs, TEMPORAL_TAIL_MS unless the options shorten it).
   await sleep(deps.tailMs);
   const temporalAfterTail = serviceCpu().temporal;
   const events = child.events as ObservedEvent[];
@@ -1083,7 +1083,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     const u = ended === 'terminated' ? undefined : await running.stop();
     settled = true;
     if (engine === 'C') {
-      // The next run starts on a quiet Temporal server (TEMPORAL_TAIL_MS).
+      // The next run starts on a quiet Temporal server (deps.tailMs, as after a throughput run).
       await sleep(deps.tailMs);
       if (ended === 'terminated') {
         verified = false;

@@ -28,7 +28,7 @@ export { connectClient, startPipeline, controlPipeline, partitionStatus, pipelin
 export type { ControlAction, PartitionStatus } from './protocol';
 export { openConnections, type Connections } from './connections';
 export { verifyPipeline, type VerifyReport, type Check } from './verify';
-export { replay as replayHistories } from './cli/ops';
+export { replay as replayHistories } from './cli/history';
 export { OnceflowError, ConfigError, ValidationError, MissingTransform } from './errors';
 export { withSchemaRegistry, UndecodableRecord, SchemaRegistryUnavailable } from './serde/schema-registry';
 export type { SchemaRegistryClient, SchemaRegistryOptions, SchemaRef, SchemaRegistryTransform, DecodedRecord, EncodableOutputRecord, EncodableResult } from './serde/schema-registry';

@@ -176,7 +176,7 @@ test('compare events are validated field by field', () => {
 });
 
 // ---- Stalls: `onceflow status` and the worker's seconds-since-last-commit gauge ----
-import { STALLED_AFTER_SEC, describeStall, isStalled } from '../src/cli/ops';
+import { STALLED_AFTER_SEC, describeStall, isStalled } from '../src/cli/status';
 import { WorkerMetrics } from '../src/metrics';
 
 test('a partition is stalled when it has lag and no commit for longer than the threshold, or an activity is on attempt ≥ 5', () => {

@@ -18,7 +18,10 @@ import { checkConnections, redactedSettings } from './config-check';
 import { installWorkerLog, ProgressView } from './progress';
 import { runPipeline } from './run';
 import { loadPipelineConfig } from './config-file';
-import { STALLED_AFTER_SEC, pipelinePartitionIds, controlPartitions, describeInDoubt, describeStall, exportHistory, inDoubt, listPipelines, pipelineStatus, replay, resolveInDoubt, type PartitionRow } from './ops';
+import { exportHistory, replay } from './history';
+import { controlPartitions, pipelinePartitionIds } from './partitions';
+import { STALLED_AFTER_SEC, describeStall, listPipelines, pipelineStatus, type PartitionRow } from './status';
+import { describeInDoubt, inDoubt, resolveInDoubt } from './transactions';
 
 const USAGE = `usage: onceflow <command> [options]
 

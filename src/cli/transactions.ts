@@ -1,0 +1,123 @@
+/**
+ * `onceflow transactions`: what is in doubt for a pipeline (prepared XA branches, open Kafka
+ * transactions) and the decision each would get, and `--resolve` for a stopped pipeline — both
+ * through the recovery path reconcile uses (src/recovery.ts), never a copy of it.
+ */
+import type { Client } from '@temporalio/client';
+import type { Admin } from 'kafkajs';
+import type { Pool } from 'mysql2/promise';
+import { ISOLATION, latestOffset, type KafkaCluster } from '../kafka/internals';
+import { partitionCounts } from '../kafka/topics';
+import { applyStaged, mysqlMode } from '../mysql/stage';
+import { carryOut, examineGroupBranches, examinePartition, namedXids, resolveGroupBranches, settleGroupKafka, settleKafka, type GroupBranchDecision, type PartitionFindings } from '../recovery';
+import { pipelineWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
+import { recordedIds } from './partitions';
+
+export interface InDoubt {
+  /** Prepared XA branches of partition groups (spec.parallelism) and what recovery would do with each. */
+  groups: GroupBranchDecision[];
+  /** Per partition: what the shared recovery path (src/recovery.ts) found and would do. */
+  partitions: PartitionFindings[];
+  /** Partitions held back by an open transaction (LSO below the high watermark). */
+  kafka: { topic: string; partition: number; lso: number; highWatermark: number }[];
+}
+
+/** Lists what is in doubt and the decision each would get; changes nothing. */
+export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?: Admin }, spec: PipelineSpec, partitions: number | number[]): Promise<InDoubt> {
+  const found: PartitionFindings[] = [];
+  const ids = await recordedIds(deps.pool, spec.name, partitions);
+  const groups = await examineGroupBranches(deps.pool, spec, () => true, () => namedXids(deps.cluster, spec, ids), Date.now());
+  for (const p of ids) {
+    const f = await examinePartition(deps, spec, p, Date.now());
+    if (f.refuse || f.epochs.some((e) => e.actions.length)) found.push(f);
+  }
+  const kafka: InDoubt['kafka'] = [];
+  // The sink and dead-letter topics may have fewer partitions than the source has ids.
+  const counts = deps.admin ? await partitionCounts(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic]) : new Map<string, number>();
+  for (const topic of [spec.kafkaSink.topic, spec.progressTopic, spec.deadLetterTopic]) {
+    for (const p of ids) {
+      if (p >= (counts.get(topic) ?? Infinity)) continue;
+      const lso = await latestOffset(deps.cluster, topic, p, ISOLATION.READ_COMMITTED);
+      const hw = await latestOffset(deps.cluster, topic, p, ISOLATION.READ_UNCOMMITTED);
+      if (lso < hw) kafka.push({ topic, partition: p, lso, highWatermark: hw });
+    }
+  }
+  return { groups, partitions: found, kafka };
+}
+
+/** One line per action of `inDoubt`'s findings. */
+export function describeInDoubt(found: InDoubt): string[] {
+  const lines: string[] = [];
+  for (const g of found.groups) {
+    const verb = { commit: `would commit (partition ${g.by?.partition}'s committed progress marker names it)`, rollback: 'would roll back (no committed progress marker names it)', leave: 'left alone (opened after this look)' }[g.do];
+    lines.push(`group ${g.group} epoch ${g.groupEpoch}: XA ${g.xid}: ${verb}`);
+  }
+  for (const f of found.partitions) {
+    if (f.refuse) lines.push(`partition ${f.partition}: not decidable: ${f.refuse}`);
+    for (const e of f.epochs) {
+      for (const a of e.actions) {
+        const what = a.do === 'commit-branch' || a.do === 'rollback-branch' || a.do === 'leave' ? `XA ${a.xid}: ` : '';
+        const verb = {
+          'commit-branch': 'would commit (the committed progress marker names it)',
+          'rollback-branch': 'would roll back (not the decided branch)',
+          'apply-staged': 'committed, staged rows not yet in the tables → would apply',
+          'redo-kafka': 'MySQL committed, Kafka did not → starting the pipeline redoes the Kafka side',
+          'redo-mysql': 'Kafka committed, MySQL did not → starting the pipeline redoes the MySQL side',
+          leave: `left alone (${'why' in a ? a.why : ''})`,
+          refuse: `not decidable (${'why' in a ? a.why : ''})`,
+        }[a.do];
+        lines.push(`partition ${f.partition} epoch ${e.epoch}: ${what}${verb}`);
+      }
+    }
+  }
+  for (const k of found.kafka) lines.push(`Kafka ${k.topic}[${k.partition}] held back by an open transaction: LSO ${k.lso} < high watermark ${k.highWatermark} → would abort it (fence the transactional ids)`);
+  return lines;
+}
+
+/** A workflow's status and the first failure of its pending activities; null if it does not exist. */
+async function workflowStatus(client: Client, id: string): Promise<{ status: string; lastError: string | null } | null> {
+  try {
+    const d = await client.workflow.getHandle(id).describe();
+    const raw = d.raw.pendingActivities ?? [];
+    const failure = raw.map((a) => a.lastFailure?.message).find((m) => m);
+    return { status: d.status.name, lastError: failure ?? null };
+  } catch (e) {
+    if ((e as { name?: string }).name === 'WorkflowNotFoundError') return null;
+    throw e;
+  }
+}
+
+/**
+ * Resolves what is in doubt for a pipeline that is not running, through the same recovery path
+ * as reconcile: fence the partition's transactional ids, commit the branch the committed marker
+ * names, roll back the others, apply committed staged rows. A side that must be redone is left
+ * for reconcile, which runs when the pipeline is started again.
+ */
+export async function resolveInDoubt(deps: { client: Client; cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number | number[]): Promise<string[]> {
+  const ids = await recordedIds(deps.pool, spec.name, partitions);
+  for (const p of ids) {
+    const wf = await workflowStatus(deps.client, runnerWorkflowId(spec, p));
+    if (wf?.status === 'RUNNING') {
+      throw new Error(`pipeline ${spec.name} is running (partition ${p}); its workflows decide its transactions. Stop it first: onceflow stop ${spec.name}`);
+    }
+  }
+  const parent = await workflowStatus(deps.client, pipelineWorkflowId(spec.name));
+  if (parent?.status === 'RUNNING') throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
+  const done: string[] = [];
+  const token = Date.now();
+  const fenced = [];
+  for (let g = 0; g < (spec.parallelism ?? 0); g++) fenced.push(...(await settleGroupKafka(deps.cluster, spec, g)));
+  for (const p of ids) fenced.push(...(await settleKafka(deps.cluster, spec, p)));
+  for (const id of fenced) done.push(`Kafka ${id}: fenced; any open transaction of it was aborted`);
+  // Branches of partition groups first: they may hold ledger rows the partitions' recovery reads.
+  done.push(...(await resolveGroupBranches(deps.pool, spec, await examineGroupBranches(deps.pool, spec, () => true, () => namedXids(deps.cluster, spec, ids), token))));
+  for (const p of ids) {
+    const f = await examinePartition(deps, spec, p, token);
+    if (f.refuse) {
+      done.push(`partition ${p}: not decidable: ${f.refuse}`);
+      continue;
+    }
+    done.push(...(await carryOut(deps, spec, f, { apply: async (epoch) => mysqlMode(spec) === 'staged' && applyStaged(deps.pool, { pipeline: spec.name, partition: p, epoch }, spec.mysqlSink.tables) })));
+  }
+  return done;
+}

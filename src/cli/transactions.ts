@@ -74,15 +74,12 @@ export function describeInDoubt(found: InDoubt): string[] {
   return lines;
 }
 
-/** A workflow's status and the first failure of its pending activities; null if it does not exist. */
-async function workflowStatus(client: Client, id: string): Promise<{ status: string; lastError: string | null } | null> {
+/** Whether a workflow exists and is running (describe; not found counts as not running). */
+async function isRunning(client: Client, id: string): Promise<boolean> {
   try {
-    const d = await client.workflow.getHandle(id).describe();
-    const raw = d.raw.pendingActivities ?? [];
-    const failure = raw.map((a) => a.lastFailure?.message).find((m) => m);
-    return { status: d.status.name, lastError: failure ?? null };
+    return (await client.workflow.getHandle(id).describe()).status.name === 'RUNNING';
   } catch (e) {
-    if ((e as { name?: string }).name === 'WorkflowNotFoundError') return null;
+    if ((e as { name?: string }).name === 'WorkflowNotFoundError') return false;
     throw e;
   }
 }
@@ -96,13 +93,11 @@ async function workflowStatus(client: Client, id: string): Promise<{ status: str
 export async function resolveInDoubt(deps: { client: Client; cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number | number[]): Promise<string[]> {
   const ids = await recordedIds(deps.pool, spec.name, partitions);
   for (const p of ids) {
-    const wf = await workflowStatus(deps.client, runnerWorkflowId(spec, p));
-    if (wf?.status === 'RUNNING') {
+    if (await isRunning(deps.client, runnerWorkflowId(spec, p))) {
       throw new Error(`pipeline ${spec.name} is running (partition ${p}); its workflows decide its transactions. Stop it first: onceflow stop ${spec.name}`);
     }
   }
-  const parent = await workflowStatus(deps.client, pipelineWorkflowId(spec.name));
-  if (parent?.status === 'RUNNING') throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
+  if (await isRunning(deps.client, pipelineWorkflowId(spec.name))) throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
   const done: string[] = [];
   const token = Date.now();
   const fenced = [];

@@ -10,9 +10,10 @@
  *     BENCH_EPOCHS (1000,5000,20000)     C runs at these epoch.maxRecords (staged, eager dispatch); empty: none
  *     BENCH_DIRECT_EPOCHS (1000)         C runs with mysqlSink.mode direct at these sizes; empty: none
  *     BENCH_NO_EAGER_EPOCHS (1000)       C runs by a worker that takes no activity task eagerly; empty: none
- *     BENCH_C_VARIANTS                   JSON array of more C runs: {label, epoch, mysqlMode?, eager?, parallelism?};
+ *     BENCH_C_VARIANTS                   JSON array of more C runs: {label, epoch, mysqlMode?, eager?, parallelism?, specPadBytes?};
  *                                        epoch is merged into the spec's epoch (unknown fields refused by the spec),
- *                                        parallelism = spec.parallelism, the number of partition groups (integer ≥ 1)
+ *                                        parallelism = spec.parallelism, the number of partition groups (integer ≥ 1),
+ *                                        specPadBytes = filler bytes added to the spec (a probe of what its size costs)
  *     BENCH_PERF_TRANSACTION_MS (1000)   transaction duration of A's transactional ProducerPerformance run
  *   Latency settings (C's latency run, one C throughput run at exactly these settings, the scale phase)
  *     BENCH_LATENCY_RATE (13000)         paced input, records/s; 0 = half the slower of B and the best C

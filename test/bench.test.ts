@@ -69,6 +69,12 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
   assert.deepEqual(cVariants({ ...g, latencyParallelism: 2 }).map((x) => [x.label, x.parallelism, x.latencySettings === true]), [['epoch.maxRecords 5000', undefined, false], ['grouped 5000', 2, true]]);
   assert.deepEqual(cVariants({ ...g, latencyParallelism: 3 }).at(-1), { label: 'latency settings (epoch {"maxRecords":5000}, parallelism 3)', epoch: { maxRecords: 5000 }, parallelism: 3, latencySettings: true });
   assert.throws(() => defaultOptions({ BENCH_LATENCY_EPOCH: '[1]' }), /BENCH_LATENCY_EPOCH/);
+  // A padded spec (the spec-size probe) is never the run at the latency settings.
+  const pad = defaultOptions({ BENCH_EPOCHS: '', BENCH_DIRECT_EPOCHS: '', BENCH_NO_EAGER_EPOCHS: '', BENCH_LATENCY_EPOCH: '{"maxRecords":5000}', BENCH_LATENCY_PARALLELISM: '', BENCH_C_VARIANTS: '[{"label":"padded","epoch":{"maxRecords":5000},"specPadBytes":8000}]' });
+  assert.deepEqual(cVariants(pad).map((x) => [x.label, x.specPadBytes, x.latencySettings === true]), [['padded', 8000, false], ['latency settings (epoch {"maxRecords":5000})', undefined, true]]);
+  for (const bad of ['-1', '1.5', '"8000"']) {
+    assert.throws(() => defaultOptions({ BENCH_C_VARIANTS: `[{"label":"p","epoch":{},"specPadBytes":${bad}}]` }), /specPadBytes is a number of bytes/);
+  }
 });
 
 test('bench report: a ratio that two decimals would round onto its target is shown with three', () => {

@@ -62,6 +62,11 @@ export interface CVariant {
   eager?: boolean;
   /** spec.parallelism: the number of partition groups (absent: one workflow per source partition) */
   parallelism?: number;
+  /**
+   * Bytes of filler added to the spec (transformOptions.pad, which the bench's transform ignores):
+   * the spec rides in every activity input, so this probes what its size costs the Temporal server.
+   */
+  specPadBytes?: number;
   /** this run has exactly the latency phase's settings (set by cVariants) */
   latencySettings?: boolean;
 }
@@ -142,7 +147,7 @@ export function cVariants(opts: BenchOptions): CVariant[] {
   ];
   const lat = opts.latencyEpoch ?? DEFAULT_LATENCY_EPOCH;
   const par = opts.latencyParallelism;
-  const i = out.findIndex((v) => (v.mysqlMode ?? 'staged') === 'staged' && v.eager !== false && v.parallelism === par && sameEpoch(v.epoch, lat));
+  const i = out.findIndex((v) => (v.mysqlMode ?? 'staged') === 'staged' && v.eager !== false && !v.specPadBytes && v.parallelism === par && sameEpoch(v.epoch, lat));
   if (i >= 0) out[i] = { ...out[i]!, latencySettings: true };
   else out.push({ label: `latency settings (epoch ${JSON.stringify(lat)}${par ? `, parallelism ${par}` : ''})`, epoch: lat, ...(par ? { parallelism: par } : {}), latencySettings: true });
   return out;
@@ -151,7 +156,7 @@ export function cVariants(opts: BenchOptions): CVariant[] {
 /** A count of partition groups as the bench takes it (BENCH_C_VARIANTS' parallelism, BENCH_LATENCY_PARALLELISM, BENCH_SCALE_PARALLELISM): an integer ≥ 1 (the spec's own validation bounds it above). */
 const groupCount = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 1;
 
-/** BENCH_C_VARIANTS: a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?}. */
+/** BENCH_C_VARIANTS: a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?, specPadBytes?}. */
 export function parseVariants(raw: string | undefined): CVariant[] {
   if (!raw || !raw.trim()) return [];
   let v: unknown;
@@ -160,7 +165,7 @@ export function parseVariants(raw: string | undefined): CVariant[] {
   } catch (e) {
     throw new Error(`BENCH_C_VARIANTS is not JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
-  if (!Array.isArray(v)) throw new Error('BENCH_C_VARIANTS must be a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?}');
+  if (!Array.isArray(v)) throw new Error('BENCH_C_VARIANTS must be a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?, specPadBytes?}');
   return v.map((x: unknown, i): CVariant => {
     const o = x as Record<string, unknown>;
     if (!o || typeof o !== 'object' || typeof o.label !== 'string' || !o.label) throw new Error(`BENCH_C_VARIANTS[${i}]: needs a non-empty "label"`);
@@ -168,10 +173,11 @@ export function parseVariants(raw: string | undefined): CVariant[] {
     if (o.mysqlMode !== undefined && o.mysqlMode !== 'staged' && o.mysqlMode !== 'direct') throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): mysqlMode is 'staged' or 'direct'`);
     if (o.eager !== undefined && typeof o.eager !== 'boolean') throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): eager is true or false`);
     if (o.parallelism !== undefined && !groupCount(o.parallelism)) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): parallelism is the number of partition groups, an integer ≥ 1, got ${JSON.stringify(o.parallelism)}`);
-    const known = new Set(['label', 'epoch', 'mysqlMode', 'eager', 'parallelism']);
+    if (o.specPadBytes !== undefined && !(typeof o.specPadBytes === 'number' && Number.isInteger(o.specPadBytes) && o.specPadBytes >= 0)) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): specPadBytes is a number of bytes, an integer ≥ 0, got ${JSON.stringify(o.specPadBytes)}`);
+    const known = new Set(['label', 'epoch', 'mysqlMode', 'eager', 'parallelism', 'specPadBytes']);
     const extra = Object.keys(o).filter((k) => !known.has(k));
     if (extra.length) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): unknown field(s) ${extra.join(', ')}`);
-    return { label: o.label, epoch: o.epoch as Record<string, unknown>, ...(o.mysqlMode ? { mysqlMode: o.mysqlMode } : {}), ...(o.eager !== undefined ? { eager: o.eager } : {}), ...(o.parallelism !== undefined ? { parallelism: o.parallelism } : {}) };
+    return { label: o.label, epoch: o.epoch as Record<string, unknown>, ...(o.mysqlMode ? { mysqlMode: o.mysqlMode } : {}), ...(o.eager !== undefined ? { eager: o.eager } : {}), ...(o.parallelism !== undefined ? { parallelism: o.parallelism } : {}), ...(o.specPadBytes ? { specPadBytes: o.specPadBytes } : {}) };
   });
 }
 
@@ -573,7 +579,7 @@ function engineRun(records: number, firstAt: number, lastAt: number, startedAt: 
   };
 }
 
-function specFor(name: string, source: string, epoch: Record<string, unknown>, mode: 'staged' | 'direct' = 'staged', parallelism?: number): PipelineSpec {
+function specFor(name: string, source: string, epoch: Record<string, unknown>, mode: 'staged' | 'direct' = 'staged', parallelism?: number, padBytes = 0): PipelineSpec {
   const spec = compareSpec({
     name,
     source: { topic: source },
@@ -581,7 +587,7 @@ function specFor(name: string, source: string, epoch: Record<string, unknown>, m
     // Fields unknown to the spec (a variant's) reach its validation, which names them; so does a parallelism above its limit.
     epoch: { ...BASE_EPOCH, ...epoch } as Partial<EpochBounds>,
     ...(parallelism !== undefined ? { parallelism } : {}),
-    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` },
+    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, ...(padBytes ? { pad: 'x'.repeat(padBytes) } : {}) },
   });
   return { ...spec, mysqlSink: { ...spec.mysqlSink, mode } };
 }
@@ -706,7 +712,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     for (const [i, v] of variants.entries()) {
       const mode = v.mysqlMode ?? 'staged';
       const eager = v.eager !== false;
-      const spec = specFor(`${id}-c${i}`, source, v.epoch, mode, v.parallelism);
+      const spec = specFor(`${id}-c${i}`, source, v.epoch, mode, v.parallelism, v.specPadBytes);
       created.push(spec);
       log(`C: onceflow exactly-once, ${v.label} (epoch ${JSON.stringify(spec.epoch)}, MySQL ${mode}${eager ? '' : ', no eager activities'}${spec.parallelism ? `, parallelism ${spec.parallelism}` : ''})`);
       const c = await runOnceflow(deps, spec, N, P, eager);

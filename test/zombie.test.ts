@@ -70,6 +70,15 @@ async function thawAndRecover(s: Scenario, handle: Awaited<ReturnType<typeof sta
   if (process.env.ONCEFLOW_TEST_VERBOSE) process.stderr.write(`worker A:\n${frozen.stderrText}\nworker B: ${JSON.stringify(events)}\n`);
 }
 
+/** Ends worker A (thawed first, so that it can exit) and worker B, whatever the test got to. */
+async function stopBoth(frozen: ReturnType<typeof spawnWorker>, healthy: { shutdown(): void } | undefined, running: Promise<void> | undefined): Promise<void> {
+  frozen.kill('SIGCONT');
+  frozen.kill('SIGTERM');
+  await frozen.exited;
+  healthy?.shutdown();
+  await running;
+}
+
 test('a prepare attempt frozen past its timeout and thawed after the retry was decided does not wedge the partition', { timeout: 300_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'zombie', records: 600, partitions: 1, epoch: { maxRecords: 100, maxWaitMs: 500 } });
   const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
@@ -100,11 +109,7 @@ test('a prepare attempt frozen past its timeout and thawed after the retry was d
     await new Promise((r) => setTimeout(r, 2000));
     await thawAndRecover(s, handle, frozen, /thawed at prepare\.start epoch=2/, events);
   } finally {
-    frozen.kill('SIGCONT');
-    frozen.kill('SIGTERM');
-    await frozen.exited;
-    healthy?.shutdown();
-    await running;
+    await stopBoth(frozen, healthy, running);
   }
 });
 
@@ -144,10 +149,6 @@ test('frozen at prepare.xa-prepared until the attempt times out, thawed after th
     });
     await thawAndRecover(s, handle, frozen, /thawed at prepare\.xa-prepared epoch=2/, events);
   } finally {
-    frozen.kill('SIGCONT');
-    frozen.kill('SIGTERM');
-    await frozen.exited;
-    healthy?.shutdown();
-    await running;
+    await stopBoth(frozen, healthy, running);
   }
 });

@@ -104,11 +104,7 @@ export function renderReport(r: CampaignResult): string {
     out.push(`| input extra copies (a failed send retried) | ${r.input.duplicates} |`);
   }
   out.push('');
-  out.push('## Checks');
-  out.push('');
-  if (r.judgedBy) out.push(`The kind-coverage check below was computed from this run's faults afterwards, by code \`${r.judgedBy}\` (\`--from\` its saved result); every other check is as the run judged it.`, '');
-  for (const c of r.checks) out.push(`- ${c.ok ? 'PASS' : '**FAIL**'} ${c.name}: ${c.detail}`);
-  out.push('');
+  checksSection(out, r.checks, r.judgedBy && `The kind-coverage check below was computed from this run's faults afterwards, by code \`${r.judgedBy}\` (\`--from\` its saved result); every other check is as the run judged it.`);
   out.push('## Every fault');
   out.push('');
   out.push('| # | kind | trigger | partition / epoch | worker | injected at | recovery | records | dup | missing | note |');
@@ -205,10 +201,14 @@ export function renderSoak(r: CampaignResult): string {
   out.push('|---:|---|---|---:|---:|');
   for (const f of r.faults) out.push(`| ${f.n} | ${f.kind} | ${f.at ?? 'not injected'} | ${secs(f.recoveryMs)} | ${secs(f.recoveryMs === undefined ? undefined : Math.max(0, f.recoveryMs - (f.faultMs ?? 0)))} |`);
   out.push('');
-  out.push('## Checks');
-  out.push('');
-  if (r.judgedBy) out.push(`The bounded-state checks below were computed from this run's samples afterwards, by code \`${r.judgedBy}\` (\`--from\` its saved result).`, '');
-  for (const c of r.checks) out.push(`- ${c.ok ? 'PASS' : '**FAIL**'} ${c.name}: ${c.detail}`);
-  out.push('');
+  checksSection(out, r.checks, r.judgedBy && `The bounded-state checks below were computed from this run's samples afterwards, by code \`${r.judgedBy}\` (\`--from\` its saved result).`);
   return out.join('\n');
+}
+
+/** The "Checks" section of a report: a note on who judged (a re-judged saved result), then each check. */
+function checksSection(out: string[], checks: { ok: boolean; name: string; detail: string }[], judgedNote: string | undefined): void {
+  out.push('## Checks', '');
+  if (judgedNote) out.push(judgedNote, '');
+  for (const c of checks) out.push(`- ${c.ok ? 'PASS' : '**FAIL**'} ${c.name}: ${c.detail}`);
+  out.push('');
 }

@@ -14,6 +14,7 @@
  */
 import { spawn } from 'node:child_process';
 import { readFileSync, statSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { InjectedFault } from './errors';
 
 export type FaultPoint = 'prepare.start' | 'prepare.kafka-sent' | 'prepare.xa-prepared' | 'commit.before' | 'commit.between' | 'redo.start' | 'commit.mysql' | 'commit.mysql-committed';
@@ -115,7 +116,7 @@ export class Faults {
       }
       if (r.action === 'stall') {
         process.stderr.write(`[faults] stall=${r.ms} at ${where}\n`);
-        await new Promise((res) => setTimeout(res, r.ms));
+        await sleep(r.ms);
       }
     }
   }

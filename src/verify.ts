@@ -11,6 +11,7 @@
  *    consumer would see.
  * It assumes the output topics and tables hold only this pipeline's writes.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { partitionCounts } from './kafka/topics';
 import type { Admin } from 'kafkajs';
 import type { Pool, RowDataPacket } from 'mysql2/promise';
@@ -378,7 +379,7 @@ async function settle(cluster: KafkaCluster, topic: string, partition: number, t
   while (Date.now() < deadline) {
     const hw = await latestOffset(cluster, topic, partition, ISOLATION.READ_UNCOMMITTED);
     if ((await latestOffset(cluster, topic, partition, ISOLATION.READ_COMMITTED)) >= hw) return;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
 }
 

@@ -1,5 +1,6 @@
 /** Phase 1 of an epoch: read [offset, end), pre-commit the Kafka transaction and the XA branch. */
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { endTxn } from '../kafka/internals';
 import { CountedTransaction } from '../kafka/landed';
 import type { Marker } from '../kafka/progress';
@@ -34,7 +35,7 @@ export async function awaitLedger(ctx: ActivityContext, spec: PipelineSpec, part
   for (let delay = 2; !(await ledgerRow(ctx.pool, spec.name, partition, epoch)); delay = Math.min(50, delay * 2)) {
     if (givenUp()) throw new Error(`partition ${partition}: the next epoch is not prepared, the commit of epoch ${epoch} failed`);
     ctx.heartbeat();
-    await new Promise((r) => setTimeout(r, delay));
+    await sleep(delay);
   }
 }
 

@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { pipelineSpecOf, startPipeline, controlPipeline, workflowUrl } from '../client';
 import { pipelineWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
 import { openConnections, type Connections } from '../connections';
@@ -178,7 +179,7 @@ async function followPipeline(s: Connections, spec: PipelineSpec, write: (line: 
         `${new Date().toISOString().slice(11, 19)}  partitions ${rows.length}  committed ${sum((r) => r.committedOffset)}  lag ${sum((r) => r.lag)}` +
           `  retrying ${rows.filter((r) => r.activity).length}${stalled.length ? `  STALLED ${stalled.join(', ')} (onceflow status ${spec.name})` : ''}\n`,
       );
-      for (let i = 0; i < 50 && !stop && !ended; i++) await new Promise((r) => setTimeout(r, 100));
+      for (let i = 0; i < 50 && !stop && !ended; i++) await sleep(100);
     }
     if (ended) write(`pipeline ${spec.name} ${ended}\n`);
   } finally {
@@ -289,7 +290,7 @@ async function run(
         let finished = false;
         void done.finally(() => (finished = true)).catch(() => undefined);
         while (!finished) {
-          await Promise.race([done.catch(() => undefined), new Promise((r) => setTimeout(r, 1000))]);
+          await Promise.race([done.catch(() => undefined), sleep(1000)]);
           if (finished || o.json) continue;
           const rows = await pipelineStatus(s, spec, partitions.length);
           io.stderr(`  ${action}: ${rows.map((r) => `${r.label} lag ${r.lag ?? '?'}`).join(', ')}\n`);

@@ -4,6 +4,7 @@
  * transaction. A committed marker is the definitive proof that the Kafka side of the epoch
  * committed; its absence once the LSO has passed the transaction proves it aborted.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { fetchPartition, ISOLATION, latestOffset, type KafkaCluster } from './internals';
 
 export interface Marker {
@@ -29,8 +30,6 @@ export function decodeMarker(value: Buffer | null): Marker | null {
     return null;
   }
 }
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * Waits until the progress partition's last stable offset has passed `offset`, i.e. the

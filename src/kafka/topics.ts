@@ -10,10 +10,9 @@
  * leader later go through onLeader in ./internals/cluster, which asks again while leadership
  * settles after a move.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admin, ITopicConfig } from 'kafkajs';
 import { errorMessage, TransientError } from '../errors';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Creates `topics` (false if one existed already) and waits until every partition of each has a leader that answers for it. */
 export async function createTopicsReady(admin: Admin, topics: ITopicConfig[], timeoutMs = 60_000): Promise<boolean> {

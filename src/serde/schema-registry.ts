@@ -47,6 +47,7 @@
  * found" is not the record's fault: the call is retried (`registryRetries`, with back-off), then
  * fails with {@link SchemaRegistryUnavailable}, a retryable error.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { ConfigError, OnceflowError, errorMessage } from '../errors';
 import type { RowOp } from '../mysql/sink';
 import type { OutputRecord, SourceRecord, Transform, TransformContext } from '../transforms/registry';
@@ -132,8 +133,6 @@ const statusOf = (e: unknown): number | undefined => {
   const s = (e as { status?: unknown } | null)?.status;
   return typeof s === 'number' ? s : undefined;
 };
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 function checkRef(field: string, ref: SchemaRef | undefined): void {
   if (ref === undefined) return;

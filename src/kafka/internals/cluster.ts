@@ -1,5 +1,6 @@
 /** The kafkajs Cluster onceflow talks to, partition leaders, and ListOffsets with an explicit isolation level. */
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel as LogLevel, type KafkaConfig } from 'kafkajs';
 
 const Cluster = require('kafkajs/src/cluster');
@@ -114,9 +115,6 @@ export async function byLeader<P extends { topic: string; partition: number }>(
   );
 }
 
-/** Error types after which the client's metadata is refreshed (the partition moved). */
-export const LEADER_MOVED = ['NOT_LEADER_FOR_PARTITION', 'UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE'];
-
 /** Latest offset of a partition: the LSO for read_committed, the high watermark for read_uncommitted. */
 export async function latestOffset(cluster: KafkaCluster, topic: string, partition: number, isolation: 0 | 1): Promise<number> {
   return listOffset(cluster, topic, partition, '-1', isolation);
@@ -143,6 +141,9 @@ async function listOffset(cluster: KafkaCluster, topic: string, partition: numbe
  */
 export const LEADER_SETTLING = ['NOT_LEADER_FOR_PARTITION', 'LEADER_NOT_AVAILABLE'];
 
+/** Error types after which the client's metadata is refreshed: a settling leader, or a partition the broker does not have (it moved). */
+export const LEADER_MOVED = [...LEADER_SETTLING, 'UNKNOWN_TOPIC_OR_PARTITION'];
+
 /** How long onLeader keeps asking while a partition's leadership settles, before the error is thrown. */
 export const LEADER_SETTLE_MS = 10_000;
 
@@ -159,6 +160,6 @@ export async function onLeader<T>(cluster: KafkaCluster, topic: string, partitio
       if (!LEADER_SETTLING.includes((e as { type?: string }).type ?? '') || waited >= settleMs) throw e;
     }
     await cluster.raw.refreshMetadata().catch(() => undefined);
-    await new Promise((r) => setTimeout(r, pause));
+    await sleep(pause);
   }
 }

@@ -21,17 +21,19 @@ export function epochAttribute() {
   let shown: number | undefined;
   let shownAt = -Infinity;
   let latest: number | undefined;
-  const upsert = (epoch: number) => {
-    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.epoch, value: epoch }]);
+  const note = (epoch: number) => {
     shown = epoch;
     shownAt = Date.now(); // workflow time: the same on replay
+  };
+  const upsert = (epoch: number) => {
+    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.epoch, value: epoch }]);
+    note(epoch);
   };
   return {
     /** The run's first value (after its reconcile): upserted here unless the caller upserted it with other attributes. */
     start(epoch: number, upserted = false) {
-      if (!upserted) return upsert(epoch);
-      shown = epoch;
-      shownAt = Date.now();
+      if (upserted) note(epoch);
+      else upsert(epoch);
     },
     /** An epoch was committed; `epoch` is the next one. */
     committed(epoch: number) {

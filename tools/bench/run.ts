@@ -243,6 +243,8 @@ export interface CRun extends EngineRun {
   latencySettings?: boolean;
   /** spec.parallelism of this run (absent: ungrouped) */
   parallelism?: number;
+  /** filler bytes added to this run's spec (CVariant.specPadBytes; absent: none) */
+  specPadBytes?: number;
   epochMaxRecords: number;
   /** absent in results from before the option existed (those wrote directly) */
   mysqlMode?: 'staged' | 'direct';
@@ -714,7 +716,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       const eager = v.eager !== false;
       const spec = specFor(`${id}-c${i}`, source, v.epoch, mode, v.parallelism, v.specPadBytes);
       created.push(spec);
-      log(`C: onceflow exactly-once, ${v.label} (epoch ${JSON.stringify(spec.epoch)}, MySQL ${mode}${eager ? '' : ', no eager activities'}${spec.parallelism ? `, parallelism ${spec.parallelism}` : ''})`);
+      log(`C: onceflow exactly-once, ${v.label} (epoch ${JSON.stringify(spec.epoch)}, MySQL ${mode}${eager ? '' : ', no eager activities'}${spec.parallelism ? `, parallelism ${spec.parallelism}` : ''}${v.specPadBytes ? `, spec padded by ${v.specPadBytes} B` : ''})`);
       const c = await runOnceflow(deps, spec, N, P, eager);
       const run: CRun = {
         ...c.run,
@@ -722,6 +724,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         epoch: { ...spec.epoch },
         ...(v.latencySettings ? { latencySettings: true } : {}),
         ...(spec.parallelism ? { parallelism: spec.parallelism } : {}),
+        ...(v.specPadBytes ? { specPadBytes: v.specPadBytes } : {}),
         epochMaxRecords: spec.epoch.maxRecords,
         mysqlMode: mode,
         eagerActivities: eager,

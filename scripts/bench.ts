@@ -17,14 +17,16 @@
  *     BENCH_PERF_TRANSACTION_MS (1000)   transaction duration of A's transactional ProducerPerformance run
  *   Latency settings (C's latency run, one C throughput run at exactly these settings, the scale phase)
  *     BENCH_LATENCY_RATE (13000)         paced input, records/s; 0 = half the slower of B and the best C
- *     BENCH_LATENCY_SECONDS (20)         seconds of paced input
+ *     BENCH_LATENCY_SECONDS (20)         seconds of paced input measured
+ *     BENCH_LATENCY_WARMUP_SECONDS (5)   seconds of paced input before them, in every latency run (scale phase
+ *                                        too), B and C alike; their records' latencies are reported apart
  *     BENCH_LATENCY_EPOCH ({"maxRecords":20000})  JSON object merged into C's epoch
  *     BENCH_LATENCY_PARALLELISM (1; empty = ungrouped)  spec.parallelism of C's latency run, of the throughput
  *                                        run at the latency settings and of the grouped scale series' latency runs
  *   Scale phase (the same records over more source partitions; C at the latency settings)
  *     BENCH_SCALE_PARTITIONS (4,16,64)   partition counts, the first is the reference of the ratios; empty: no scale phase
  *     BENCH_SCALE_RECORDS (400000)       records at every count
- *     BENCH_SCALE_LATENCY_SECONDS (10)   seconds of paced input per latency run
+ *     BENCH_SCALE_LATENCY_SECONDS (10)   seconds of paced input measured per latency run (after the warm-up)
  *     BENCH_SCALE_PARALLELISM (2)        partition groups of the grouped series (C at every count once more, with
  *                                        spec.parallelism, verified, with its own latency run); empty: no grouped series
  *     BENCH_SCALE_UNGROUPED (1)          0: no ungrouped C series (one workflow per partition), e.g. for a 256-partition run

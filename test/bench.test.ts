@@ -93,6 +93,13 @@ test('bench analysis: the cycle tail and its temporal part per epoch; the workfl
   const s = epochSplit([prepared(0, 0, 30), committed(0, 50, 10), prepared(1, 100, 40), committed(1, 200, 20), prepared(2, 400, 30)]);
   assert.deepEqual(s.tail, { cycleMs: { p50: 100, p99: 300 }, prepareMs: { p50: 30, p99: 40 }, temporalMs: { p50: 60, p99: 240 } });
   assert.equal(s.temporalMs, 150);
+  // The slowest 5 % of 2 cycles is one: the 300-ms cycle of epoch 1, begun 0.1 s after the first.
+  assert.equal(s.slowest?.cycles, 1);
+  assert.deepEqual(s.slowest?.startsSec, [0.1]);
+  assert.equal(s.slowest?.meanMs.cycle, 300);
+  assert.equal(s.slowest?.meanMs.prepare, 40);
+  assert.equal(s.slowest?.meanMs.temporal, 240);
+  assert.equal(s.slowest?.meanMs.kafkaCommit, 20);
   // Workflow tasks: scheduled → started 5 and 30 ms, started → completed 10 and 20 ms (event ids as strings, as in history JSON).
   const at = (ms: number) => ({ seconds: 1_000, nanos: ms * 1e6 });
   const run: HistoryEventLike[] = [
@@ -121,6 +128,8 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     extraVariants: [{ label: 'maxWaitMs 300', epoch: { maxRecords: 1000, maxWaitMs: 300 }, parallelism: 2 }],
     latencyRate: 400,
     latencySeconds: 3,
+    // One second of paced warm-up before the measured three, in every latency run.
+    latencyWarmupSeconds: 1,
     latencyEpoch: { maxRecords: 700 },
     scalePartitions: [2, 4],
     scaleRecords: 3000,
@@ -178,6 +187,12 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     assert.equal(l.seen, l.records, `${l.engine}: every paced record became visible`);
     assert.equal(l.timedOut, false);
     assert.ok(l.latencyMs.p50 >= 0 && l.latencyMs.p99 >= l.latencyMs.p50, `${l.engine} latency ${JSON.stringify(l.latencyMs)}`);
+    // 400/s for 1 + 3 s: the warm-up's records apart from the measured ones, every record in one window.
+    assert.equal(l.records, 1600);
+    assert.equal(l.warmupSeconds, 1);
+    assert.ok(l.warmupLatencyMs && l.warmupLatencyMs.n > 0 && l.latencyMs.n > 0, `${l.engine}: warm-up ${l.warmupLatencyMs?.n}, measured ${l.latencyMs.n}`);
+    assert.equal(l.warmupLatencyMs.n + l.latencyMs.n, l.seen);
+    assert.equal(l.latencyByWindow?.reduce((a, w) => a + w.n, 0), l.seen);
     // The machine's CPU while fed: some of it busy, no more than all of it, and Kafka worked.
     assert.ok(l.feedCpu && l.feedCpu.busyCores > 0 && l.feedCpu.busyCores <= l.feedCpu.machineCores + 0.05, `${l.engine} CPU while fed ${JSON.stringify(l.feedCpu)}`);
     positive(`${l.engine} Kafka cores while fed`, l.feedCpu.services.kafka);
@@ -215,10 +230,10 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
       s.parallelism ? [['C', s.partitions, 2]] : [['B', s.partitions, undefined], ['C', s.partitions, undefined]],
     );
     for (const l of s.latency) {
-      assert.equal(l.records, 1200);
+      assert.equal(l.records, 1600);
       assert.ok(Number.isFinite(l.latencyMs.p50) && Number.isFinite(l.latencyMs.p99), `${at}: ${l.engine} latency ${JSON.stringify(l.latencyMs)}`);
       assert.equal(l.backlog, l.records - l.seen);
-      assert.ok(l.limitMs === 60_000, `${at}: ${l.engine} waited at most max(60 s, 6 × 3 s)`);
+      assert.ok(l.limitMs === 60_000, `${at}: ${l.engine} waited at most max(60 s, 6 × 4 s)`);
     }
     const lcs = s.latency.find((l) => l.engine === 'C')!;
     assert.equal(lcs.verified, true, `${at}: C's latency run verified exactly once: ${(lcs.failedChecks ?? []).join('; ')}`);
@@ -232,7 +247,9 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   assert.match(md, /C onceflow, latency settings \(epoch \{"maxRecords":700\}\) \[latency settings\] \|/);
   assert.match(md, /Target: best C ≥ 0\.9× B — .*: \*\*(met|missed)\*\*/);
   assert.match(md, /Target: C at the latency settings .* ≥ 0\.8× B — .*: \*\*(met|missed)\*\*/);
-  assert.match(md, /\| B at-least-once \| 1,200\/1,200 \|/);
+  assert.match(md, /\| B at-least-once \| 1,600\/1,600 \| (?:[\d,]+ \| ){4}\*\*(met|missed)\*\* \| \*\*(met|missed)\*\* \| [\d,]+ \/ [\d,]+ \|/);
+  assert.match(md, /for 3 s after 1 s of warm-up at the same rate/);
+  assert.match(md, /- C: CPU while fed .*; the slowest \d+ cycles \(5 %\), mean [\d,]+ ms: read .*; latency p50 \/ p99 by 5-second window of append time: 0–5 s [\d,]+ \/ [\d,]+/);
   assert.match(md, /\*\*Partition scaling\*\*/);
   assert.equal(r.temporalTailMs, 2000);
   assert.match(md, /Temporal CPU includes each C run's tail, the 2 s after it ended .*: [\d,]+–[\d,]+ ms of CPU per run here/);

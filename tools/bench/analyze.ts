@@ -50,6 +50,31 @@ export interface EpochSplit extends PrepareSplit {
   retries: number;
   /** the tail of the same cycles: p50 / p99 of the cycle, of its prepare and of its temporal part (absent in results from before it was measured) */
   tail?: Record<'cycleMs' | 'prepareMs' | 'temporalMs', { p50: number; p99: number }>;
+  /** the slowest SLOWEST_SHARE of those cycles: how many, their mean parts and when they began (absent in results from before it was measured) */
+  slowest?: SlowCycles;
+}
+
+/** Share of cycles, the longest, whose parts `slowest` breaks down: the cycles behind a latency p99. */
+export const SLOWEST_SHARE = 0.05;
+
+/** Mean ms of each part over the slowest cycles, and each one's start in s after the first epoch began. */
+export interface SlowCycles {
+  cycles: number;
+  meanMs: Record<'cycle' | 'prepare' | 'temporal' | 'kafkaCommit' | 'mysqlCommit' | keyof PrepareSplit, number>;
+  startsSec: number[];
+}
+
+type Cycle = { startedAt: number; cycle: number; prepare: number; temporal: number; kafkaCommit: number; mysqlCommit: number } & PrepareSplit;
+
+function slowestCycles(cycles: Cycle[]): SlowCycles | undefined {
+  if (!cycles.length) return undefined;
+  const first = Math.min(...cycles.map((c) => c.startedAt));
+  // One row per cycle start: a group epoch's members share one cycle (and one prepare).
+  const unique = [...new Map(cycles.map((c) => [c.startedAt, c])).values()].sort((a, b) => b.cycle - a.cycle);
+  const slow = unique.slice(0, Math.max(1, Math.ceil(unique.length * SLOWEST_SHARE)));
+  const keys = ['cycle', 'prepare', 'temporal', 'kafkaCommit', 'mysqlCommit', 'readMs', 'initMs', 'transformMs', 'kafkaMs', 'previousCommitWaitMs', 'mysqlMs', 'xaPrepareMs'] as const;
+  const meanMs = Object.fromEntries(keys.map((k) => [k, slow.reduce((a, c) => a + c[k], 0) / slow.length])) as SlowCycles['meanMs'];
+  return { cycles: slow.length, meanMs, startsSec: slow.map((c) => Math.round((c.startedAt - first) / 100) / 10).sort((a, b) => a - b) };
 }
 
 /** Length of the union of [start, end) intervals clipped to [from, to). */
@@ -92,6 +117,7 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
   let n = 0;
   let cycles = 0;
   const perCycle = { cycleMs: [] as number[], prepareMs: [] as number[], temporalMs: [] as number[] };
+  const allCycles: Cycle[] = [];
   for (const [partition, byEpoch] of byPartition) {
     const intervals: [number, number][] = [];
     for (const p of byEpoch.values()) intervals.push([p.startedAt, p.startedAt + p.ms]);
@@ -103,11 +129,16 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
       add('records', p.records);
       add('prepareMs', p.ms);
       for (const [k, v] of Object.entries(p.split)) add(k, v);
+      let kafkaCommit = 0;
+      let mysqlCommit = 0;
       for (const c of commitsOf.get(`${partition}/${e}`) ?? []) {
-        if (c.side === 'kafka') add('kafkaCommitMs', c.ms);
-        else {
+        if (c.side === 'kafka') {
+          add('kafkaCommitMs', c.ms);
+          kafkaCommit += c.ms;
+        } else {
           add('mysqlCommitMs', c.ms - (c.applyMs ?? 0));
           add('applyMs', c.applyMs ?? 0);
+          mysqlCommit += c.ms;
         }
       }
       const next = byEpoch.get(e + 1);
@@ -120,6 +151,7 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
         perCycle.cycleMs.push(cycle);
         perCycle.prepareMs.push(p.ms);
         perCycle.temporalMs.push(temporal);
+        allCycles.push({ startedAt: p.startedAt, cycle, prepare: p.ms, temporal, kafkaCommit, mysqlCommit, ...p.split });
       }
     }
   }
@@ -148,6 +180,8 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
       temporalMs: p50p99(perCycle.temporalMs),
     },
   };
+  const slowest = slowestCycles(allCycles);
+  if (slowest) split.slowest = slowest;
   split.coordinationMs = split.temporalMs + split.initMs + split.xaPrepareMs + split.kafkaCommitMs + split.mysqlCommitMs;
   return split;
 }

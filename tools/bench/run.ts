@@ -45,6 +45,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * tasks, and the next run starts on a quiet server.
  */
 export const TEMPORAL_TAIL_MS = 11_000;
+/** Seconds of append time per window of LatencyRun.latencyByWindow. */
+export const LATENCY_WINDOW_S = 5;
 /** A time limit for Promise.race that does not keep the process alive once the race is over. */
 const limit = (ms: number) => new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref());
 
@@ -85,6 +87,12 @@ export interface BenchOptions {
   /** Paced input rate of the latency phase (records/s); 0 = half the slower of B and the best C. */
   latencyRate: number;
   latencySeconds: number;
+  /**
+   * Seconds of paced input before the measured seconds of every latency run (the phase's and the
+   * scale runs'), the same for B and C: their records' latencies are reported apart (warm-up
+   * figures and per window), not in the measured percentiles. Absent (results from before it): 0.
+   */
+  latencyWarmupSeconds?: number;
   /** The latency settings: merged into C's epoch bounds in the latency runs, one throughput run and the scale phase (BENCH_LATENCY_EPOCH; default {"maxRecords":20000}). */
   latencyEpoch?: Record<string, unknown>;
   /** The latency settings' spec.parallelism (BENCH_LATENCY_PARALLELISM; default 1, empty: ungrouped): C's latency run, the throughput run at the latency settings, the grouped scale series' latency runs. */
@@ -270,8 +278,14 @@ export interface LatencyRun {
   seconds: number;
   records: number;
   seen: number;
-  /** of the records seen */
+  /** of the records seen, appended after the warm-up */
   latencyMs: Percentiles;
+  /** seconds of paced input before the measured `seconds` (absent in results from before it: none) */
+  warmupSeconds?: number;
+  /** of the warm-up's records seen (when warmupSeconds > 0) */
+  warmupLatencyMs?: Percentiles;
+  /** all records seen (warm-up included) by LATENCY_WINDOW_S-second window of their append time from the feed's start: whether the tail is the start's or spread over the run (absent in results from before it was measured) */
+  latencyByWindow?: (Percentiles & { fromSec: number })[];
   /** the time allowed after the feed ended for every record to become visible, ms */
   limitMs?: number;
   /** not every record was visible within limitMs: the figures are of what was seen */
@@ -323,6 +337,8 @@ export interface ScalePhase {
   latencyParallelism?: number;
   latencyRate: number;
   latencySeconds: number;
+  /** as BenchOptions.latencyWarmupSeconds */
+  latencyWarmupSeconds?: number;
   runs: ScaleRun[];
 }
 
@@ -359,6 +375,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     extraVariants: parseVariants(env.BENCH_C_VARIANTS),
     latencyRate: num('BENCH_LATENCY_RATE', 13_000),
     latencySeconds: num('BENCH_LATENCY_SECONDS', 20),
+    latencyWarmupSeconds: num('BENCH_LATENCY_WARMUP_SECONDS', 5),
     latencyEpoch: parseEpoch('BENCH_LATENCY_EPOCH', env.BENCH_LATENCY_EPOCH, DEFAULT_LATENCY_EPOCH),
     ...optional('latencyParallelism', parseGroups('BENCH_LATENCY_PARALLELISM', env.BENCH_LATENCY_PARALLELISM, 1)),
     scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64').split(',').map((x) => x.trim()).filter(Boolean).map(Number),
@@ -744,9 +761,10 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     const bestC = Math.max(...C.map((c) => c.recordsPerSec));
     const rate = opts.latencyRate > 0 ? opts.latencyRate : Math.max(100, Math.round((0.5 * Math.min(bestC, B.recordsPerSec)) / 100) * 100);
     const latency: LatencyRun[] = [];
+    const warmup = opts.latencyWarmupSeconds ?? 0;
     for (const engine of ['B', 'C'] as const) {
-      log(`latency: ${engine} at ${rate} records/s for ${opts.latencySeconds} s`);
-      const l = await runLatency(deps, { engine, name: `${id}-l${engine.toLowerCase()}`, rate, seconds: opts.latencySeconds, partitions: P, epoch: latencyEpoch, parallelism: latencyParallelism, recordBytes: opts.recordBytes }, created);
+      log(`latency: ${engine} at ${rate} records/s for ${warmup} s of warm-up and ${opts.latencySeconds} s measured`);
+      const l = await runLatency(deps, { engine, name: `${id}-l${engine.toLowerCase()}`, rate, seconds: opts.latencySeconds, warmupSeconds: warmup, partitions: P, epoch: latencyEpoch, parallelism: latencyParallelism, recordBytes: opts.recordBytes }, created);
       latency.push(l);
       log(`latency ${engine}: ${latencyLine(l)}`);
     }
@@ -780,7 +798,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
           for (const engine of i > 0 ? (['C'] as const) : (['B', 'C'] as const)) {
             const l = await runLatency(
               deps,
-              { engine, name: `${id}-s${sp}${tag}l${engine.toLowerCase()}`, rate, seconds, partitions: sp, epoch: latencyEpoch, parallelism: groups ? latencyParallelism ?? groups : undefined, recordBytes: opts.recordBytes },
+              { engine, name: `${id}-s${sp}${tag}l${engine.toLowerCase()}`, rate, seconds, warmupSeconds: warmup, partitions: sp, epoch: latencyEpoch, parallelism: groups ? latencyParallelism ?? groups : undefined, recordBytes: opts.recordBytes },
               created,
             );
             lat.push(l);
@@ -803,6 +821,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         epoch: { ...BASE_EPOCH, ...latencyEpoch },
         latencyRate: rate,
         latencySeconds: seconds,
+        latencyWarmupSeconds: warmup,
         runs,
       };
     }
@@ -821,6 +840,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         extraVariants: opts.extraVariants ?? [],
         latencyRate: rate,
         latencySeconds: opts.latencySeconds,
+        latencyWarmupSeconds: warmup,
         latencyEpoch: { ...BASE_EPOCH, ...latencyEpoch },
         ...(latencyParallelism ? { latencyParallelism } : {}),
         scalePartitions: scaleP,
@@ -981,6 +1001,8 @@ interface LatencyParams {
   name: string;
   rate: number;
   seconds: number;
+  /** paced seconds before `seconds`, reported apart */
+  warmupSeconds: number;
   partitions: number;
   /** C's epoch bounds (merged into the base) */
   epoch: Record<string, unknown>;
@@ -1011,20 +1033,21 @@ async function partitionsPolling(deps: Deps, spec: PipelineSpec, partitions: num
 }
 
 /**
- * Paced input for `seconds`, then a wait for every record to become visible of at most
- * max(60 s, 6 × the paced duration) after the feed ended: what was not seen by then is the
- * backlog, and the figures are of what was seen. Never waits longer than its limits.
+ * Paced input for `warmupSeconds` + `seconds`, then a wait for every record to become visible of
+ * at most max(60 s, 6 × the paced duration) after the feed ended: what was not seen by then is
+ * the backlog, and the figures are of what was seen — those of records appended in the first
+ * `warmupSeconds` apart from the measured ones. Never waits longer than its limits.
  */
 async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[]): Promise<LatencyRun> {
-  const { engine, name, rate, seconds, partitions: P } = p;
+  const { engine, name, rate, seconds, warmupSeconds, partitions: P } = p;
   const source = `${name}.in`;
   const spec = specFor(name, source, p.epoch, 'staged', engine === 'C' ? p.parallelism : undefined);
   created.push(spec);
   await createTopics(deps.admin, [source], P, true);
   await createTopics(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic], P);
-  const total = Math.round(rate * seconds);
+  const total = Math.round(rate * (warmupSeconds + seconds));
   const values = benchValues(total, 7, p.recordBytes);
-  const limitMs = Math.max(60_000, 6 * seconds * 1000);
+  const limitMs = Math.max(60_000, 6 * (warmupSeconds + seconds) * 1000);
   let child: Child | undefined;
   let handle: Awaited<ReturnType<typeof startPipeline>> | undefined;
   let watcher: ReturnType<typeof watchOutputs> | undefined;
@@ -1106,9 +1129,14 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     }
     const appended = await sourceAppendTimes(deps.cluster, source, P);
     const lat: number[] = [];
+    const warm: number[] = [];
+    const byWindow: number[][] = [];
     for (const [src, at] of w.visible) {
       const ts = appended.get(src);
-      if (ts !== undefined) lat.push(at - ts);
+      if (ts === undefined) continue;
+      (ts - t0 < warmupSeconds * 1000 ? warm : lat).push(at - ts);
+      const k = Math.max(0, Math.floor((ts - t0) / (LATENCY_WINDOW_S * 1000)));
+      (byWindow[k] ??= []).push(at - ts);
     }
     const events = running.events as ObservedEvent[];
     const split = engine === 'C' ? epochSplit(events) : undefined;
@@ -1121,6 +1149,8 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       records: total,
       seen,
       latencyMs: percentiles(lat),
+      ...(warmupSeconds > 0 ? { warmupSeconds, warmupLatencyMs: percentiles(warm) } : {}),
+      latencyByWindow: [...byWindow.entries()].filter(([, v]) => v?.length).map(([k, v]) => ({ fromSec: k * LATENCY_WINDOW_S, ...percentiles(v) })),
       limitMs,
       timedOut,
       backlog: total - seen,

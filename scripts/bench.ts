@@ -15,6 +15,8 @@
  *                                        parallelism = spec.parallelism, the number of partition groups (integer ≥ 1),
  *                                        specPadBytes = filler bytes added to the spec (a probe of what its size costs)
  *     BENCH_PERF_TRANSACTION_MS (1000)   transaction duration of A's transactional ProducerPerformance run
+ *     BENCH_BRACKET_B (1)                B again after every C run; each C/B is against the mean of the B runs just
+ *                                        before and after it (0: one B at the start for every ratio)
  *   Latency settings (C's latency run, one C throughput run at exactly these settings, the scale phase)
  *     BENCH_LATENCY_RATE (13000)         paced input, records/s; 0 = half the slower of B and the best C
  *     BENCH_LATENCY_SECONDS (20)         seconds of paced input measured

@@ -128,6 +128,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     extraVariants: [{ label: 'maxWaitMs 300', epoch: { maxRecords: 1000, maxWaitMs: 300 }, parallelism: 2 }],
     latencyRate: 400,
     latencySeconds: 3,
+    bracketB: true,
     // One second of paced warm-up before the measured three, in every latency run.
     latencyWarmupSeconds: 1,
     latencyEpoch: { maxRecords: 700 },
@@ -166,6 +167,13 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     positive(`C ${x.label} workflow tasks per epoch`, x.temporal.workflowTasksPerEpoch);
     assert.ok(x.commitStartWaitMs && x.commitStartWaitMs.n > 0 && Number.isFinite(x.commitStartWaitMs.p99), `C ${x.label}: prepare end → commit start`);
     assert.ok(x.temporalTailCpuMs !== undefined && Number.isFinite(x.temporalTailCpuMs) && x.temporalTailCpuMs >= 0, `C ${x.label}: Temporal CPU of the run's tail = ${x.temporalTailCpuMs}`);
+  }
+  // B once more after every C run; each C/B against the mean of the B runs on either side of it.
+  assert.equal(r.Bruns?.length, r.C.length + 1);
+  assert.equal(r.Bruns[0], r.B.recordsPerSec);
+  for (const [i, x] of r.C.entries()) {
+    assert.deepEqual(x.bracketB, [r.Bruns[i], r.Bruns[i + 1]]);
+    assert.ok(Math.abs(x.vsB - x.recordsPerSec / ((r.Bruns[i]! + r.Bruns[i + 1]!) / 2)) < 1e-9, `C ${x.label}: C/B ${x.vsB}`);
   }
   const direct = r.C[1]!;
   assert.equal(direct.mysqlMode, 'direct');
@@ -249,6 +257,8 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   assert.match(md, /Target: C at the latency settings .* ≥ 0\.8× B — .*: \*\*(met|missed)\*\*/);
   assert.match(md, /\| B at-least-once \| 1,600\/1,600 \| (?:[\d,]+ \| ){4}\*\*(met|missed)\*\* \| \*\*(met|missed)\*\* \| [\d,]+ \/ [\d,]+ \|/);
   assert.match(md, /for 3 s after 1 s of warm-up at the same rate/);
+  assert.match(md, /\| C onceflow, epoch.maxRecords 500 \| [\d,]+ \| \*\*[\d.]+\*\* \| [\d,]+ · [\d,]+ \|/);
+  assert.match(md, /C\/B = the C run's records\/s ÷ the mean of the B runs just before and just after it .*: B ran 5 times in this run, [\d,]+–[\d,]+ records\/s/);
   assert.match(md, /- C: CPU while fed .*; the slowest \d+ cycles \(5 %\), mean [\d,]+ ms: read .*; latency p50 \/ p99 by 5-second window of append time: 0–5 s [\d,]+ \/ [\d,]+/);
   assert.match(md, /\*\*Partition scaling\*\*/);
   assert.equal(r.temporalTailMs, 2000);

@@ -97,20 +97,29 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   );
   L.push('', `![records/s](${svgName})`, '');
   const bC = before ? new Map(before.C.map((c) => [cLabel(c, c.mysqlMode === undefined), c])) : undefined;
-  L.push(`| run | records/s | C/B | C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`);
-  L.push(`|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`);
+  const bracketed = r.C.some((c) => c.bracketB);
+  const bCell = (c?: { bracketB?: [number, number] }) => (bracketed ? ` ${c?.bracketB ? c.bracketB.map(f0).join(' · ') : ''} |` : '');
+  L.push(`| run | records/s | C/B |${bracketed ? ' B before · after |' : ''} C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`);
+  L.push(`|---|---:|---:|${bracketed ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`);
   const empty = before ? ' | |' : '';
-  L.push(`| A plain — ProducerPerformance acks=all | ${f0(r.A.plain.recordsPerSec)} | | | | | | | | | | |${before ? ` ${f0(before.A.plain.recordsPerSec)} | |` : ''}`);
-  L.push(`| A transactional — ${r.options.perfTransactionMs} ms transactions | ${f0(r.A.transactional.recordsPerSec)} | | | | | | | | | | |${before ? ` ${f0(before.A.transactional.recordsPerSec)} | |` : ''}`);
-  L.push(`| B at-least-once (kafkajs + batched upserts) | ${f0(r.B.recordsPerSec)} | | | | ${f2(r.B.cpuCores)} | ${f1(r.B.cpuMsPer1kRecords)} | ${f0(r.B.peakRssMb)} | ${engineExtra(r.B)} | ${locks(r.B)} | n/a |${before ? ` ${f0(before.B.recordsPerSec)} | |` : empty}`);
+  L.push(`| A plain — ProducerPerformance acks=all | ${f0(r.A.plain.recordsPerSec)} | |${bCell()} | | | | | | | | |${before ? ` ${f0(before.A.plain.recordsPerSec)} | |` : ''}`);
+  L.push(`| A transactional — ${r.options.perfTransactionMs} ms transactions | ${f0(r.A.transactional.recordsPerSec)} | |${bCell()} | | | | | | | | |${before ? ` ${f0(before.A.transactional.recordsPerSec)} | |` : ''}`);
+  L.push(`| B at-least-once (kafkajs + batched upserts) | ${f0(r.B.recordsPerSec)} | |${bCell()} | | ${f2(r.B.cpuCores)} | ${f1(r.B.cpuMsPer1kRecords)} | ${f0(r.B.peakRssMb)} | ${engineExtra(r.B)} | ${locks(r.B)} | n/a |${before ? ` ${f0(before.B.recordsPerSec)} | |` : empty}`);
   for (const c of r.C) {
     const b = bC?.get(cLabel(c));
     L.push(
-      `| C onceflow, ${cName(c)} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** | ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${f1(c.cpuMsPer1kRecords)} | ${f0(c.peakRssMb)} | ${engineExtra(c)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
+      `| C onceflow, ${cName(c)} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** |${bCell(c)} ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${f1(c.cpuMsPer1kRecords)} | ${f0(c.peakRssMb)} | ${engineExtra(c)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
         (before ? ` ${b ? f0(b.recordsPerSec) : '–'} | ${b ? f2(b.vsB) : '–'} |` : ''),
     );
   }
-  L.push('', 'records/s = records ÷ (first record read → last output committed). Worker CPU = CPU time of the engine process ÷ its wall time while measured.', '');
+  L.push('', 'records/s = records ÷ (first record read → last output committed). Worker CPU = CPU time of the engine process ÷ its wall time while measured.');
+  if (bracketed && r.Bruns?.length) {
+    L.push(
+      '',
+      `C/B = the C run's records/s ÷ the mean of the B runs just before and just after it on the same data (B before · after): B ran ${r.Bruns.length} times in this run, ${f0(Math.min(...r.Bruns))}–${f0(Math.max(...r.Bruns))} records/s, which is how far the machine's speed moved while it ran; the B row is the first of them.`,
+    );
+  }
+  L.push('');
   if (r.C.length > 0) {
     const best = r.C.reduce((x, y) => (y.recordsPerSec > x.recordsPerSec ? y : x));
     L.push(`- Target: best C ≥ ${T.bestCvsB}× B — best C ${f0(best.recordsPerSec)} records/s (${cLabel(best)}) = ${fT(best.vsB, T.bestCvsB)}× B: ${verdict(best.vsB >= T.bestCvsB)}.`);

@@ -109,6 +109,12 @@ export interface BenchOptions {
   temporalTailMs?: number;
   /** Scale phase: false skips the ungrouped C series (BENCH_SCALE_UNGROUPED=0: for partition counts at which one workflow per partition would take most of the run); B and the grouped series still run. */
   scaleUngrouped?: boolean;
+  /**
+   * B again after every C run, so that each C run's C/B is against the mean of the B runs on
+   * either side of it (BENCH_BRACKET_B; default on): the machine's speed drifts within minutes,
+   * and a single B at the start would carry that drift into every later ratio.
+   */
+  bracketB?: boolean;
   /** transaction duration of the transactional ProducerPerformance run */
   perfTransactionMs: number;
   label?: string;
@@ -254,6 +260,11 @@ export interface CRun extends EngineRun {
   /** filler bytes added to this run's spec (CVariant.specPadBytes; absent: none) */
   specPadBytes?: number;
   epochMaxRecords: number;
+  /**
+   * records/s of the B runs just before and just after this C run (BenchOptions.bracketB), whose
+   * mean `vsB` divides by; absent: vsB is against the one B run (results from before brackets).
+   */
+  bracketB?: [number, number];
   /** absent in results from before the option existed (those wrote directly) */
   mysqlMode?: 'staged' | 'direct';
   /** false: the worker took no activity task eagerly; absent in results from before the server allowed it */
@@ -350,6 +361,8 @@ export interface BenchResult {
   options: Omit<BenchOptions, 'log'>;
   A: { plain: PerfResult; transactional: PerfResult };
   B: EngineRun;
+  /** records/s of every B run on the main data in order (the first is B; with bracketB one more after each C run) */
+  Bruns?: number[];
   C: CRun[];
   latency: LatencyRun[];
   /** absent when the scale phase was skipped (and in results from before it) */
@@ -383,6 +396,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     scaleLatencySeconds: num('BENCH_SCALE_LATENCY_SECONDS', 10),
     ...optional('scaleParallelism', parseGroups('BENCH_SCALE_PARALLELISM', env.BENCH_SCALE_PARALLELISM, 2)),
     ...(env.BENCH_SCALE_UNGROUPED === '0' ? { scaleUngrouped: false } : {}),
+    bracketB: env.BENCH_BRACKET_B !== '0',
     perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),
     ...(env.BENCH_LABEL ? { label: env.BENCH_LABEL } : {}),
   };
@@ -726,6 +740,15 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     created.push(bSpec);
     const B = await runBaseline(deps, bSpec, N, P);
     log(`B: ${B.recordsPerSec.toFixed(0)} records/s`);
+    const Bruns = [B.recordsPerSec];
+    /** B once more on the main data (bracketB: after each C run), in a consumer group and sinks of its own. */
+    const nextB = async (i: number): Promise<number> => {
+      const spec = specFor(`${id}-b${i}`, source, { maxRecords: 5000 });
+      created.push(spec);
+      const b = (await runBaseline(deps, spec, N, P)).recordsPerSec;
+      Bruns.push(b);
+      return b;
+    };
 
     const C: CRun[] = [];
     for (const [i, v] of variants.entries()) {
@@ -735,6 +758,9 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       created.push(spec);
       log(`C: onceflow exactly-once, ${v.label} (epoch ${JSON.stringify(spec.epoch)}, MySQL ${mode}${eager ? '' : ', no eager activities'}${spec.parallelism ? `, parallelism ${spec.parallelism}` : ''}${v.specPadBytes ? `, spec padded by ${v.specPadBytes} B` : ''})`);
       const c = await runOnceflow(deps, spec, N, P, eager);
+      const before = Bruns[Bruns.length - 1]!;
+      const bracket: [number, number] | undefined = opts.bracketB ? [before, await nextB(i + 1)] : undefined;
+      const baseline = bracket ? (bracket[0] + bracket[1]) / 2 : B.recordsPerSec;
       const run: CRun = {
         ...c.run,
         label: v.label,
@@ -745,7 +771,8 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         epochMaxRecords: spec.epoch.maxRecords,
         mysqlMode: mode,
         eagerActivities: eager,
-        vsB: c.run.recordsPerSec / B.recordsPerSec,
+        vsB: c.run.recordsPerSec / baseline,
+        ...(bracket ? { bracketB: bracket } : {}),
         vsAPlain: c.run.recordsPerSec / plain.recordsPerSec,
         vsATransactional: c.run.recordsPerSec / transactional.recordsPerSec,
         split: c.split,
@@ -755,7 +782,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         ...(c.temporal ? { temporal: c.temporal } : {}),
       };
       C.push(run);
-      log(`C ${v.label}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
+      log(`C ${v.label}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}${bracket ? `; B before and after ${bracket.map((x) => x.toFixed(0)).join(' and ')}` : ''}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
     }
 
     const bestC = Math.max(...C.map((c) => c.recordsPerSec));
@@ -846,11 +873,13 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         scalePartitions: scaleP,
         ...(scaleGroups ? { scaleParallelism: scaleGroups } : {}),
         ...(scale ? { scaleRecords: scale.records, scaleLatencySeconds: scale.latencySeconds } : {}),
+        ...(opts.bracketB ? { bracketB: true } : {}),
         perfTransactionMs: opts.perfTransactionMs,
         ...(opts.label ? { label: opts.label } : {}),
       },
       A: { plain, transactional },
       B,
+      Bruns,
       C,
       latency,
       ...(scale ? { scale } : {}),

@@ -72,7 +72,8 @@ function slowestCycles(cycles: Cycle[]): SlowCycles | undefined {
   // One row per cycle start: a group epoch's members share one cycle (and one prepare).
   const unique = [...new Map(cycles.map((c) => [c.startedAt, c])).values()].sort((a, b) => b.cycle - a.cycle);
   const slow = unique.slice(0, Math.max(1, Math.ceil(unique.length * SLOWEST_SHARE)));
-  const keys = ['cycle', 'prepare', 'temporal', 'kafkaCommit', 'mysqlCommit', 'readMs', 'initMs', 'transformMs', 'kafkaMs', 'previousCommitWaitMs', 'mysqlMs', 'xaPrepareMs'] as const;
+  // Every part of a Cycle but its start time.
+  const keys = (Object.keys(slow[0]!) as (keyof Cycle)[]).filter((k) => k !== 'startedAt');
   const meanMs = Object.fromEntries(keys.map((k) => [k, slow.reduce((a, c) => a + c[k], 0) / slow.length])) as SlowCycles['meanMs'];
   return { cycles: slow.length, meanMs, startsSec: slow.map((c) => Math.round((c.startedAt - first) / 100) / 10).sort((a, b) => a - b) };
 }

@@ -163,7 +163,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
       L.push(`| ${label} | ${t ? f0(t.epochs) : '–'} | ${t ? f2(t.workflowTasksPerEpoch) : '–'} | ${t ? f2(t.activityTasksPerEpoch) : '–'} | ${t ? f1(t.eventsPerEpoch) : '–'} | ${x.commitStartWaitMs ? `${f0(x.commitStartWaitMs.p50)} / ${f0(x.commitStartWaitMs.p99)}` : '–'} | ${x.split ? f0(x.split.retries) : '–'} | ${acts} |`);
     }
   }
-  L.push('', `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s${warmupNote(r.options.latencyWarmupSeconds)}${lc?.epoch ? `, C at the latency settings (epoch ${JSON.stringify(lc.epoch)}${lc.parallelism ? `, parallelism ${lc.parallelism}` : ''})` : ''}; targets p50 ≤ ${T.latencyP50Ms} ms and p99 ≤ ${T.latencyP99Ms} ms:`, '');
+  L.push('', `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s${warmupNote(r.options.latencyWarmupSeconds, " (B and C alike: the warm-up's records are not in the percentiles; their own are the warm-up column and, with the rest, the per-window figures)")}${lc?.epoch ? `, C at the latency settings (epoch ${JSON.stringify(lc.epoch)}${lc.parallelism ? `, parallelism ${lc.parallelism}` : ''})` : ''}; targets p50 ≤ ${T.latencyP50Ms} ms and p99 ≤ ${T.latencyP99Ms} ms:`, '');
   L.push('| engine | records seen | p50 ms | p90 ms | p99 ms | max ms | p50 target | p99 target | warm-up p50 / p99 ms | epoch interval ms | worker CPU (cores) | peak RSS MiB |');
   L.push('|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|');
   for (const l of r.latency) {
@@ -180,9 +180,9 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   return L.join('\n');
 }
 
-/** How a latency run's warm-up is said (nothing for results from before it). */
-function warmupNote(seconds: number | undefined): string {
-  return seconds ? ` after ${seconds} s of warm-up at the same rate (B and C alike: the warm-up's records are not in the percentiles; their own are the warm-up column and, with the rest, the per-window figures)` : '';
+/** How a latency run's warm-up is said, with what became of its records (nothing for results from before it). */
+function warmupNote(seconds: number | undefined, records: string): string {
+  return seconds ? ` after ${seconds} s of warm-up at the same rate${records}` : '';
 }
 
 /**
@@ -231,7 +231,7 @@ export function scaleSection(r: BenchResult): string[] {
       (grouped
         ? `, ${sc.runs.some((s) => !s.parallelism) ? 'one workflow per partition and ' : 'only '}with ${grouped} partition groups (spec.parallelism; "${grouped} groups" rows, whose latency runs had ${plural(sc.latencyParallelism ?? grouped, 'group')}; B has no groups, so its figures are the same in every row of a partition count)`
         : '') +
-      `; latency: paced ${f0(sc.latencyRate)} records/s for ${sc.latencySeconds} s per run${sc.latencyWarmupSeconds ? ` after ${sc.latencyWarmupSeconds} s of warm-up at the same rate, whose records are not in the figures` : ''}, waiting at most max(60 s, 6 × that) after the feed. Ratios are to the ${ref0.partitions}-partition row of the same series (grouped or not).`,
+      `; latency: paced ${f0(sc.latencyRate)} records/s for ${sc.latencySeconds} s per run${warmupNote(sc.latencyWarmupSeconds, ', whose records are not in the figures')}, waiting at most max(60 s, 6 × that) after the feed. Ratios are to the ${ref0.partitions}-partition row of the same series (grouped or not).`,
     '',
   );
   L.push(`| partitions | B rec/s | B(p)/B(${ref0.partitions}) | C rec/s | C(p)/C(${ref0.partitions}) | Temporal CPU ms / 1k records | Temporal CPU / ${ref0.partitions}-partition figure | Kafka CPU ms / 1k records: B · C | worker CPU ms / 1k records | latency p50 / p99 ms: B · C | verified | C prepare end → commit start p50 / p99 ms | C activity tasks / epoch |`);

@@ -288,7 +288,8 @@ test('onceflow init: a valid pipeline from the directory name, a scaffold whose 
   const { name, files } = initProject(dir, '^0.1.0');
   assert.equal(name, 'word-count');
   assert.deepEqual(files.sort(), ['README.md', 'package.json', 'pipeline.yaml', 'src/transforms.ts', 'test/transforms.test.ts']);
-  const cfg = loadPipelineConfig(join(dir, 'pipeline.yaml'), {});
+  // Independent of a running stack: no services file, a password from the environment.
+  const cfg = loadPipelineConfig(join(dir, 'pipeline.yaml'), { ONCEFLOW_SERVICES_ENV: '/nonexistent/services.env', ONCEFLOW_MYSQL_PASSWORD: 'x' });
   assert.equal(cfg.spec.transform, 'words');
   assert.equal(cfg.spec.mysqlSink.tables[0]!.name, 'word_count_word_counts');
   assert.equal(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).dependencies.onceflow, '^0.1.0');

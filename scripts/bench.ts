@@ -25,6 +25,8 @@
  *     BENCH_LATENCY_EPOCH ({"maxRecords":20000})  JSON object merged into C's epoch
  *     BENCH_LATENCY_PARALLELISM (1; empty = ungrouped)  spec.parallelism of C's latency run, of the throughput
  *                                        run at the latency settings and of the grouped scale series' latency runs
+ *     BENCH_LATENCY_WORKERS (1)         C's worker processes in the paced latency run (one task queue; the
+ *                                        groups or partitions each one prepared are in the results)
  *   Scale phase (the same records over more source partitions; C at the latency settings)
  *     BENCH_SCALE_PARTITIONS (4,16,64)   partition counts, the first is the reference of the ratios; empty: no scale phase
  *     BENCH_SCALE_RECORDS (400000)       records at every count

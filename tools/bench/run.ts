@@ -97,6 +97,8 @@ export interface BenchOptions {
   latencyEpoch?: Record<string, unknown>;
   /** The latency settings' spec.parallelism (BENCH_LATENCY_PARALLELISM; default 1, empty: ungrouped): C's latency run, the throughput run at the latency settings, the grouped scale series' latency runs. */
   latencyParallelism?: number;
+  /** C's worker processes in the paced latency run (BENCH_LATENCY_WORKERS; default 1) */
+  latencyWorkers?: number;
   /** Scale phase: source partition counts (empty or absent: no scale phase); the first is the reference of the ratios. */
   scalePartitions?: number[];
   /** Scale phase: records per partition count (the same total at every count). */
@@ -309,6 +311,9 @@ export interface LatencyRun {
   epoch?: Record<string, unknown>;
   /** C only: spec.parallelism (absent: ungrouped) */
   parallelism?: number;
+  /** C only: worker processes (BENCH_LATENCY_WORKERS; absent: 1) and the partitions or groups each prepared */
+  workers?: number;
+  placement?: number[][];
   /** C only: mean prepare-start → next prepare-start per partition */
   epochIntervalMs?: number;
   split?: EpochSplit;
@@ -391,6 +396,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     latencyWarmupSeconds: num('BENCH_LATENCY_WARMUP_SECONDS', 5),
     latencyEpoch: parseEpoch('BENCH_LATENCY_EPOCH', env.BENCH_LATENCY_EPOCH, DEFAULT_LATENCY_EPOCH),
     ...optional('latencyParallelism', parseGroups('BENCH_LATENCY_PARALLELISM', env.BENCH_LATENCY_PARALLELISM, 1)),
+    ...optional('latencyWorkers', num('BENCH_LATENCY_WORKERS', 1)),
     scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64').split(',').map((x) => x.trim()).filter(Boolean).map(Number),
     scaleRecords: num('BENCH_SCALE_RECORDS', 400_000),
     scaleLatencySeconds: num('BENCH_SCALE_LATENCY_SECONDS', 10),
@@ -496,6 +502,34 @@ class Child {
     }
     await new Promise((r) => (this.proc.exitCode !== null ? r(null) : this.proc.once('exit', r)));
     return u;
+  }
+}
+
+/** C's worker processes on one task queue (BENCH_LATENCY_WORKERS): events merged, usage summed (CPU) or maxed (wall, delays). */
+class Workers {
+  constructor(readonly all: Child[]) {}
+
+  get events(): unknown[] {
+    return this.all.flatMap((c) => c.events);
+  }
+
+  /** The partitions (or groups) each process prepared epochs of. */
+  placement(): number[][] {
+    return this.all.map((c) => [...new Set((c.events as ObservedEvent[]).flatMap((e) => (e.kind === 'prepared' ? [e.group ?? e.partition] : [])))].sort((a, b) => a - b));
+  }
+
+  send(m: ToChild): void {
+    for (const c of this.all) c.send(m);
+  }
+
+  check(): void {
+    for (const c of this.all) c.check();
+  }
+
+  async stop(): Promise<Usage> {
+    const us = await Promise.all(this.all.map((c) => c.stop()));
+    const max = (k: keyof Usage) => Math.max(...us.map((u) => u[k]));
+    return { cpuMs: us.reduce((a, u) => a + u.cpuMs, 0), wallMs: max('wallMs'), peakRssMb: us.reduce((a, u) => a + u.peakRssMb, 0), loopDelayP99Ms: max('loopDelayP99Ms'), loopDelayMaxMs: max('loopDelayMaxMs') };
   }
 }
 
@@ -791,7 +825,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     const warmup = opts.latencyWarmupSeconds ?? 0;
     for (const engine of ['B', 'C'] as const) {
       log(`latency: ${engine} at ${rate} records/s for ${warmup} s of warm-up and ${opts.latencySeconds} s measured`);
-      const l = await runLatency(deps, { engine, name: `${id}-l${engine.toLowerCase()}`, rate, seconds: opts.latencySeconds, warmupSeconds: warmup, partitions: P, epoch: latencyEpoch, parallelism: latencyParallelism, recordBytes: opts.recordBytes }, created);
+      const l = await runLatency(deps, { engine, name: `${id}-l${engine.toLowerCase()}`, rate, seconds: opts.latencySeconds, warmupSeconds: warmup, partitions: P, epoch: latencyEpoch, parallelism: latencyParallelism, ...(engine === 'C' ? { workers: opts.latencyWorkers } : {}), recordBytes: opts.recordBytes }, created);
       latency.push(l);
       log(`latency ${engine}: ${latencyLine(l)}`);
     }
@@ -1014,10 +1048,11 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions
 }
 
 /** Ends a pipeline that would not stop: its workflows terminated, its worker killed, its prepared XA branches rolled back (so cleanup can drop its tables). */
-async function abandonPipeline(deps: Deps, spec: PipelineSpec, partitions: number, child: Child): Promise<void> {
+async function abandonPipeline(deps: Deps, spec: PipelineSpec, partitions: number, engine: Child | Workers): Promise<void> {
   await deps.client.workflow.getHandle(pipelineWorkflowId(spec.name)).terminate('bench: did not stop in time').catch(() => undefined);
   for (const wid of runnerIds(spec, partitions)) await deps.client.workflow.getHandle(wid).terminate('bench: did not stop in time').catch(() => undefined);
-  if (child.proc.exitCode === null) {
+  for (const child of engine instanceof Workers ? engine.all : [engine]) {
+    if (child.proc.exitCode !== null) continue;
     child.proc.kill('SIGKILL');
     await Promise.race([new Promise((r) => child.proc.once('exit', r)), limit(10_000)]);
   }
@@ -1037,6 +1072,8 @@ interface LatencyParams {
   epoch: Record<string, unknown>;
   /** C's spec.parallelism (absent: ungrouped) */
   parallelism?: number;
+  /** C's worker processes on the pipeline's task queue (absent: 1) */
+  workers?: number;
   recordBytes: number;
 }
 
@@ -1077,7 +1114,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
   const total = Math.round(rate * (warmupSeconds + seconds));
   const values = benchValues(total, 7, p.recordBytes);
   const limitMs = Math.max(60_000, 6 * (warmupSeconds + seconds) * 1000);
-  let child: Child | undefined;
+  let child: Child | Workers | undefined;
   let handle: Awaited<ReturnType<typeof startPipeline>> | undefined;
   let watcher: ReturnType<typeof watchOutputs> | undefined;
   let settled = false;
@@ -1088,7 +1125,8 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       child.send({ type: 'mark' });
       child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions: P } satisfies BaselineArgs });
     } else {
-      child = await startWorker(deps, `${spec.name}-tq`);
+      const n = p.workers ?? 1;
+      child = n > 1 ? new Workers(await Promise.all(Array.from({ length: n }, () => startWorker(deps, `${spec.name}-tq`)))) : await startWorker(deps, `${spec.name}-tq`);
       child.send({ type: 'mark' });
       handle = await startPipeline(deps.client, spec, `${spec.name}-tq`);
     }
@@ -1185,6 +1223,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       backlog: total - seen,
       drainMs,
       ...(engine === 'C' ? { epoch: { ...spec.epoch }, ...(spec.parallelism ? { parallelism: spec.parallelism } : {}) } : {}),
+      ...(running instanceof Workers ? { workers: running.all.length, placement: running.placement() } : {}),
       ...(split ? { epochIntervalMs: split.cycleMs, split, commitStartWaitMs: commitStartWait(events) } : {}),
       ...(temporal ? { temporal } : {}),
       feedCpu,
@@ -1198,7 +1237,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     if (!settled && child) {
       // Failed midway: nothing of this run may stay running (or hold XA branches) behind the bench's back.
       if (handle) await abandonPipeline(deps, spec, P, child);
-      else if (child.proc.exitCode === null) child.proc.kill('SIGKILL');
+      else if (child instanceof Child && child.proc.exitCode === null) child.proc.kill('SIGKILL');
     }
   }
 }

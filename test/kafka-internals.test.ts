@@ -6,7 +6,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectCluster, describeProducers, endTxn, fetchPartition, ISOLATION, latestOffset, onLeader, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
+import { connectCluster, COORDINATOR, describeProducers, endTxn, fetchPartition, ISOLATION, latestOffset, onLeader, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
 import { checkLanded, CountedTransaction } from '../src/kafka/landed';
 import { TransientError } from '../src/errors';
 import { kafkaClientConfig } from '../src/kafka/client-config';
@@ -45,6 +45,36 @@ test('EndTxn from another connection commits; a retried commit answers ok; reads
   const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
   assert.deepEqual(r.records.map((x) => String(x.value)), ['a', 'b']);
   assert.equal(r.nextOffset, 3, 'past the commit marker');
+});
+
+test('a transactional id\'s and a group\'s coordinators are asked for once per connection, not before every request (real broker)', async () => {
+  const topic = uniqueName('int-coord');
+  await createTopic(deps.admin, topic, 1);
+  const cluster = await connectCluster(kafkaClientConfig(deps.settings.kafka, 'onceflow-test-coordinators'));
+  try {
+    const lookups: number[] = [];
+    const find = cluster.raw.findGroupCoordinator.bind(cluster.raw);
+    cluster.raw.findGroupCoordinator = (q: { coordinatorType: number }) => {
+      lookups.push(q.coordinatorType);
+      return find(q);
+    };
+    const tid = uniqueName('tid');
+    const group = uniqueName('group');
+    for (const value of ['first', 'second']) {
+      const txn = new PreparedTransaction(cluster, tid, 60_000);
+      const h = await txn.begin();
+      await txn.send([{ topic, messages: [msg(value)] }]);
+      await txn.sendOffsets(group, [{ topic, partition: 0, offset: 1 }]);
+      assert.equal(await endTxn(cluster, h, true), 'ok');
+    }
+    // kafkajs alone asks before InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and TxnOffsetCommit, and endTxn once more: 10 here.
+    assert.deepEqual(lookups, [COORDINATOR.TRANSACTION, COORDINATOR.GROUP]);
+    await waitDecided(deps.cluster, topic, 0, 3, { timeoutMs: 10_000 });
+    const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
+    assert.deepEqual(r.records.map((x) => String(x.value)), ['first', 'second']);
+  } finally {
+    await cluster.disconnect();
+  }
 });
 
 test('commit after abort answers invalid-state; commit after a newer InitProducerId answers fenced', async () => {

@@ -5,7 +5,7 @@ import { ASYNC_TRANSFORM_WINDOW, applyTransform, tableMap } from '../src/activit
 import { parseEnvFile } from '../src/config';
 import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
-import { decodeDescribeProducers, describeProducersRequest } from '../src/kafka/internals';
+import { COORDINATOR, coordinatorCache, decodeDescribeProducers, describeProducersRequest } from '../src/kafka/internals';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
@@ -491,4 +491,52 @@ test('a producer from messageProducerWith groups its sends with the grouping it 
   });
   await assert.rejects(producer.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 'a' }, { value: 'b' }] }], acks: -1 }), /grouping reached/);
   assert.deepEqual(seen, [2]);
+});
+
+test('coordinatorCache: one FindCoordinator per key and type; forgotten after a stale answer, a lost connection or a node gone from the metadata, kept after any other answer', async () => {
+  const lookups: string[] = [];
+  let coordinatorOf = 1;
+  let answer: unknown = undefined;
+  const brokers = new Map<string, { nodeId: number; endTxn: () => Promise<string> }>();
+  const node = (nodeId: number) => ({ nodeId, endTxn: async () => { if (answer) throw answer; return `node ${nodeId}`; } });
+  for (const n of [1, 2]) brokers.set(String(n), node(n));
+  const raw = {
+    findGroupCoordinator: async ({ groupId, coordinatorType }: { groupId: string; coordinatorType: number }) => {
+      lookups.push(`${coordinatorType}:${groupId}`);
+      return brokers.get(String(coordinatorOf));
+    },
+    findBroker: async ({ nodeId }: { nodeId: string }) => {
+      const b = brokers.get(nodeId);
+      if (!b) throw Object.assign(new Error(`Broker ${nodeId} not found`), { name: 'KafkaJSBrokerNotFound' });
+      return b;
+    },
+  };
+  const find = coordinatorCache(raw);
+  const call = async () => (await find('tid', COORDINATOR.TRANSACTION)).endTxn();
+  assert.equal(await call(), 'node 1');
+  assert.equal(await call(), 'node 1');
+  assert.deepEqual(lookups, ['1:tid'], 'asked once');
+  await find('tid', COORDINATOR.GROUP);
+  assert.deepEqual(lookups, ['1:tid', '0:tid'], 'a group of the same name is another key');
+
+  coordinatorOf = 2; // the coordinator moved; node 1 still answers until it says so
+  answer = Object.assign(new Error('fenced'), { type: 'PRODUCER_FENCED' });
+  await assert.rejects(call(), /fenced/);
+  answer = undefined;
+  assert.equal(await call(), 'node 1', 'an answer that is not about the coordinator keeps it');
+  answer = Object.assign(new Error('not coordinator'), { type: 'NOT_COORDINATOR_FOR_GROUP' });
+  await assert.rejects(call(), /not coordinator/);
+  answer = undefined;
+  assert.equal(await call(), 'node 2', 'NOT_COORDINATOR: asked again');
+
+  coordinatorOf = 1;
+  answer = Object.assign(new Error('Connection closed'), { name: 'KafkaJSConnectionClosedError' });
+  await assert.rejects(call(), /Connection closed/);
+  answer = undefined;
+  assert.equal(await call(), 'node 1', 'a lost connection: asked again');
+
+  coordinatorOf = 2;
+  brokers.delete('1');
+  assert.equal(await call(), 'node 2', 'a node gone from the metadata: asked again');
+  assert.deepEqual(lookups, ['1:tid', '0:tid', '1:tid', '1:tid', '1:tid']);
 });

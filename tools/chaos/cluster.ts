@@ -8,15 +8,12 @@ import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Admin } from 'kafkajs';
-import type { KafkaCluster } from '../../src/kafka/internals';
+import { COORDINATOR, type KafkaCluster } from '../../src/kafka/internals';
 import type { StackOptions } from './stack';
 
-/** kafkajs's coordinator type for transactions (FindCoordinator key_type 1). */
-const TRANSACTION_COORDINATOR = 1;
-
-/** The node whose transaction coordinator owns `transactionalId` (FindCoordinator, type TRANSACTION). */
+/** The node whose transaction coordinator owns `transactionalId`: asked of FindCoordinator each time, never the worker's remembered answer. */
 export async function transactionCoordinator(cluster: KafkaCluster, transactionalId: string): Promise<number> {
-  const broker = await cluster.raw.findGroupCoordinator({ groupId: transactionalId, coordinatorType: TRANSACTION_COORDINATOR });
+  const broker = await cluster.raw.findGroupCoordinator({ groupId: transactionalId, coordinatorType: COORDINATOR.TRANSACTION });
   return Number(broker.nodeId);
 }
 

@@ -2,6 +2,7 @@
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel as LogLevel, type KafkaConfig } from 'kafkajs';
+import { coordinatorCache, type CoordinatorType } from './coordinators';
 
 const Cluster = require('kafkajs/src/cluster');
 const { createLogger } = require('kafkajs/src/loggers');
@@ -21,6 +22,8 @@ export type EndTxnOutcome = 'ok' | 'fenced' | 'invalid-state';
 export interface KafkaCluster {
   raw: any;
   logger: any;
+  /** The broker that coordinates a transactional id or a group, remembered until it fails as stale (./coordinators). */
+  coordinator(key: string, type: CoordinatorType): Promise<any>;
   disconnect(): Promise<void>;
 }
 
@@ -66,7 +69,7 @@ export async function connectCluster(opts: ClusterOptions): Promise<KafkaCluster
     metadataMaxAge: 60000,
   });
   await raw.connect();
-  return { raw, logger, disconnect: () => raw.disconnect() };
+  return { raw, logger, coordinator: coordinatorCache(raw), disconnect: () => raw.disconnect() };
 }
 
 export async function leaderOf(cluster: KafkaCluster, topic: string, partition: number): Promise<any> {

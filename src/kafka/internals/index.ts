@@ -6,10 +6,12 @@
  *  - EndTxn for a transaction this process did not open,
  *  - ListOffsets with an explicit isolation level,
  *  - DescribeProducers (a partition leader's state of one producer: how ../landed checks an
- *    epoch's writes before commit).
+ *    epoch's writes before commit),
+ *  - keeping a transaction's and a group's coordinator between requests (./coordinators).
  * Flink reaches the same Kafka internals through reflection for the same reasons.
  */
 export * from './cluster';
+export * from './coordinators';
 export * from './fetch';
 export * from './transaction';
 export * from './producers';

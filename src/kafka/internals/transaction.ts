@@ -1,13 +1,13 @@
 /** A Kafka transaction prepared in one process and committed (EndTxn) from any. */
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
 import { type EndTxnOutcome, type KafkaCluster, type TxnHandle } from './cluster';
+import { COORDINATOR } from './coordinators';
 import { createMessageProducer } from './message-producer';
 
 const createEosManager = require('kafkajs/src/producer/eosManager');
 const { DefaultPartitioner } = require('kafkajs/src/producer/partitioners');
 const createRetry = require('kafkajs/src/retry');
 const { CONNECTION_STATUS } = require('kafkajs/src/network/connectionStatus');
-const COORDINATOR_TYPES = require('kafkajs/src/protocol/coordinatorTypes');
 
 export interface ProducedOffsets {
   topic: string;
@@ -32,7 +32,7 @@ export class PreparedTransaction {
     transactionTimeoutMs: number,
   ) {
     const ns = cluster.logger.namespace('onceflow.txn');
-    this.eos = createEosManager({ logger: ns, cluster: cluster.raw, transactionTimeout: transactionTimeoutMs, transactional: true, transactionalId });
+    this.eos = createEosManager({ logger: ns, cluster: eosCluster(cluster), transactionTimeout: transactionTimeoutMs, transactional: true, transactionalId });
     this.producer = createMessageProducer({
       logger: ns,
       cluster: cluster.raw,
@@ -83,6 +83,20 @@ export class PreparedTransaction {
 }
 
 /**
+ * The cluster as kafkajs's eosManager uses it (refreshMetadataIfNecessary, findControllerBroker,
+ * findGroupCoordinator; `retry` is undefined on a Cluster, so its retrier takes kafkajs's defaults
+ * either way), with the coordinators remembered (./coordinators) instead of asked for before
+ * every request.
+ */
+function eosCluster(cluster: KafkaCluster): object {
+  return {
+    refreshMetadataIfNecessary: () => cluster.raw.refreshMetadataIfNecessary(),
+    findControllerBroker: () => cluster.raw.findControllerBroker(),
+    findGroupCoordinator: ({ groupId, coordinatorType }: { groupId: string; coordinatorType: 0 | 1 }) => cluster.coordinator(groupId, coordinatorType),
+  };
+}
+
+/**
  * kafkajs turns every broker's refusal of FindCoordinator into "Failed to find group coordinator"
  * (it drops each answer), so a transactional id the principal may not use looks like a missing
  * coordinator. Ask one broker directly and return its refusal (TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
@@ -92,7 +106,7 @@ async function coordinatorRefusal(cluster: KafkaCluster, transactionalId: string
   if ((e as Error | undefined)?.name !== 'KafkaJSGroupCoordinatorNotFound') return e;
   try {
     const broker = await cluster.raw.brokerPool.findConnectedBroker();
-    await broker.findGroupCoordinator({ groupId: transactionalId, coordinatorType: COORDINATOR_TYPES.TRANSACTION });
+    await broker.findGroupCoordinator({ groupId: transactionalId, coordinatorType: COORDINATOR.TRANSACTION });
     return e;
   } catch (refusal) {
     return (refusal as { type?: string }).type ? refusal : e;
@@ -111,9 +125,8 @@ export async function endTxn(cluster: KafkaCluster, h: TxnHandle, commit: boolea
   // clears within milliseconds: start retrying soon.
   const retrier = createRetry({ retries: 10, initialRetryTime: 20, maxRetryTime: 2000 });
   return retrier(async (bail: (e: Error) => void) => {
-    let coordinator: any;
     try {
-      coordinator = await cluster.raw.findGroupCoordinator({ groupId: h.transactionalId, coordinatorType: COORDINATOR_TYPES.TRANSACTION });
+      const coordinator = await cluster.coordinator(h.transactionalId, COORDINATOR.TRANSACTION);
       await coordinator.endTxn({
         transactionalId: h.transactionalId,
         producerId: h.producerId,
@@ -130,10 +143,10 @@ export async function endTxn(cluster: KafkaCluster, h: TxnHandle, commit: boolea
         case 'INVALID_TXN_STATE':
           return 'invalid-state' as EndTxnOutcome;
         case 'CONCURRENT_TRANSACTIONS':
-        case 'COORDINATOR_LOAD_IN_PROGRESS':
-        case 'NOT_COORDINATOR':
-        case 'COORDINATOR_NOT_AVAILABLE':
-          throw e; // retried here
+        case 'GROUP_LOAD_IN_PROGRESS': // kafkajs's names: COORDINATOR_LOAD_IN_PROGRESS,
+        case 'NOT_COORDINATOR_FOR_GROUP': // NOT_COORDINATOR and
+        case 'GROUP_COORDINATOR_NOT_AVAILABLE': // COORDINATOR_NOT_AVAILABLE (the last two: STALE_COORDINATOR)
+          throw e; // retried here; a stale coordinator was forgotten, so the retry asks for it again
         default:
           if (e?.retriable === false && e?.type) bail(e);
           throw e;

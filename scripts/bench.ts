@@ -34,6 +34,8 @@
  *     BENCH_SCALE_PARALLELISM (2)        partition groups of the grouped series (C at every count once more, with
  *                                        spec.parallelism, verified, with its own latency run); empty: no grouped series
  *     BENCH_SCALE_UNGROUPED (1)          0: no ungrouped C series (one workflow per partition), e.g. for a 256-partition run
+ *     BENCH_SCALE_BRACKET (1)            the first count's B and C throughput runs again after every other count (4, 16, 4,
+ *                                        64, 4), each count's ratios against the mean of those just before and after it; 0: each count once
  *   Output and stack
  *     BENCH_LABEL                        results file bench/results/<date>-<label>.json
  *     BENCH_BEFORE                       an earlier results file, shown as "before" columns

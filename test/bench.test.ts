@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ObservedEvent } from '../src/activities';
 import { epochSplit, temporalCost, type HistoryEventLike } from '../tools/bench/analyze';
-import { markdown, svgChart } from '../tools/bench/report';
+import { markdown, scaleReference, svgChart } from '../tools/bench/report';
 import { cVariants, defaultOptions, runBench, type BenchResult } from '../tools/bench/run';
 import { quietRuntime } from './support/env';
 
@@ -53,6 +53,8 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
   assert.equal(defaultOptions({ BENCH_SCALE_PARALLELISM: '8' }).scaleParallelism, 8);
   assert.equal(defaultOptions({}).scaleUngrouped, undefined);
   assert.equal(defaultOptions({ BENCH_SCALE_UNGROUPED: '0' }).scaleUngrouped, false);
+  assert.equal(defaultOptions({}).scaleBracket, true);
+  assert.equal(defaultOptions({ BENCH_SCALE_BRACKET: '0' }).scaleBracket, false);
   assert.equal(defaultOptions({ BENCH_LATENCY_PARALLELISM: '' }).latencyParallelism, undefined);
   assert.equal(defaultOptions({ BENCH_LATENCY_PARALLELISM: '4' }).latencyParallelism, 4);
   for (const bad of ['0', '1.5', 'two', '-2']) {
@@ -83,6 +85,22 @@ test('bench report: a ratio that two decimals would round onto its target is sho
   const md = markdown(saved, 'performance.svg');
   assert.match(md, /at 64 partitions C ≥ 0\.9× its 4-partition records\/s — 0\.897×: \*\*missed\*\*/);
   assert.match(md, /best C 44,041 records\/s .* = 0\.92× B: \*\*met\*\*/);
+});
+
+test('bench report: a scale row is compared with the reference-count runs just before and after it, a repeat of the reference with the first', () => {
+  type Row = Parameters<typeof scaleReference>[0][number];
+  const row = (partitions: number, rate: number, again = false) => ({ partitions, ...(again ? { again: true } : {}), C: { recordsPerSec: rate } }) as unknown as Row;
+  const rate = (x: Row) => x.C.recordsPerSec;
+  // Bracketed, in the order they ran: 4, 16, 4 again, 64, 4 again.
+  const bracketed = [row(4, 100), row(16, 90), row(4, 80, true), row(64, 60), row(4, 40, true)];
+  assert.deepEqual(scaleReference(bracketed, 0, rate), { value: 100, of: [100] });
+  assert.deepEqual(scaleReference(bracketed, 1, rate), { value: 90, of: [100, 80] });
+  assert.deepEqual(scaleReference(bracketed, 2, rate), { value: 100, of: [100] });
+  assert.deepEqual(scaleReference(bracketed, 3, rate), { value: 60, of: [80, 40] });
+  assert.deepEqual(scaleReference(bracketed, 4, rate), { value: 100, of: [100] });
+  // Each count once (results from before the bracket): the first row is every row's reference.
+  const once = [row(4, 100), row(16, 90), row(64, 60)];
+  assert.deepEqual([1, 2].map((j) => scaleReference(once, j, rate)), [{ value: 100, of: [100] }, { value: 100, of: [100] }]);
 });
 
 test('bench analysis: the cycle tail and its temporal part per epoch; the workflow task round trip from history event times', () => {
@@ -136,13 +154,17 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     scaleRecords: 3000,
     scaleLatencySeconds: 3,
     scaleParallelism: 2,
-    // 13 C runs: a 2-second tail instead of 11 keeps this test two minutes shorter; it checks that the tail is measured and reported, not how much fires in it.
+    // The reference count (2) runs again after 4: B and both C series once more, no latency runs.
+    scaleBracket: true,
+    // 15 C runs: a 2-second tail instead of 11 keeps this test two minutes shorter; it checks that the tail is measured and reported, not how much fires in it.
     temporalTailMs: 2000,
     perfTransactionMs: 200,
     log: () => undefined,
   });
   const positive = (what: string, x: number) => assert.ok(Number.isFinite(x) && x > 0, `${what} = ${x}`);
   positive('A plain records/s', r.A.plain.recordsPerSec);
+  // The machine-speed gauge before every B, C and latency run (the scale phase's too).
+  for (const [what, x] of [['B', r.B], ...r.C.map((c) => [`C ${c.label}`, c] as const), ...r.latency.map((l) => [`latency ${l.engine}`, l] as const), ...r.scale!.runs.flatMap((s) => [[`scale ${s.partitions} B`, s.B] as const, [`scale ${s.partitions} C`, s.C] as const])] as const) positive(`${what}: gauge ms`, x.gaugeMs ?? NaN);
   positive('A transactional records/s', r.A.transactional.recordsPerSec);
   positive('B records/s', r.B.recordsPerSec);
   assert.equal(r.B.records, 4000);
@@ -217,8 +239,9 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   positive('workflow task started → completed p50', wt.startToComplete.p50);
 
   // Scale phase: every figure of every partition count, ungrouped and with 2 partition groups.
-  assert.deepEqual(r.scale?.runs.map((s) => [s.partitions, s.parallelism]), [[2, undefined], [2, 2], [4, undefined], [4, 2]]);
+  assert.deepEqual(r.scale?.runs.map((s) => [s.partitions, s.parallelism, s.again]), [[2, undefined, undefined], [2, 2, undefined], [4, undefined, undefined], [4, 2, undefined], [2, undefined, true], [2, 2, true]]);
   assert.equal(r.scale?.parallelism, 2);
+  assert.equal(r.scale?.bracket, true);
   for (const s of r.scale!.runs) {
     const at = `${s.partitions} partitions${s.parallelism ? `, ${s.parallelism} groups` : ''}`;
     assert.equal(s.B.records, 3000);
@@ -232,11 +255,12 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     assert.ok(s.C.verified, `${at}: C verified exactly once: ${s.C.failedChecks.join('; ')}`);
     assert.ok(s.C.temporal && s.C.temporal.activityTasksPerEpoch > 0, `${at}: C activity tasks per epoch`);
     assert.ok(s.C.commitStartWaitMs && s.C.commitStartWaitMs.n > 0 && Number.isFinite(s.C.commitStartWaitMs.p99), `${at}: C prepare end → commit start`);
-    // B has no groups: a grouped row has C's latency run only.
+    // B has no groups: a grouped row has C's latency run only; a repeat of the reference has none.
     assert.deepEqual(
       s.latency.map((l) => [l.engine, l.partitions, l.parallelism]),
-      s.parallelism ? [['C', s.partitions, 2]] : [['B', s.partitions, undefined], ['C', s.partitions, undefined]],
+      s.again ? [] : s.parallelism ? [['C', s.partitions, 2]] : [['B', s.partitions, undefined], ['C', s.partitions, undefined]],
     );
+    if (s.again) continue;
     for (const l of s.latency) {
       assert.equal(l.records, 1600);
       assert.ok(Number.isFinite(l.latencyMs.p50) && Number.isFinite(l.latencyMs.p99), `${at}: ${l.engine} latency ${JSON.stringify(l.latencyMs)}`);
@@ -249,7 +273,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   }
 
   const md = markdown(r, 'performance.svg');
-  assert.match(md, /\*\*Where the paced runs' time went\*\*[\s\S]*- C: CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 [\d,]+ \/ [\d,]+ ms/);
+  assert.match(md, /\*\*Where the paced runs' time went\*\*[\s\S]*- C: machine-speed gauge before it \d+\.\d ms; CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 [\d,]+ \/ [\d,]+ ms/);
   assert.match(md, /C onceflow, epoch.maxRecords 500 \|/);
   assert.match(md, /C onceflow, epoch.maxRecords 500, MySQL direct \|/);
   assert.match(md, /C onceflow, latency settings \(epoch \{"maxRecords":700\}\) \[latency settings\] \|/);
@@ -259,8 +283,9 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   assert.match(md, /for 3 s after 1 s of warm-up at the same rate/);
   assert.match(md, /\| C onceflow, epoch.maxRecords 500 \| [\d,]+ \| \*\*[\d.]+\*\* \| [\d,]+ · [\d,]+ \|/);
   assert.match(md, /C\/B = the C run's records\/s ÷ the mean of the B runs just before and just after it .*: B ran 5 times in this run, [\d,]+–[\d,]+ records\/s/);
-  assert.match(md, /- C: CPU while fed .*; the slowest \d+ cycles \(5 %\), mean [\d,]+ ms: read .*; latency p50 \/ p99 by 5-second window of append time: 0–5 s [\d,]+ \/ [\d,]+/);
+  assert.match(md, /- C: machine-speed gauge .*; CPU while fed .*; the slowest \d+ cycles \(5 %\), mean [\d,]+ ms: read .*; latency p50 \/ p99 by 5-second window of append time: 0–5 s [\d,]+ \/ [\d,]+/);
   assert.match(md, /\*\*Partition scaling\*\*/);
+  assert.match(md, /\nMachine-speed gauge just before each run, ms .*: B \d+\.\d; the C runs in the order of the table \d+\.\d(, \d+\.\d)+\./);
   assert.equal(r.temporalTailMs, 2000);
   assert.match(md, /Temporal CPU includes each C run's tail, the 2 s after it ended .*: [\d,]+–[\d,]+ ms of CPU per run here/);
   for (const p of ['4', '4, 2 groups']) {
@@ -268,10 +293,13 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
     assert.match(md, new RegExp(`\\n\\| ${p} \\| [\\d,]+ \\| [\\d.]+ \\| [\\d,]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ · [\\d.]+ \\| [\\d.]+ \\| [\\d,]+ / [\\d,]+ · [\\d,]+ / [\\d,]+ \\| exactly once \\|`), `scale row '${p}'`);
   }
   for (const series of ['ungrouped', 'with 2 groups']) {
-    assert.match(md, new RegExp(`Target \\(${series}\\): at 4 partitions C ≥ 0\\.9× its 2-partition records/s — [\\d.]+×: \\*\\*(met|missed)\\*\\* \\(B, the at-least-once pipe on the same topics: [\\d.]+×\\)`));
-    assert.match(md, new RegExp(`Target \\(${series}\\): at 4 partitions Temporal CPU per 1,000 records ≤ 1\\.2× the 2-partition figure — [\\d.]+×: \\*\\*(met|missed)\\*\\*`));
+    assert.match(md, new RegExp(`Target \\(${series}\\): at 4 partitions C ≥ 0\\.9× its 2-partition records/s \\(the mean of the 2-partition runs just before and after it: [\\d,]+ and [\\d,]+\\) — [\\d.]+×: \\*\\*(met|missed)\\*\\* \\(B, the at-least-once pipe on the same topics: [\\d.]+×\\)`));
+    assert.match(md, new RegExp(`Target \\(${series}\\): at 4 partitions Temporal CPU per 1,000 records ≤ 1\\.2× the 2-partition figure \\(the mean of the 2-partition runs just before and after it: [\\d.]+ and [\\d.]+\\) — [\\d.]+×: \\*\\*(met|missed)\\*\\*`));
   }
   assert.match(md, /\| scale: 4 partitions, 2 groups \| [\d,]+ \| [\d.]+ \|/);
+  // The repeats: throughput figures, no latency, and the note that says what they are for.
+  for (const p of ['2 again', '2 again, 2 groups']) assert.match(md, new RegExp(`\\n\\| ${p} \\| [\\d,]+ \\| [\\d.]+ \\| [\\d,]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ \\| [\\d.]+ · [\\d.]+ \\| [\\d.]+ \\| – · – \\| exactly once \\|`), `scale row '${p}'`);
+  assert.match(md, /the 2-partition throughput runs ran again after every other count \("2 again" rows, no latency runs\)/);
   assert.match(md, /C onceflow, maxWaitMs 300, parallelism 2 \|/);
   assert.match(md, /\*\*Temporal work per committed epoch of C\*\*/);
   assert.match(svgChart(r), /^<svg/);

@@ -82,6 +82,9 @@ const SPLIT_HEAD = [
   '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|',
 ];
 
+/** What the gauge figures are (tools/bench/run.ts cpuGauge). */
+const GAUGE_NOTE = 'Machine-speed gauge just before each run, ms (the same fixed CPU task in the bench process each time, best of five: a higher figure is a slower machine, not more work)';
+
 const latencyCell = (l: LatencyRun | undefined) =>
   !l ? '–' : `${f0(l.latencyMs.p50)} / ${f0(l.latencyMs.p99)}${l.timedOut ? ` (**${f0(l.seen)}/${f0(l.records)} seen** in ${f0((l.limitMs ?? NaN) / 1000)} s, backlog ${f0(l.backlog ?? NaN)})` : ''}`;
 
@@ -113,6 +116,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     );
   }
   L.push('', 'records/s = records ÷ (first record read → last output committed). Worker CPU = CPU time of the engine process ÷ its wall time while measured.');
+  if (r.B.gaugeMs !== undefined) L.push('', `${GAUGE_NOTE}: B ${f1(r.B.gaugeMs)}; the C runs in the order of the table ${r.C.map((c) => (c.gaugeMs === undefined ? '–' : f1(c.gaugeMs))).join(', ')}.`);
   if (bracketed && r.Bruns?.length) {
     L.push(
       '',
@@ -145,7 +149,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     ...(lc ? [[`latency run (paced)${groupsOf(lc)}`, lc] as TemporalRow] : []),
     ...(r.scale?.runs ?? []).flatMap((s): TemporalRow[] => {
       const l = s.latency.find((x) => x.engine === 'C');
-      const at = `scale: ${s.partitions} partitions${groupsOf(s)}`;
+      const at = `scale: ${s.partitions} partitions${s.again ? ' again' : ''}${groupsOf(s)}`;
       return [[at, s.C], ...(l ? [[`${at}, latency run${groupsOf(l) && !s.parallelism ? groupsOf(l) : ''}${l.ended && l.ended !== 'drained' ? ` (${l.ended})` : ''}`, l] as TemporalRow] : [])];
     }),
   ];
@@ -194,6 +198,7 @@ export function latencyTail(runs: LatencyRun[]): string[] {
   const L: string[] = [];
   for (const l of runs) {
     const parts: string[] = [];
+    if (l.gaugeMs !== undefined) parts.push(`machine-speed gauge before it ${f1(l.gaugeMs)} ms`);
     const c = l.feedCpu;
     if (c) parts.push(`CPU while fed ${f2(c.busyCores)} of ${c.machineCores} cores busy (Temporal ${f2(c.services.temporal)}, Kafka ${f2(c.services.kafka)}, MariaDB ${f2(c.services.mariadb)}, the engine ${f2(l.cpuCores)} over its whole run)`);
     const t = l.split?.tail;
@@ -214,16 +219,32 @@ export function latencyTail(runs: LatencyRun[]): string[] {
 type ScaleRunR = NonNullable<BenchResult['scale']>['runs'][number];
 
 /**
+ * The reference of a scale row's ratios, in its series (rows in the order they ran): for a row of
+ * the reference count (the series' first), the first row; for any other, the mean of the
+ * reference-count rows just before and just after it (just before only, without the bracket).
+ */
+export function scaleReference(rows: ScaleRunR[], j: number, figure: (s: ScaleRunR) => number): { value: number; of: number[] } {
+  const isRef = (x: ScaleRunR) => x.partitions === rows[0]!.partitions;
+  const of = isRef(rows[j]!) ? [rows[0]!] : [rows.slice(0, j).reverse().find(isRef)!, ...rows.slice(j + 1).filter(isRef).slice(0, 1)];
+  const figs = of.map(figure);
+  return { value: figs.reduce((a, b) => a + b, 0) / figs.length, of: figs };
+}
+
+/**
  * The scale phase: the same records over more source partitions, C at the latency settings, one
  * workflow per partition and (results since partition groups) with spec.parallelism groups. Each
- * series' ratios and targets are to its own first row.
+ * series' ratios and targets are to its own reference-count rows (scaleReference).
  */
 export function scaleSection(r: BenchResult): string[] {
   const sc = r.scale!;
   const T = targetsOf(r);
   const series = [undefined, ...new Set(sc.runs.map((s) => s.parallelism).filter((g): g is number => g !== undefined))].map((g) => sc.runs.filter((s) => s.parallelism === g)).filter((x) => x.length > 0);
   const ref0 = series[0]![0]!;
-  const refOf = (s: ScaleRunR) => series.find((x) => x[0]!.parallelism === s.parallelism)![0]!;
+  const seriesOf = (s: ScaleRunR) => series.find((x) => x.includes(s))!;
+  const ratio = (s: ScaleRunR, figure: (x: ScaleRunR) => number) => figure(s) / scaleReference(seriesOf(s), seriesOf(s).indexOf(s), figure).value;
+  const bRate = (x: ScaleRunR) => x.B.recordsPerSec;
+  const cRate = (x: ScaleRunR) => x.C.recordsPerSec;
+  const cTemporal = (x: ScaleRunR) => x.C.servicesCpuMsPer1k.temporal;
   const L: string[] = [];
   const grouped = sc.parallelism ?? sc.runs.find((s) => s.parallelism)?.parallelism;
   L.push(
@@ -231,34 +252,41 @@ export function scaleSection(r: BenchResult): string[] {
       (grouped
         ? `, ${sc.runs.some((s) => !s.parallelism) ? 'one workflow per partition and ' : 'only '}with ${grouped} partition groups (spec.parallelism; "${grouped} groups" rows, whose latency runs had ${plural(sc.latencyParallelism ?? grouped, 'group')}; B has no groups, so its figures are the same in every row of a partition count)`
         : '') +
-      `; latency: paced ${f0(sc.latencyRate)} records/s for ${sc.latencySeconds} s per run${warmupNote(sc.latencyWarmupSeconds, ', whose records are not in the figures')}, waiting at most max(60 s, 6 × that) after the feed. Ratios are to the ${ref0.partitions}-partition row of the same series (grouped or not).`,
+      `; latency: paced ${f0(sc.latencyRate)} records/s for ${sc.latencySeconds} s per run${warmupNote(sc.latencyWarmupSeconds, ', whose records are not in the figures')}, waiting at most max(60 s, 6 × that) after the feed. Ratios are to the ${ref0.partitions}-partition row of the same series (grouped or not)` +
+      (sc.bracket
+        ? `; the ${ref0.partitions}-partition throughput runs ran again after every other count ("${ref0.partitions} again" rows, no latency runs), and each other count's ratios are to the mean of the ${ref0.partitions}-partition runs just before and just after it (a "${ref0.partitions} again" row's to the first ${ref0.partitions}-partition row: the machine's drift over the phase), so that the drift does not decide the ratios. Rows in the order they ran.`
+        : '.'),
     '',
   );
-  L.push(`| partitions | B rec/s | B(p)/B(${ref0.partitions}) | C rec/s | C(p)/C(${ref0.partitions}) | Temporal CPU ms / 1k records | Temporal CPU / ${ref0.partitions}-partition figure | Kafka CPU ms / 1k records: B · C | worker CPU ms / 1k records | latency p50 / p99 ms: B · C | verified | C prepare end → commit start p50 / p99 ms | C activity tasks / epoch |`);
-  L.push('|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---:|---:|');
+  const gauged = sc.runs.some((s) => s.C.gaugeMs !== undefined);
+  L.push(`| partitions | B rec/s | B(p)/B(${ref0.partitions}) | C rec/s | C(p)/C(${ref0.partitions}) | Temporal CPU ms / 1k records | Temporal CPU / ${ref0.partitions}-partition figure | Kafka CPU ms / 1k records: B · C | worker CPU ms / 1k records | latency p50 / p99 ms: B · C | verified | C prepare end → commit start p50 / p99 ms | C activity tasks / epoch |${gauged ? ' gauge ms: B · C |' : ''}`);
+  L.push(`|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---:|---:|${gauged ? '---|' : ''}`);
   for (const s of sc.runs) {
-    const ref = refOf(s);
-    const lb = s.latency.find((l) => l.engine === 'B') ?? sc.runs.find((x) => x.partitions === s.partitions && !x.parallelism)?.latency.find((l) => l.engine === 'B');
+    const lb = s.again ? undefined : s.latency.find((l) => l.engine === 'B') ?? sc.runs.find((x) => x.partitions === s.partitions && !x.parallelism && !x.again)?.latency.find((l) => l.engine === 'B');
     const lcs = s.latency.find((l) => l.engine === 'C');
     const problems = [...(s.C.verified ? [] : [`throughput run: ${s.C.failedChecks.join('; ')}`]), ...(lcs && lcs.verified === false ? [`latency run: ${(lcs.failedChecks ?? []).join('; ')}`] : [])];
     L.push(
-      `| ${s.partitions}${groupsOf(s)} | ${f0(s.B.recordsPerSec)} | ${f2(s.B.recordsPerSec / ref.B.recordsPerSec)} | ${f0(s.C.recordsPerSec)} | ${f2(s.C.recordsPerSec / ref.C.recordsPerSec)} | ${f1(s.C.servicesCpuMsPer1k.temporal)} | ${f2(s.C.servicesCpuMsPer1k.temporal / ref.C.servicesCpuMsPer1k.temporal)} | ${f1(s.B.servicesCpuMsPer1k.kafka)} · ${f1(s.C.servicesCpuMsPer1k.kafka)} | ${f1(s.C.cpuMsPer1kRecords)} | ${latencyCell(lb)} · ${latencyCell(lcs)} | ${problems.length ? `**FAILED** ${problems.join('; ')}` : 'exactly once'} | ${s.C.commitStartWaitMs ? `${f0(s.C.commitStartWaitMs.p50)} / ${f0(s.C.commitStartWaitMs.p99)}` : '–'} | ${s.C.temporal ? f2(s.C.temporal.activityTasksPerEpoch) : '–'} |`,
+      `| ${s.partitions}${s.again ? ' again' : ''}${groupsOf(s)} | ${f0(s.B.recordsPerSec)} | ${f2(ratio(s, bRate))} | ${f0(s.C.recordsPerSec)} | ${f2(ratio(s, cRate))} | ${f1(cTemporal(s))} | ${f2(ratio(s, cTemporal))} | ${f1(s.B.servicesCpuMsPer1k.kafka)} · ${f1(s.C.servicesCpuMsPer1k.kafka)} | ${f1(s.C.cpuMsPer1kRecords)} | ${latencyCell(lb)} · ${latencyCell(lcs)} | ${problems.length ? `**FAILED** ${problems.join('; ')}` : 'exactly once'} | ${s.C.commitStartWaitMs ? `${f0(s.C.commitStartWaitMs.p50)} / ${f0(s.C.commitStartWaitMs.p99)}` : '–'} | ${s.C.temporal ? f2(s.C.temporal.activityTasksPerEpoch) : '–'} |${gauged ? ` ${[s.B, s.C].map((x) => (x.gaugeMs === undefined ? '–' : f1(x.gaugeMs))).join(' · ')} |` : ''}`,
     );
   }
   const verdicts: string[] = [];
   for (const runs of series) {
-    if (runs.length < 2) continue;
     const ref = runs[0]!;
-    const top = runs[runs.length - 1]!;
+    const j = runs.map((x) => x.partitions !== ref.partitions).lastIndexOf(true);
+    if (j < 0) continue;
+    const top = runs[j]!;
     const name = top.parallelism ? `with ${top.parallelism} groups` : 'ungrouped';
-    const tp = top.C.recordsPerSec / ref.C.recordsPerSec;
-    const cpu = top.C.servicesCpuMsPer1k.temporal / ref.C.servicesCpuMsPer1k.temporal;
+    const [tp, cpu, b] = [cRate, cTemporal, bRate].map((f) => ratio(top, f)) as [number, number, number];
+    const refC = scaleReference(runs, j, cRate);
+    const refT = scaleReference(runs, j, cTemporal);
+    const of = (r: { of: number[] }, f: (x: number) => string) => (r.of.length > 1 ? ` (the mean of the ${ref.partitions}-partition runs just before and after it: ${r.of.map(f).join(' and ')})` : '');
     verdicts.push(
-      `- Target (${name}): at ${top.partitions} partitions C ≥ ${T.scaleThroughput}× its ${ref.partitions}-partition records/s — ${fT(tp, T.scaleThroughput)}×: ${verdict(tp >= T.scaleThroughput)} (B, the at-least-once pipe on the same topics: ${f2(top.B.recordsPerSec / ref.B.recordsPerSec)}×).`,
-      `- Target (${name}): at ${top.partitions} partitions Temporal CPU per 1,000 records ≤ ${T.scaleTemporalCpu}× the ${ref.partitions}-partition figure — ${fT(cpu, T.scaleTemporalCpu)}×: ${verdict(cpu <= T.scaleTemporalCpu)}.`,
+      `- Target (${name}): at ${top.partitions} partitions C ≥ ${T.scaleThroughput}× its ${ref.partitions}-partition records/s${of(refC, f0)} — ${fT(tp, T.scaleThroughput)}×: ${verdict(tp >= T.scaleThroughput)} (B, the at-least-once pipe on the same topics: ${f2(b)}×).`,
+      `- Target (${name}): at ${top.partitions} partitions Temporal CPU per 1,000 records ≤ ${T.scaleTemporalCpu}× the ${ref.partitions}-partition figure${of(refT, f1)} — ${fT(cpu, T.scaleTemporalCpu)}×: ${verdict(cpu <= T.scaleTemporalCpu)}.`,
     );
   }
   if (verdicts.length) L.push('', ...verdicts);
+  if (gauged) L.push(`- Gauge: ${GAUGE_NOTE.charAt(0).toLowerCase()}${GAUGE_NOTE.slice(1)}.`);
   const tails = sc.runs.map((s) => s.C.temporalTailCpuMs).filter((t): t is number => t !== undefined);
   if (tails.length) {
     const tailSeconds = (r.temporalTailMs ?? TEMPORAL_TAIL_MS) / 1000;

@@ -5,11 +5,13 @@
  *   C  onceflow exactly-once at a few epoch sizes (each run verified exactly-once),
  * then end-to-end latency (source append time → visible to a read_committed reader) of B and C
  * at a paced input rate, then the scale phase: B and C (at the latency settings) on the same
- * number of records spread over more source partitions, each with a short paced latency run.
+ * number of records spread over more source partitions, each with a short paced latency run (and,
+ * bracketing each count, the first count's throughput runs again).
  * The engines under test run in child processes (CPU, peak memory).
  */
 import { createTopicsReady } from '../../src/kafka/topics';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { cpus, homedir, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -111,6 +113,14 @@ export interface BenchOptions {
   temporalTailMs?: number;
   /** Scale phase: false skips the ungrouped C series (BENCH_SCALE_UNGROUPED=0: for partition counts at which one workflow per partition would take most of the run); B and the grouped series still run. */
   scaleUngrouped?: boolean;
+  /**
+   * Scale phase: the reference count's (the first count's) B and C throughput runs again after
+   * every other count (BENCH_SCALE_BRACKET; default on; 0: each count once), so that each count's
+   * ratios are against the mean of the reference runs just before and just after it: the machine's
+   * speed drifts within the phase, and a reference measured minutes earlier carries that drift
+   * into the ratio.
+   */
+  scaleBracket?: boolean;
   /**
    * B again after every C run, so that each C run's C/B is against the mean of the B runs on
    * either side of it (BENCH_BRACKET_B; default on): the machine's speed drifts within minutes,
@@ -248,6 +258,8 @@ export interface EngineRun {
   /** InnoDB row lock waits during the run (global status delta): contention on the sink table's keys */
   rowLockWaits: number;
   rowLockWaitMs: number;
+  /** the machine-speed gauge just before the run (cpuGauge; absent in results from before it) */
+  gaugeMs?: number;
 }
 
 export interface CRun extends EngineRun {
@@ -319,6 +331,8 @@ export interface LatencyRun {
   split?: EpochSplit;
   commitStartWaitMs?: Percentiles & { mean: number };
   temporal?: TemporalCost;
+  /** the machine-speed gauge just before the run (cpuGauge; absent in results from before it) */
+  gaugeMs?: number;
   /** CPU while the paced input was fed, in cores: the whole machine (of `machineCores`) and each service (absent in results from before it was measured) */
   feedCpu?: { machineCores: number; busyCores: number; services: ServiceCpu };
   verified?: boolean;
@@ -332,6 +346,8 @@ export interface LatencyRun {
 /** One partition count of the scale phase, ungrouped or (parallelism set) with partition groups. */
 export interface ScaleRun {
   partitions: number;
+  /** a repeat of the reference count's throughput runs (scaleBracket), made after the count before it; it has no latency runs */
+  again?: true;
   /** C's spec.parallelism: a run of the grouped series (absent: the ungrouped series) */
   parallelism?: number;
   records: number;
@@ -355,6 +371,9 @@ export interface ScalePhase {
   latencySeconds: number;
   /** as BenchOptions.latencyWarmupSeconds */
   latencyWarmupSeconds?: number;
+  /** the reference count ran again after every other count (BenchOptions.scaleBracket; absent in results from before it: each count once) */
+  bracket?: true;
+  /** in the order they ran */
   runs: ScaleRun[];
 }
 
@@ -402,6 +421,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     scaleLatencySeconds: num('BENCH_SCALE_LATENCY_SECONDS', 10),
     ...optional('scaleParallelism', parseGroups('BENCH_SCALE_PARALLELISM', env.BENCH_SCALE_PARALLELISM, 2)),
     ...(env.BENCH_SCALE_UNGROUPED === '0' ? { scaleUngrouped: false } : {}),
+    scaleBracket: env.BENCH_SCALE_BRACKET !== '0',
     bracketB: env.BENCH_BRACKET_B !== '0',
     perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),
     ...(env.BENCH_LABEL ? { label: env.BENCH_LABEL } : {}),
@@ -613,10 +633,36 @@ interface LockStatus {
 interface Probe {
   locks: LockStatus;
   cpu: ServiceCpu;
+  gaugeMs?: number;
 }
 
-async function probe(pool: Pool): Promise<Probe> {
-  return { locks: await rowLocks(pool), cpu: serviceCpu() };
+/** Before a run (`gauge`: with the machine-speed gauge, taken first, while the stack idles) or after it. */
+async function probe(pool: Pool, gauge = false): Promise<Probe> {
+  const gaugeMs = gauge ? cpuGauge() : undefined;
+  return { locks: await rowLocks(pool), cpu: serviceCpu(), ...(gaugeMs !== undefined ? { gaugeMs } : {}) };
+}
+
+const GAUGE_DATA = Array.from({ length: 2000 }, (_, i) => ({ id: `e${i}`, n: i, at: 1_700_000_000_000 + i, tags: ['a', 'b', String(i % 7)], pad: 'x'.repeat(120) }));
+const GAUGE_BYTES = Buffer.alloc(4 << 20, 7);
+
+/**
+ * The machine's speed now: a fixed CPU task in the bench process (JSON round trips of 2,000 small
+ * objects ten times, SHA-256 over 4 MiB), best of five, in ms. The same work on every call, so a
+ * higher figure is a slower machine, not more work: this one's speed drifts by up to a half
+ * within an hour, and the figure before each run says how fast the machine was when it ran.
+ */
+export function cpuGauge(): number {
+  let best = Infinity;
+  for (let k = 0; k < 5; k++) {
+    const t0 = process.hrtime.bigint();
+    let n = 0;
+    for (let i = 0; i < 10; i++) n += (JSON.parse(JSON.stringify(GAUGE_DATA)) as unknown[]).length;
+    const digest = createHash('sha256').update(GAUGE_BYTES).digest('hex');
+    const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+    if (n !== 20_000 || digest.length !== 64) throw new Error('cpuGauge: the fixed task did not run');
+    best = Math.min(best, ms);
+  }
+  return best;
 }
 
 async function rowLocks(pool: Pool): Promise<LockStatus> {
@@ -643,6 +689,7 @@ function engineRun(records: number, firstAt: number, lastAt: number, startedAt: 
     servicesCpuMsPer1k: { temporal: per1k('temporal'), kafka: per1k('kafka'), mariadb: per1k('mariadb') },
     rowLockWaits: b.locks.waits - a.locks.waits,
     rowLockWaitMs: b.locks.ms - a.locks.ms,
+    ...(a.gaugeMs !== undefined ? { gaugeMs: a.gaugeMs } : {}),
   };
 }
 
@@ -836,27 +883,33 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       const seconds = opts.scaleLatencySeconds ?? 10;
       const scaleValues = benchValues(SN, 2020, opts.recordBytes);
       const runs: ScaleRun[] = [];
-      for (const sp of scaleP) {
+      // With the bracket, the reference count (the first) runs again after every other count: 4, 16, 4, 64, 4.
+      const order = scaleP.flatMap((sp, k) => (k > 0 && opts.scaleBracket ? [{ sp, again: false }, { sp: scaleP[0]!, again: true }] : [{ sp, again: false }]));
+      for (const [k, { sp, again }] of order.entries()) {
         const src = `${id}.s${sp}.in`;
-        await createTopics(admin, [src], sp, true);
-        log(`scale, ${sp} partitions: producing ${SN} records to ${src}`);
-        await produceRecords(kafka, src, sp, scaleValues);
-        const bs = specFor(`${id}-s${sp}b`, src, { maxRecords: 5000 });
+        if (!again) {
+          await createTopics(admin, [src], sp, true);
+          log(`scale, ${sp} partitions: producing ${SN} records to ${src}`);
+          await produceRecords(kafka, src, sp, scaleValues);
+        }
+        // A repeat's pipelines get names of their own (their own consumer group, progress topic and ledger rows).
+        const run = `s${sp}${again ? `r${k}` : ''}`;
+        const bs = specFor(`${id}-${run}b`, src, { maxRecords: 5000 });
         created.push(bs);
         const sB = await runBaseline(deps, bs, SN, sp);
-        log(`scale ${sp} B: ${sB.recordsPerSec.toFixed(0)} records/s`);
+        log(`scale ${sp}${again ? ' again' : ''} B: ${sB.recordsPerSec.toFixed(0)} records/s`);
         // The ungrouped series (one workflow per partition; not with BENCH_SCALE_UNGROUPED=0), then the grouped one (scaleGroups partition groups) on the same data.
         const series = [...(ungrouped ? [undefined] : []), ...(scaleGroups ? [scaleGroups] : [])];
         for (const [i, groups] of series.entries()) {
           const tag = groups ? `g${groups}` : '';
-          const at = `scale ${sp}${groups ? `, ${groups} groups` : ''}`;
-          const cs = specFor(`${id}-s${sp}${tag}c`, src, latencyEpoch, 'staged', groups);
+          const at = `scale ${sp}${again ? ' again' : ''}${groups ? `, ${groups} groups` : ''}`;
+          const cs = specFor(`${id}-${run}${tag}c`, src, latencyEpoch, 'staged', groups);
           created.push(cs);
           const c = await runOnceflow(deps, cs, SN, sp, true);
           log(`${at} C: ${c.run.recordsPerSec.toFixed(0)} records/s, Temporal CPU ${c.run.servicesCpuMsPer1k.temporal.toFixed(1)} ms/1k, verified: ${c.verified ? 'exactly once' : `FAILED ${c.failedChecks.join('; ')}`}`);
           const lat: LatencyRun[] = [];
-          // B has no groups: its latency is measured once per partition count, with the first series.
-          for (const engine of i > 0 ? (['C'] as const) : (['B', 'C'] as const)) {
+          // B has no groups: its latency is measured once per partition count, with the first series; a repeat measures none.
+          for (const engine of again ? [] : i > 0 ? (['C'] as const) : (['B', 'C'] as const)) {
             const l = await runLatency(
               deps,
               { engine, name: `${id}-s${sp}${tag}l${engine.toLowerCase()}`, rate, seconds, warmupSeconds: warmup, partitions: sp, epoch: latencyEpoch, parallelism: groups ? latencyParallelism ?? groups : undefined, recordBytes: opts.recordBytes },
@@ -867,6 +920,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
           }
           runs.push({
             partitions: sp,
+            ...(again ? { again: true as const } : {}),
             ...(groups ? { parallelism: groups } : {}),
             records: SN,
             B: sB,
@@ -883,6 +937,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         latencyRate: rate,
         latencySeconds: seconds,
         latencyWarmupSeconds: warmup,
+        ...(opts.scaleBracket && scaleP.length > 1 ? { bracket: true as const } : {}),
         runs,
       };
     }
@@ -906,7 +961,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         ...(latencyParallelism ? { latencyParallelism } : {}),
         scalePartitions: scaleP,
         ...(scaleGroups ? { scaleParallelism: scaleGroups } : {}),
-        ...(scale ? { scaleRecords: scale.records, scaleLatencySeconds: scale.latencySeconds } : {}),
+        ...(scale ? { scaleRecords: scale.records, scaleLatencySeconds: scale.latencySeconds, ...(scale.bracket ? { scaleBracket: true } : {}) } : {}),
         ...(opts.bracketB ? { bracketB: true } : {}),
         perfTransactionMs: opts.perfTransactionMs,
         ...(opts.label ? { label: opts.label } : {}),
@@ -944,7 +999,7 @@ async function runBaseline(deps: Deps, spec: PipelineSpec, n: number, partitions
   await createTopics(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic], partitions);
   const child = new Child('baseline.ts', {});
   await child.ready();
-  const locks0 = await probe(deps.pool);
+  const locks0 = await probe(deps.pool, true);
   child.send({ type: 'mark' });
   const startedAt = Date.now();
   child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions } satisfies BaselineArgs });
@@ -1015,7 +1070,7 @@ interface COutcome {
 
 async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions: number, eager = true): Promise<COutcome> {
   const child = await startWorker(deps, `${spec.name}-tq`, eager);
-  const locks0 = await probe(deps.pool);
+  const locks0 = await probe(deps.pool, true);
   child.send({ type: 'mark' });
   const startedAt = Date.now();
   const handle = await startPipeline(deps.client, spec, `${spec.name}-tq`);
@@ -1106,6 +1161,7 @@ async function partitionsPolling(deps: Deps, spec: PipelineSpec, partitions: num
  */
 async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[]): Promise<LatencyRun> {
   const { engine, name, rate, seconds, warmupSeconds, partitions: P } = p;
+  const gaugeMs = cpuGauge();
   const source = `${name}.in`;
   const spec = specFor(name, source, p.epoch, 'staged', engine === 'C' ? p.parallelism : undefined);
   created.push(spec);
@@ -1226,6 +1282,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       ...(running instanceof Workers ? { workers: running.all.length, placement: running.placement() } : {}),
       ...(split ? { epochIntervalMs: split.cycleMs, split, commitStartWaitMs: commitStartWait(events) } : {}),
       ...(temporal ? { temporal } : {}),
+      gaugeMs,
       feedCpu,
       ...(verified !== undefined ? { verified, failedChecks: failedChecks ?? [] } : {}),
       ...(ended && ended !== 'drained' ? { ended } : {}),

@@ -200,19 +200,33 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
   assert.equal(await endTxn(other, h2, false), 'ok');
 });
 
-test('ListOffsets on every partition of a topic created a moment ago: the leaders answer NOT_LEADER until they settle, and are asked again (real broker)', async () => {
-  // Once the metadata names a leader for every partition, the broker itself takes a little
-  // longer to lead them (on this broker, 64 partitions: ~70 NOT_LEADER answers over ~200 ms).
-  // Without onLeader's retry one of these calls fails.
-  const topic = uniqueName('int-settle');
+/** A new topic of 64 partitions, returned as soon as the metadata names a leader for each: before the leaders have taken them over. */
+async function namedNotSettled(prefix: string): Promise<string> {
+  const topic = uniqueName(prefix);
   await deps.admin.createTopics({ waitForLeaders: false, topics: [{ topic, numPartitions: 64, replicationFactor: -1 }] });
   for (let named = false; !named; ) {
     const m = await deps.admin.fetchTopicMetadata({ topics: [topic] }).catch(() => undefined); // unknown topic until it propagates
     named = m?.topics[0]?.partitions.length === 64 && m.topics[0].partitions.every((p) => p.leader >= 0);
     if (!named) await new Promise((r) => setTimeout(r, 50));
   }
+  return topic;
+}
+
+test('ListOffsets on every partition of a topic created a moment ago: the leaders answer NOT_LEADER until they settle, and are asked again (real broker)', async () => {
+  // Once the metadata names a leader for every partition, the broker itself takes a little
+  // longer to lead them (on this broker, 64 partitions: ~70 NOT_LEADER answers over ~200 ms).
+  // Without onLeader's retry one of these calls fails.
+  const topic = await namedNotSettled('int-settle');
   const offsets = await Promise.all(Array.from({ length: 64 }, (_, p) => latestOffset(deps.cluster, topic, p, ISOLATION.READ_COMMITTED)));
   assert.deepEqual(offsets, new Array(64).fill(0));
+});
+
+test('a one-partition Fetch on every partition of a topic created a moment ago: asked again while the leaders settle (real broker)', async () => {
+  // The reads of a redo and of the progress markers, on a leader that has not taken its partition
+  // over yet: without onLeader around fetchPartition one of these fails (checked by removing it).
+  const topic = await namedNotSettled('int-settle-fetch');
+  const reads = await Promise.all(Array.from({ length: 64 }, (_, p) => fetchPartition(deps.cluster, { topic, partition: p, fromOffset: 0, maxBytes: 1 << 16, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED })));
+  assert.deepEqual(reads.map((r) => [r.records.length, r.nextOffset, r.highWatermark]), new Array(64).fill([0, 0, 0]));
 });
 
 test('createTopicsReady returns once every leader answers: a plain kafkajs offsets query right after it succeeds (real broker, 64 partitions)', async () => {

@@ -539,4 +539,26 @@ test('coordinatorCache: one FindCoordinator per key and type; forgotten after a 
   brokers.delete('1');
   assert.equal(await call(), 'node 2', 'a node gone from the metadata: asked again');
   assert.deepEqual(lookups, ['1:tid', '0:tid', '1:tid', '1:tid', '1:tid']);
+
+  // A late stale answer from a node that is no longer the remembered one forgets nothing: a
+  // request to the old coordinator (1) still in flight when another one learnt the new (2).
+  brokers.set('1', node(1));
+  coordinatorOf = 1;
+  answer = Object.assign(new Error('Connection closed'), { name: 'KafkaJSConnectionClosedError' });
+  await assert.rejects(call(), /Connection closed/);
+  answer = undefined;
+  let release: () => void = () => undefined;
+  const held = new Promise<void>((r) => (release = r));
+  brokers.set('1', { nodeId: 1, endTxn: async () => { await held; throw Object.assign(new Error('not coordinator'), { type: 'NOT_COORDINATOR_FOR_GROUP' }); } });
+  const late = (await find('tid', COORDINATOR.TRANSACTION)).endTxn(); // to node 1, the one remembered
+  brokers.set('1', node(1));
+  answer = Object.assign(new Error('Connection closed'), { name: 'KafkaJSConnectionClosedError' });
+  await assert.rejects(call(), /Connection closed/); // node 1 forgotten, meanwhile
+  answer = undefined;
+  coordinatorOf = 2;
+  assert.equal(await call(), 'node 2', 'the new coordinator learnt');
+  release();
+  await assert.rejects(late, /not coordinator/);
+  assert.equal(await call(), 'node 2', 'still remembered after the old node\'s late answer');
+  assert.deepEqual(lookups, ['1:tid', '0:tid', '1:tid', '1:tid', '1:tid', '1:tid', '1:tid']);
 });

@@ -18,10 +18,10 @@ export type CoordinatorType = (typeof COORDINATOR)[keyof typeof COORDINATOR];
  * A broker's answers (kafkajs's names for NOT_COORDINATOR and COORDINATOR_NOT_AVAILABLE) that
  * say it no longer coordinates the key: ask FindCoordinator again.
  */
-export const STALE_COORDINATOR = ['NOT_COORDINATOR_FOR_GROUP', 'GROUP_COORDINATOR_NOT_AVAILABLE'];
+const STALE_COORDINATOR = ['NOT_COORDINATOR_FOR_GROUP', 'GROUP_COORDINATOR_NOT_AVAILABLE'];
 
 /** Errors after which a remembered coordinator is forgotten: a stale answer, or no answer at all (connection refused, closed, timed out). */
-export function coordinatorIsStale(e: unknown): boolean {
+function coordinatorIsStale(e: unknown): boolean {
   const type = (e as { type?: unknown } | undefined)?.type;
   return typeof type !== 'string' || STALE_COORDINATOR.includes(type);
 }
@@ -29,15 +29,14 @@ export function coordinatorIsStale(e: unknown): boolean {
 /**
  * The coordinator of `key` as a broker whose requests forget it when they fail as
  * coordinatorIsStale says; `raw` is the kafkajs Cluster (its FindCoordinator is asked on a miss,
- * its broker pool connects the remembered node).
+ * its broker pool connects the remembered node). A failure forgets only the node it came from: a
+ * late stale answer from the old coordinator, after a concurrent request has already learnt the
+ * new one, leaves the new one remembered.
  */
 export function coordinatorCache(raw: any): (key: string, type: CoordinatorType) => Promise<any> {
   const known = new Map<string, string>();
   return async (key, type) => {
     const id = `${type}:${key}`;
-    const forget = (e: unknown) => {
-      if (coordinatorIsStale(e)) known.delete(id);
-    };
     let broker: any;
     const nodeId = known.get(id);
     if (nodeId !== undefined) {
@@ -49,7 +48,10 @@ export function coordinatorCache(raw: any): (key: string, type: CoordinatorType)
       broker = await raw.findGroupCoordinator({ groupId: key, coordinatorType: type });
       known.set(id, String(broker.nodeId));
     }
-    return forgetOnStale(broker, forget);
+    const from = String(broker.nodeId);
+    return forgetOnStale(broker, (e) => {
+      if (coordinatorIsStale(e) && known.get(id) === from) known.delete(id);
+    });
   };
 }
 

@@ -1,6 +1,6 @@
 /** Reads of exact offset ranges without a consumer group, and the aborted-transaction filter. */
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
-import { ISOLATION, LEADER_MOVED, byLeader, leaderOf, type KafkaCluster } from './cluster';
+import { ISOLATION, LEADER_MOVED, LEADER_SETTLING, byLeader, onLeader, type KafkaCluster } from './cluster';
 
 const Batch = require('kafkajs/src/consumer/batch');
 
@@ -40,32 +40,34 @@ async function fetchConnection(broker: any): Promise<void> {
 }
 
 /**
- * One Fetch request for one partition from `fromOffset`, to its leader: the partition's part of
- * the response, or the error (after a metadata refresh when its type is one of `refreshOn`).
+ * One Fetch request for one partition from `fromOffset`, to its leader (onLeader: asked again
+ * while the leadership settles): the partition's part of the response, or the error (after a
+ * metadata refresh when its type is one of `refreshOn`).
  */
 async function fetchOne(
   cluster: KafkaCluster,
   args: { topic: string; partition: number; fromOffset: number; maxBytes: number; maxWaitMs: number; isolation: 0 | 1 },
   refreshOn: string[],
 ): Promise<any> {
-  const broker = await leaderOf(cluster, args.topic, args.partition);
-  await fetchConnection(broker);
-  let response: any;
-  try {
-    response = await broker.fetch({
-      replicaId: -1,
-      isolationLevel: args.isolation,
-      maxWaitTime: args.maxWaitMs,
-      minBytes: 1,
-      maxBytes: args.maxBytes,
-      topics: [
-        { topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(args.fromOffset), maxBytes: args.maxBytes }] },
-      ],
-    });
-  } catch (e: any) {
-    if (refreshOn.includes(e?.type)) await cluster.raw.refreshMetadata().catch(() => undefined);
-    throw e;
-  }
+  const response = await onLeader<any>(cluster, args.topic, args.partition, async (broker) => {
+    await fetchConnection(broker);
+    try {
+      return await broker.fetch({
+        replicaId: -1,
+        isolationLevel: args.isolation,
+        maxWaitTime: args.maxWaitMs,
+        minBytes: 1,
+        maxBytes: args.maxBytes,
+        topics: [
+          { topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(args.fromOffset), maxBytes: args.maxBytes }] },
+        ],
+      });
+    } catch (e: any) {
+      // onLeader refreshes before it asks again after a settling answer; the other moved answers refresh here.
+      if (refreshOn.includes(e?.type) && !LEADER_SETTLING.includes(e?.type)) await cluster.raw.refreshMetadata().catch(() => undefined);
+      throw e;
+    }
+  });
   return checked(args, response.responses?.[0]?.partitions?.[0]);
 }
 

@@ -145,7 +145,7 @@ export async function endTxn(cluster: KafkaCluster, h: TxnHandle, commit: boolea
         case 'CONCURRENT_TRANSACTIONS':
         case 'GROUP_LOAD_IN_PROGRESS': // kafkajs's names: COORDINATOR_LOAD_IN_PROGRESS,
         case 'NOT_COORDINATOR_FOR_GROUP': // NOT_COORDINATOR and
-        case 'GROUP_COORDINATOR_NOT_AVAILABLE': // COORDINATOR_NOT_AVAILABLE (the last two: STALE_COORDINATOR)
+        case 'GROUP_COORDINATOR_NOT_AVAILABLE': // COORDINATOR_NOT_AVAILABLE (the last two: STALE_COORDINATOR in ./coordinators)
           throw e; // retried here; a stale coordinator was forgotten, so the retry asks for it again
         default:
           if (e?.retriable === false && e?.type) bail(e);

@@ -83,7 +83,7 @@ const SPLIT_HEAD = [
 ];
 
 /** What the gauge figures are (tools/bench/run.ts cpuGauge). */
-const GAUGE_NOTE = 'Machine-speed gauge just before each run, ms (the same fixed CPU task in the bench process each time, best of five: a higher figure is a slower machine, not more work)';
+const GAUGE_NOTE = 'Machine-speed gauge just before each run, ms (the wall time of the same fixed CPU task in the bench process each time, best of five: a higher figure is a slower machine or one still busy with something else, never more work)';
 
 const latencyCell = (l: LatencyRun | undefined) =>
   !l ? '–' : `${f0(l.latencyMs.p50)} / ${f0(l.latencyMs.p99)}${l.timedOut ? ` (**${f0(l.seen)}/${f0(l.records)} seen** in ${f0((l.limitMs ?? NaN) / 1000)} s, backlog ${f0(l.backlog ?? NaN)})` : ''}`;

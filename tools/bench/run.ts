@@ -646,10 +646,11 @@ const GAUGE_DATA = Array.from({ length: 2000 }, (_, i) => ({ id: `e${i}`, n: i, 
 const GAUGE_BYTES = Buffer.alloc(4 << 20, 7);
 
 /**
- * The machine's speed now: a fixed CPU task in the bench process (JSON round trips of 2,000 small
- * objects ten times, SHA-256 over 4 MiB), best of five, in ms. The same work on every call, so a
- * higher figure is a slower machine, not more work: this one's speed drifts by up to a half
- * within an hour, and the figure before each run says how fast the machine was when it ran.
+ * The machine's speed now: the wall time of a fixed CPU task in the bench process (JSON round
+ * trips of 2,000 small objects ten times, SHA-256 over 4 MiB), best of five, in ms. The same work
+ * on every call, so a higher figure is a slower CPU or one still busy with something else (the
+ * previous run's leftovers, another process), never more work: this machine's speed drifts by
+ * up to a half within an hour, and the figure says what the run started on.
  */
 export function cpuGauge(): number {
   let best = Infinity;

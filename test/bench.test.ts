@@ -164,7 +164,10 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   const positive = (what: string, x: number) => assert.ok(Number.isFinite(x) && x > 0, `${what} = ${x}`);
   positive('A plain records/s', r.A.plain.recordsPerSec);
   // The machine-speed gauge before every B, C and latency run (the scale phase's too).
-  for (const [what, x] of [['B', r.B], ...r.C.map((c) => [`C ${c.label}`, c] as const), ...r.latency.map((l) => [`latency ${l.engine}`, l] as const), ...r.scale!.runs.flatMap((s) => [[`scale ${s.partitions} B`, s.B] as const, [`scale ${s.partitions} C`, s.C] as const])] as const) positive(`${what}: gauge ms`, x.gaugeMs ?? NaN);
+  for (const [what, x] of [['B', r.B], ...r.C.map((c) => [`C ${c.label}`, c] as const), ...r.latency.map((l) => [`latency ${l.engine}`, l] as const), ...r.scale!.runs.flatMap((s) => [[`scale ${s.partitions} B`, s.B] as const, [`scale ${s.partitions} C`, s.C] as const])] as const) {
+    positive(`${what}: gauge ms`, x.gaugeMs ?? NaN);
+    positive(`${what}: gauge CPU ms`, x.gaugeCpuMs ?? NaN);
+  }
   positive('A transactional records/s', r.A.transactional.recordsPerSec);
   positive('B records/s', r.B.recordsPerSec);
   assert.equal(r.B.records, 4000);
@@ -273,7 +276,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   }
 
   const md = markdown(r, 'performance.svg');
-  assert.match(md, /\*\*Where the paced runs' time went\*\*[\s\S]*- C: machine-speed gauge before it \d+\.\d ms; CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 [\d,]+ \/ [\d,]+ ms/);
+  assert.match(md, /\*\*Where the paced runs' time went\*\*[\s\S]*- C: machine-speed gauge before it \d+\.\d \(\d+\.\d\) ms; CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 [\d,]+ \/ [\d,]+ ms/);
   assert.match(md, /C onceflow, epoch.maxRecords 500 \|/);
   assert.match(md, /C onceflow, epoch.maxRecords 500, MySQL direct \|/);
   assert.match(md, /C onceflow, latency settings \(epoch \{"maxRecords":700\}\) \[latency settings\] \|/);
@@ -285,7 +288,7 @@ test('npm run bench, small: A, B and C measured, C verified exactly once, scale 
   assert.match(md, /C\/B = the C run's records\/s ÷ the mean of the B runs just before and just after it .*: B ran 5 times in this run, [\d,]+–[\d,]+ records\/s/);
   assert.match(md, /- C: machine-speed gauge .*; CPU while fed .*; the slowest \d+ cycles \(5 %\), mean [\d,]+ ms: read .*; latency p50 \/ p99 by 5-second window of append time: 0–5 s [\d,]+ \/ [\d,]+/);
   assert.match(md, /\*\*Partition scaling\*\*/);
-  assert.match(md, /\nMachine-speed gauge just before each run, ms .*: B \d+\.\d; the C runs in the order of the table \d+\.\d(, \d+\.\d)+\./);
+  assert.match(md, /\nMachine-speed gauge just before each run, ms .*: B \d+\.\d \(\d+\.\d\); the C runs in the order of the table \d+\.\d \(\d+\.\d\)(, \d+\.\d \(\d+\.\d\))+\./);
   assert.equal(r.temporalTailMs, 2000);
   assert.match(md, /Temporal CPU includes each C run's tail, the 2 s after it ended .*: [\d,]+–[\d,]+ ms of CPU per run here/);
   for (const p of ['4', '4, 2 groups']) {

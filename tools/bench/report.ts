@@ -83,7 +83,9 @@ const SPLIT_HEAD = [
 ];
 
 /** What the gauge figures are (tools/bench/run.ts cpuGauge). */
-const GAUGE_NOTE = 'Machine-speed gauge just before each run, ms (the wall time of the same fixed CPU task in the bench process each time, best of five: a higher figure is a slower machine or one still busy with something else, never more work)';
+const GAUGE_NOTE =
+  'Machine-speed gauge just before each run, ms (the same fixed CPU task in the bench process each time, best of five: wall time, and in brackets the CPU time the process spent on it where measured; a higher wall time is a slower CPU or one still busy with something else, a higher CPU time a slower CPU for this process whatever else ran; never more work)';
+const gaugeOf = (x: { gaugeMs?: number; gaugeCpuMs?: number }) => (x.gaugeMs === undefined ? '–' : `${f1(x.gaugeMs)}${x.gaugeCpuMs === undefined ? '' : ` (${f1(x.gaugeCpuMs)})`}`);
 
 const latencyCell = (l: LatencyRun | undefined) =>
   !l ? '–' : `${f0(l.latencyMs.p50)} / ${f0(l.latencyMs.p99)}${l.timedOut ? ` (**${f0(l.seen)}/${f0(l.records)} seen** in ${f0((l.limitMs ?? NaN) / 1000)} s, backlog ${f0(l.backlog ?? NaN)})` : ''}`;
@@ -116,7 +118,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     );
   }
   L.push('', 'records/s = records ÷ (first record read → last output committed). Worker CPU = CPU time of the engine process ÷ its wall time while measured.');
-  if (r.B.gaugeMs !== undefined) L.push('', `${GAUGE_NOTE}: B ${f1(r.B.gaugeMs)}; the C runs in the order of the table ${r.C.map((c) => (c.gaugeMs === undefined ? '–' : f1(c.gaugeMs))).join(', ')}.`);
+  if (r.B.gaugeMs !== undefined) L.push('', `${GAUGE_NOTE}: B ${gaugeOf(r.B)}; the C runs in the order of the table ${r.C.map(gaugeOf).join(', ')}.`);
   if (bracketed && r.Bruns?.length) {
     L.push(
       '',
@@ -198,7 +200,7 @@ export function latencyTail(runs: LatencyRun[]): string[] {
   const L: string[] = [];
   for (const l of runs) {
     const parts: string[] = [];
-    if (l.gaugeMs !== undefined) parts.push(`machine-speed gauge before it ${f1(l.gaugeMs)} ms`);
+    if (l.gaugeMs !== undefined) parts.push(`machine-speed gauge before it ${gaugeOf(l)} ms`);
     const c = l.feedCpu;
     if (c) parts.push(`CPU while fed ${f2(c.busyCores)} of ${c.machineCores} cores busy (Temporal ${f2(c.services.temporal)}, Kafka ${f2(c.services.kafka)}, MariaDB ${f2(c.services.mariadb)}, the engine ${f2(l.cpuCores)} over its whole run)`);
     const t = l.split?.tail;
@@ -266,7 +268,7 @@ export function scaleSection(r: BenchResult): string[] {
     const lcs = s.latency.find((l) => l.engine === 'C');
     const problems = [...(s.C.verified ? [] : [`throughput run: ${s.C.failedChecks.join('; ')}`]), ...(lcs && lcs.verified === false ? [`latency run: ${(lcs.failedChecks ?? []).join('; ')}`] : [])];
     L.push(
-      `| ${s.partitions}${s.again ? ' again' : ''}${groupsOf(s)} | ${f0(s.B.recordsPerSec)} | ${f2(ratio(s, bRate))} | ${f0(s.C.recordsPerSec)} | ${f2(ratio(s, cRate))} | ${f1(cTemporal(s))} | ${f2(ratio(s, cTemporal))} | ${f1(s.B.servicesCpuMsPer1k.kafka)} · ${f1(s.C.servicesCpuMsPer1k.kafka)} | ${f1(s.C.cpuMsPer1kRecords)} | ${latencyCell(lb)} · ${latencyCell(lcs)} | ${problems.length ? `**FAILED** ${problems.join('; ')}` : 'exactly once'} | ${s.C.commitStartWaitMs ? `${f0(s.C.commitStartWaitMs.p50)} / ${f0(s.C.commitStartWaitMs.p99)}` : '–'} | ${s.C.temporal ? f2(s.C.temporal.activityTasksPerEpoch) : '–'} |${gauged ? ` ${[s.B, s.C].map((x) => (x.gaugeMs === undefined ? '–' : f1(x.gaugeMs))).join(' · ')} |` : ''}`,
+      `| ${s.partitions}${s.again ? ' again' : ''}${groupsOf(s)} | ${f0(s.B.recordsPerSec)} | ${f2(ratio(s, bRate))} | ${f0(s.C.recordsPerSec)} | ${f2(ratio(s, cRate))} | ${f1(cTemporal(s))} | ${f2(ratio(s, cTemporal))} | ${f1(s.B.servicesCpuMsPer1k.kafka)} · ${f1(s.C.servicesCpuMsPer1k.kafka)} | ${f1(s.C.cpuMsPer1kRecords)} | ${latencyCell(lb)} · ${latencyCell(lcs)} | ${problems.length ? `**FAILED** ${problems.join('; ')}` : 'exactly once'} | ${s.C.commitStartWaitMs ? `${f0(s.C.commitStartWaitMs.p50)} / ${f0(s.C.commitStartWaitMs.p99)}` : '–'} | ${s.C.temporal ? f2(s.C.temporal.activityTasksPerEpoch) : '–'} |${gauged ? ` ${[s.B, s.C].map(gaugeOf).join(' · ')} |` : ''}`,
     );
   }
   const verdicts: string[] = [];

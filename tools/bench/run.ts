@@ -258,8 +258,9 @@ export interface EngineRun {
   /** InnoDB row lock waits during the run (global status delta): contention on the sink table's keys */
   rowLockWaits: number;
   rowLockWaitMs: number;
-  /** the machine-speed gauge just before the run (cpuGauge; absent in results from before it) */
+  /** the machine-speed gauge just before the run, wall time and the bench process's CPU time (cpuGauge; absent in results from before it, and the CPU time before r18) */
   gaugeMs?: number;
+  gaugeCpuMs?: number;
 }
 
 export interface CRun extends EngineRun {
@@ -331,8 +332,9 @@ export interface LatencyRun {
   split?: EpochSplit;
   commitStartWaitMs?: Percentiles & { mean: number };
   temporal?: TemporalCost;
-  /** the machine-speed gauge just before the run (cpuGauge; absent in results from before it) */
+  /** the machine-speed gauge just before the run, wall time and the bench process's CPU time (cpuGauge; absent in results from before it, and the CPU time before r18) */
   gaugeMs?: number;
+  gaugeCpuMs?: number;
   /** CPU while the paced input was fed, in cores: the whole machine (of `machineCores`) and each service (absent in results from before it was measured) */
   feedCpu?: { machineCores: number; busyCores: number; services: ServiceCpu };
   verified?: boolean;
@@ -633,37 +635,47 @@ interface LockStatus {
 interface Probe {
   locks: LockStatus;
   cpu: ServiceCpu;
-  gaugeMs?: number;
+  gauge?: Gauge;
 }
 
-/** Before a run (`gauge`: with the machine-speed gauge, taken first, while the stack idles) or after it. */
+/** Before a run (`gauge`: with the machine-speed gauge, taken first) or after it. */
 async function probe(pool: Pool, gauge = false): Promise<Probe> {
-  const gaugeMs = gauge ? cpuGauge() : undefined;
-  return { locks: await rowLocks(pool), cpu: serviceCpu(), ...(gaugeMs !== undefined ? { gaugeMs } : {}) };
+  return { ...(gauge ? { gauge: cpuGauge() } : {}), locks: await rowLocks(pool), cpu: serviceCpu() };
+}
+
+export interface Gauge {
+  gaugeMs: number;
+  gaugeCpuMs: number;
 }
 
 const GAUGE_DATA = Array.from({ length: 2000 }, (_, i) => ({ id: `e${i}`, n: i, at: 1_700_000_000_000 + i, tags: ['a', 'b', String(i % 7)], pad: 'x'.repeat(120) }));
 const GAUGE_BYTES = Buffer.alloc(4 << 20, 7);
 
 /**
- * The machine's speed now: the wall time of a fixed CPU task in the bench process (JSON round
- * trips of 2,000 small objects ten times, SHA-256 over 4 MiB), best of five, in ms. The same work
- * on every call, so a higher figure is a slower CPU or one still busy with something else (the
- * previous run's leftovers, another process), never more work: this machine's speed drifts by
- * up to a half within an hour, and the figure says what the run started on.
+ * The machine's speed now: a fixed CPU task in the bench process (JSON round trips of 2,000 small
+ * objects ten times, SHA-256 over 4 MiB), five times; the least wall time (gaugeMs) and the least
+ * CPU time the process spent on it (gaugeCpuMs), in ms. The same work on every call: a higher
+ * wall time is a slower CPU or one still busy with something else (the previous run's
+ * leftovers, another process); a higher CPU time is a slower CPU for this process (a busy
+ * sibling thread, a throttled or shared core), whatever else runs. This machine's speed drifts
+ * by up to a half within an hour; the two figures say what a run started on, and which kind.
  */
-export function cpuGauge(): number {
-  let best = Infinity;
+export function cpuGauge(): Gauge {
+  let wall = Infinity;
+  let cpu = Infinity;
   for (let k = 0; k < 5; k++) {
     const t0 = process.hrtime.bigint();
+    const c0 = process.cpuUsage();
     let n = 0;
     for (let i = 0; i < 10; i++) n += (JSON.parse(JSON.stringify(GAUGE_DATA)) as unknown[]).length;
     const digest = createHash('sha256').update(GAUGE_BYTES).digest('hex');
+    const c = process.cpuUsage(c0);
     const ms = Number(process.hrtime.bigint() - t0) / 1e6;
     if (n !== 20_000 || digest.length !== 64) throw new Error('cpuGauge: the fixed task did not run');
-    best = Math.min(best, ms);
+    wall = Math.min(wall, ms);
+    cpu = Math.min(cpu, (c.user + c.system) / 1000);
   }
-  return best;
+  return { gaugeMs: wall, gaugeCpuMs: cpu };
 }
 
 async function rowLocks(pool: Pool): Promise<LockStatus> {
@@ -690,7 +702,7 @@ function engineRun(records: number, firstAt: number, lastAt: number, startedAt: 
     servicesCpuMsPer1k: { temporal: per1k('temporal'), kafka: per1k('kafka'), mariadb: per1k('mariadb') },
     rowLockWaits: b.locks.waits - a.locks.waits,
     rowLockWaitMs: b.locks.ms - a.locks.ms,
-    ...(a.gaugeMs !== undefined ? { gaugeMs: a.gaugeMs } : {}),
+    ...a.gauge,
   };
 }
 
@@ -1162,7 +1174,7 @@ async function partitionsPolling(deps: Deps, spec: PipelineSpec, partitions: num
  */
 async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[]): Promise<LatencyRun> {
   const { engine, name, rate, seconds, warmupSeconds, partitions: P } = p;
-  const gaugeMs = cpuGauge();
+  const gauge = cpuGauge();
   const source = `${name}.in`;
   const spec = specFor(name, source, p.epoch, 'staged', engine === 'C' ? p.parallelism : undefined);
   created.push(spec);
@@ -1283,7 +1295,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       ...(running instanceof Workers ? { workers: running.all.length, placement: running.placement() } : {}),
       ...(split ? { epochIntervalMs: split.cycleMs, split, commitStartWaitMs: commitStartWait(events) } : {}),
       ...(temporal ? { temporal } : {}),
-      gaugeMs,
+      ...gauge,
       feedCpu,
       ...(verified !== undefined ? { verified, failedChecks: failedChecks ?? [] } : {}),
       ...(ended && ended !== 'drained' ? { ended } : {}),

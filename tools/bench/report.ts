@@ -278,9 +278,8 @@ export function scaleSection(r: BenchResult): string[] {
     if (j < 0) continue;
     const top = runs[j]!;
     const name = top.parallelism ? `with ${top.parallelism} groups` : 'ungrouped';
-    const [tp, cpu, b] = [cRate, cTemporal, bRate].map((f) => ratio(top, f)) as [number, number, number];
-    const refC = scaleReference(runs, j, cRate);
-    const refT = scaleReference(runs, j, cTemporal);
+    const [refC, refT] = [cRate, cTemporal].map((f) => scaleReference(runs, j, f)) as [ReturnType<typeof scaleReference>, ReturnType<typeof scaleReference>];
+    const [tp, cpu, b] = [cRate(top) / refC.value, cTemporal(top) / refT.value, ratio(top, bRate)];
     const of = (r: { of: number[] }, f: (x: number) => string) => (r.of.length > 1 ? ` (the mean of the ${ref.partitions}-partition runs just before and after it: ${r.of.map(f).join(' and ')})` : '');
     verdicts.push(
       `- Target (${name}): at ${top.partitions} partitions C ≥ ${T.scaleThroughput}× its ${ref.partitions}-partition records/s${of(refC, f0)} — ${fT(tp, T.scaleThroughput)}×: ${verdict(tp >= T.scaleThroughput)} (B, the at-least-once pipe on the same topics: ${f2(b)}×).`,

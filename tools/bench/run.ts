@@ -236,7 +236,8 @@ export interface PerfResult {
   command: string;
 }
 
-export interface EngineRun {
+/** EngineRun and LatencyRun carry the machine-speed gauge taken just before the run (cpuGauge; absent in results from before it, the CPU time before r18). */
+export interface EngineRun extends Partial<Gauge> {
   records: number;
   /** records / (first record read → last output committed) */
   recordsPerSec: number;
@@ -258,9 +259,6 @@ export interface EngineRun {
   /** InnoDB row lock waits during the run (global status delta): contention on the sink table's keys */
   rowLockWaits: number;
   rowLockWaitMs: number;
-  /** the machine-speed gauge just before the run, wall time and the bench process's CPU time (cpuGauge; absent in results from before it, and the CPU time before r18) */
-  gaugeMs?: number;
-  gaugeCpuMs?: number;
 }
 
 export interface CRun extends EngineRun {
@@ -296,7 +294,7 @@ export interface CRun extends EngineRun {
   temporal?: TemporalCost;
 }
 
-export interface LatencyRun {
+export interface LatencyRun extends Partial<Gauge> {
   engine: 'B' | 'C';
   /** source partitions (absent in results from before the scale phase: the run's partitions) */
   partitions?: number;
@@ -332,9 +330,6 @@ export interface LatencyRun {
   split?: EpochSplit;
   commitStartWaitMs?: Percentiles & { mean: number };
   temporal?: TemporalCost;
-  /** the machine-speed gauge just before the run, wall time and the bench process's CPU time (cpuGauge; absent in results from before it, and the CPU time before r18) */
-  gaugeMs?: number;
-  gaugeCpuMs?: number;
   /** CPU while the paced input was fed, in cores: the whole machine (of `machineCores`) and each service (absent in results from before it was measured) */
   feedCpu?: { machineCores: number; busyCores: number; services: ServiceCpu };
   verified?: boolean;

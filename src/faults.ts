@@ -9,7 +9,11 @@
  *          commit.mysql-committed (after XA COMMIT, before the staged rows are applied)
  * actions: crash (SIGKILL of this process), throw (a retryable error), stall=MS (the activity
  *          waits, the process keeps heartbeating), freeze=MS (SIGSTOP of the whole process, as a
- *          GC pause or a suspended VM would; a detached helper sends SIGCONT after MS)
+ *          GC pause or a suspended VM would; a detached helper sends SIGCONT after MS),
+ *          split=markers|outputs (commit.before only: Kafka splits the epoch's transaction as a
+ *          stale coordinator does — COMMIT markers written to the progress markers' partitions,
+ *          or to the outputs' and dead letters', then the transaction aborted everywhere else;
+ *          forceSplit in src/kafka/internals/markers.ts)
  * `new Faults()` arms nothing: a worker started without rules and file has no fault path.
  */
 import { spawn } from 'node:child_process';
@@ -24,9 +28,14 @@ interface Rule {
   epoch?: number;
   partition?: number;
   attempt?: number;
-  action: 'crash' | 'throw' | 'stall' | 'freeze';
+  action: 'crash' | 'throw' | 'stall' | 'freeze' | 'split';
   ms: number;
+  /** split: which parts Kafka commits. */
+  commits?: SplitCommits;
 }
+
+/** Which parts of a transaction a forced split commits (the rest it aborts). */
+export type SplitCommits = 'markers' | 'outputs';
 
 export function parseFaults(spec: string | undefined): Rule[] {
   if (!spec) return [];
@@ -44,6 +53,12 @@ export function parseFaults(spec: string | undefined): Rule[] {
         else throw new Error(`ONCEFLOW_FAULTS: unknown condition '${c}' in '${item}'`);
       }
       if (action === 'crash' || action === 'throw') rule.action = action;
+      else if (action.startsWith('split=')) {
+        const commits = action.slice('split='.length);
+        if (commits !== 'markers' && commits !== 'outputs') throw new Error(`ONCEFLOW_FAULTS: '${action}' needs split=markers or split=outputs`);
+        if (rule.point !== 'commit.before') throw new Error(`ONCEFLOW_FAULTS: split works at commit.before only, not at '${rule.point}'`);
+        Object.assign(rule, { action: 'split', commits });
+      }
       else if (action.startsWith('stall=') || action.startsWith('freeze=')) {
         rule.action = action.startsWith('stall=') ? 'stall' : 'freeze';
         rule.ms = Number(action.slice(action.indexOf('=') + 1));
@@ -90,7 +105,8 @@ export class Faults {
     return this.fileRules;
   }
 
-  async hit(point: FaultPoint, at: { epoch: number; partition: number; attempt: number }): Promise<void> {
+  /** `split`: how to split the transaction at hand (commit.before). */
+  async hit(point: FaultPoint, at: { epoch: number; partition: number; attempt: number }, split?: (commits: SplitCommits) => Promise<void>): Promise<void> {
     for (const r of [...this.rules, ...this.currentFileRules()]) {
       if (r.point !== point) continue;
       if (r.epoch !== undefined && r.epoch !== at.epoch) continue;
@@ -113,6 +129,10 @@ export class Faults {
         spawn('sh', ['-c', `sleep ${r.ms / 1000}; kill -CONT ${process.pid}`], { detached: true, stdio: 'ignore' }).unref();
         process.kill(process.pid, 'SIGSTOP');
         process.stderr.write(`[faults] thawed at ${where}\n`);
+      }
+      if (r.action === 'split' && split) {
+        process.stderr.write(`[faults] split (commit ${r.commits}) at ${where}\n`);
+        await split(r.commits!);
       }
       if (r.action === 'stall') {
         process.stderr.write(`[faults] stall=${r.ms} at ${where}\n`);

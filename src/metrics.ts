@@ -110,6 +110,7 @@ export class WorkerMetrics {
   readonly lag = new Gauge('onceflow_lag_records', 'Source records not yet in an epoch, per partition (as of the last prepare)');
   readonly retries = new Counter('onceflow_retries_total', 'Activity attempts after the first');
   readonly redos = new Counter('onceflow_redos_total', 'Epochs redone (Kafka side aborted by the broker, or MySQL branch vanished)');
+  readonly splits = new Counter('onceflow_kafka_splits_total', 'Epochs whose Kafka transaction came out committed on some partitions and aborted on others (found after an ambiguous EndTxn; the aborted parts are redone)');
   readonly deadLetters = new Counter('onceflow_dead_letters_total', 'Records sent to the dead-letter topic');
   readonly rolledBack = new Counter('onceflow_rolled_back_branches_total', 'Leftover XA branches rolled back by retried prepares');
   /**
@@ -124,7 +125,7 @@ export class WorkerMetrics {
 
   constructor(now: () => number = Date.now) {
     this.sinceCommit = new SecondsSince('onceflow_seconds_since_last_commit', 'Seconds since this worker last saw an epoch of the partition commit (take the min across workers)', now);
-    this.all = [this.records, this.epochs, this.commits, this.phase, this.lag, this.sinceCommit, this.retries, this.redos, this.deadLetters, this.rolledBack];
+    this.all = [this.records, this.epochs, this.commits, this.phase, this.lag, this.sinceCommit, this.retries, this.redos, this.splits, this.deadLetters, this.rolledBack];
   }
 
   observe = (e: ObservedEvent): void => {
@@ -144,6 +145,9 @@ export class WorkerMetrics {
         break;
       case 'redo':
         this.redos.inc({ ...l, side: e.side });
+        break;
+      case 'split':
+        this.splits.inc(l);
         break;
       case 'retry':
         this.retries.inc({ ...l, activity: e.activity });

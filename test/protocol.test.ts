@@ -30,8 +30,8 @@ const MYSQL: MysqlState[] = ['open', 'prepared', 'committed', 'applied', 'gone',
 
 /** Facts that satisfy each guard, and facts that violate it. */
 const GUARD_FACTS: Record<string, { ok: Facts; bad: Facts }> = {
-  'kafka:prepared→aborted': { ok: { markerCommitted: false }, bad: { markerCommitted: true } },
-  'kafka:aborted→redone': { ok: { markerCommitted: false }, bad: { markerCommitted: true } },
+  'kafka:prepared→aborted': { ok: { committedEverywhere: false }, bad: { committedEverywhere: true } },
+  'kafka:aborted→redone': { ok: { committedEverywhere: false }, bad: { committedEverywhere: true } },
   'mysql:prepared→committed': { ok: { decidedBranch: true }, bad: { decidedBranch: false } },
   'mysql:prepared→gone': { ok: { ledgerRow: false }, bad: { ledgerRow: true } },
   'mysql:prepared→rolled-back': { ok: { decidedBranch: false }, bad: { decidedBranch: true } },
@@ -68,7 +68,7 @@ test('every move not in the table is rejected', () => {
     for (const from of states) {
       for (const to of states) {
         if ((table as Record<string, readonly { to: string }[]>)[from]!.some((m) => m.to === to)) continue;
-        assert.throws(() => move(at(side, from), side, to as never, { markerCommitted: false, ledgerRow: false, decidedBranch: true }), /no such move/, `${side} ${from} → ${to}`);
+        assert.throws(() => move(at(side, from), side, to as never, { committedEverywhere: false, ledgerRow: false, decidedBranch: true }), /no such move/, `${side} ${from} → ${to}`);
         rejected++;
       }
     }
@@ -87,7 +87,7 @@ test('the workflow loop: commit outcomes, the next step and what the status quer
   assert.deepEqual([direct.mysql, complete(direct)], ['committed', true]);
   const aborted = afterCommit(p, 'aborted', 'committed');
   assert.deepEqual([nextStep(aborted), describeEpoch(aborted)], ['redo-kafka', 'redoing']);
-  assert.equal(nextStep(move(aborted, 'kafka', 'redone', { markerCommitted: false })), 'done');
+  assert.equal(nextStep(move(aborted, 'kafka', 'redone', { committedEverywhere: false })), 'done');
   const mysqlRedone = afterCommit(p, 'committed', 'redone');
   assert.deepEqual([mysqlRedone.mysql, complete(mysqlRedone)], ['redone', true]);
 });

@@ -5,7 +5,7 @@ import { ASYNC_TRANSFORM_WINDOW, applyTransform, tableMap } from '../src/activit
 import { parseEnvFile } from '../src/config';
 import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
-import { COORDINATOR, coordinatorCache, decodeDescribeProducers, describeProducersRequest } from '../src/kafka/internals';
+import { COORDINATOR, coordinatorCache, decodeDescribeProducers, decodeWriteTxnMarkers, describeProducersRequest, writeTxnMarkersRequest } from '../src/kafka/internals';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
@@ -104,6 +104,9 @@ test('fault rules parse and reject unknown conditions', () => {
     { point: 'commit.before', epoch: 1, partition: 0, action: 'crash', ms: 0 },
     { point: 'prepare.start', action: 'stall', ms: 50 },
   ]);
+  assert.deepEqual(parseFaults('commit.before@epoch=2:split=outputs'), [{ point: 'commit.before', epoch: 2, action: 'split', ms: 0, commits: 'outputs' }]);
+  assert.throws(() => parseFaults('commit.before:split=half'), /split=markers or split=outputs/);
+  assert.throws(() => parseFaults('prepare.start:split=markers'), /commit.before only/);
   assert.throws(() => parseFaults('x@color=red'), /unknown condition/);
   assert.throws(() => parseFaults('x:explode'), /unknown action/);
 });
@@ -451,6 +454,18 @@ test('DescribeProducers v0: the request as the protocol lays it out (flexible: h
   assert.deepEqual(decodeDescribeProducers(response), [
     { topic: 'out', partition: 0, errorCode: 0, errorMessage: null, producers: [{ producerId: 4001, producerEpoch: 3, lastSequence: 41, lastTimestamp: 1700000000000, coordinatorEpoch: 5, currentTxnStartOffset: 120 }] },
     { topic: 'out', partition: 7, errorCode: 6, errorMessage: 'x', producers: [] },
+  ]);
+});
+
+test('WriteTxnMarkers v1 (the forced split): the request as the protocol lays it out; the response decoded per partition', async () => {
+  const body: Buffer = (await writeTxnMarkersRequest({ producerId: 4001, producerEpoch: 3 }, true, 0, [{ topic: 'out', partitions: [1] }]).encode()).buffer;
+  const be = (n: number, bytes: number) => { const b = Buffer.alloc(bytes); if (bytes === 8) b.writeBigInt64BE(BigInt(n)); else if (bytes === 4) b.writeInt32BE(n); else b.writeInt16BE(n); return [...b]; };
+  // header tags | markers (1+1) | producer id | epoch | commit | topics (1+1) | "out" (3+1) | partitions (1+1) | 1 | topic tags | coordinator epoch | marker tags | request tags
+  assert.deepEqual([...body], [0, 2, ...be(4001, 8), ...be(3, 2), 1, 2, 4, ...Buffer.from('out'), 2, ...be(1, 4), 0, ...be(0, 4), 0, 0]);
+  const response = Buffer.from([0, 2, ...be(4001, 8), 2, 4, ...Buffer.from('out'), 3, ...be(1, 4), ...be(0, 2), 0, ...be(2, 4), ...be(47, 2), 0, 0, 0, 0]);
+  assert.deepEqual(decodeWriteTxnMarkers(response), [
+    { topic: 'out', partition: 1, errorCode: 0 },
+    { topic: 'out', partition: 2, errorCode: 47 },
   ]);
 });
 

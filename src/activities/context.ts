@@ -7,7 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
 import { notAuthorized, OnceflowError } from '../errors';
-import { Faults, type FaultPoint } from '../faults';
+import { Faults, type FaultPoint, type SplitCommits } from '../faults';
 import type { KafkaCluster } from '../kafka/internals';
 import { detectDialect, type Dialect } from '../mysql/sink';
 import type { PipelineSpec } from '../spec';
@@ -42,8 +42,10 @@ export function activityContext(deps: ActivityDeps) {
     ...deps,
     observe: deps.observe ?? (() => undefined),
     dialect: async () => (dialect ??= await detectDialect(deps.pool)),
-    hit: (point: FaultPoint, at: { partition: number; epoch: number }) => faults.hit(point, { ...at, attempt: attempt() }),
+    hit: (point: FaultPoint, at: { partition: number; epoch: number }, split?: (commits: SplitCommits) => Promise<void>) => faults.hit(point, { ...at, attempt: attempt() }, split),
     heartbeat: () => Context.current().heartbeat(),
+    /** A line in the worker's log (Temporal's activity logger: the activity's workflow, type and attempt are added). */
+    warn: (message: string, attrs: Record<string, unknown> = {}) => Context.current().log.warn(message, attrs),
     transformCtx: (spec: PipelineSpec, partition: number, epoch: number) => ({ pipeline: spec.name, partition, epoch, attempt: attempt(), options: spec.transformOptions ?? {} }),
   };
 }

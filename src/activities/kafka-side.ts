@@ -1,9 +1,10 @@
 /** An epoch's Kafka side: its records, dead letters, progress marker and source offsets in one transaction; its redo. */
 import { TransientError } from '../errors';
-import { endTxn } from '../kafka/internals';
-import { CountedTransaction, checkLanded } from '../kafka/landed';
-import { epochMarker } from '../kafka/outcome';
+import { endTxn, type TxnHandle } from '../kafka/internals';
+import { CountedTransaction, checkLanded, writtenParts } from '../kafka/landed';
+import { committedCopies, epochMarker, partName, txnParts } from '../kafka/outcome';
 import { encodeMarker, type Marker } from '../kafka/progress';
+import type { WrittenParts } from '../protocol';
 import { consumerGroupId, transactionalId, type PipelineSpec } from '../spec';
 import { applyTransform, tableMap, type Applied, type KafkaMessage } from './apply';
 import type { ActivityContext } from './context';
@@ -23,13 +24,20 @@ export interface SentPart {
   src: Src;
 }
 
+/** What sendEpoch wrote: each marker's offset (in the order of the parts) and where the outputs and dead letters went. */
+export interface SentEpoch {
+  markerOffsets: number[];
+  written: WrittenParts;
+}
+
 /**
  * Outputs and dead letters in requests of up to REQUEST_BYTES, the progress markers (one per
  * source partition, each in its own progress partition) with the last request, then the source
  * offsets while the partition leaders confirm the log holds exactly what was sent (checkLanded:
- * a TransientError otherwise). Returns each marker's offset, in the order of `parts`.
+ * a TransientError otherwise). `parts` may be empty (a split's repair whose markers committed):
+ * then no marker and no source offsets are sent.
  */
-export async function sendEpoch(ctx: ActivityContext, txn: CountedTransaction, spec: PipelineSpec, applied: Pick<Applied, 'outputs' | 'deadLetters'>, parts: SentPart[]): Promise<number[]> {
+export async function sendEpoch(ctx: ActivityContext, txn: CountedTransaction, spec: PipelineSpec, applied: Pick<Applied, 'outputs' | 'deadLetters'>, parts: SentPart[]): Promise<SentEpoch> {
   const all = [...applied.outputs.map((msg) => ({ topic: spec.kafkaSink.topic, msg })), ...applied.deadLetters.map((msg) => ({ topic: spec.deadLetterTopic, msg }))];
   let markerOffsets: (number | undefined)[] = [];
   let i = 0;
@@ -59,39 +67,59 @@ export async function sendEpoch(ctx: ActivityContext, txn: CountedTransaction, s
   // dead letter, each once (src/kafka/landed.ts; the markers' acks were checked above). Both end
   // before this returns: nothing may commit or abort the transaction with a request in flight.
   const [offsets, landed] = await Promise.allSettled([
-    txn.sendOffsets(
-      consumerGroupId(spec.name),
-      parts.map(({ marker, src }) => ({ topic: src.topic, partition: src.partition, offset: marker.end })),
-    ),
+    parts.length
+      ? txn.sendOffsets(
+          consumerGroupId(spec.name),
+          parts.map(({ marker, src }) => ({ topic: src.topic, partition: src.partition, offset: marker.end })),
+        )
+      : Promise.resolve(),
     checkLanded(ctx.cluster, txn, txn.handle(), [spec.progressTopic]),
   ]);
   for (const r of [landed, offsets]) if (r.status === 'rejected') throw r.reason;
-  return markerOffsets as number[];
+  return { markerOffsets: markerOffsets as number[], written: writtenParts(txn, spec.progressTopic) };
+}
+
+/** The epoch a redo produces again; `original`, its decided transaction (absent in reconcile, which has no history, and for prepare results of older versions). */
+export interface RedoEpoch {
+  epoch: number;
+  start: number;
+  end: number;
+  xid?: string;
+  /** Where to look for a committed marker of the epoch (the original's marker offset, or reconcile's last committed marker). */
+  markerFrom: number;
+  original?: TxnHandle & { written?: WrittenParts };
 }
 
 /**
- * The broker aborted the epoch's transaction (timeout, or a zombie's InitProducerId): produce the
- * epoch again in a fresh transaction and commit it. InitProducerId first completes every earlier
- * transaction of the id, then the marker read says definitively whether one of them (an earlier
- * redo attempt) committed the epoch after all. Returns false when nothing had to be redone.
+ * The broker aborted the epoch's transaction (timeout, a zombie's InitProducerId), wholly or on
+ * some of its partitions (a split, src/kafka/outcome.ts): produce again what has no committed
+ * copy, in a fresh transaction, and commit it. InitProducerId first completes every earlier
+ * transaction of the id; then the marker read says whether the marker is committed (by the
+ * original or an earlier redo attempt), and with the original's `written`, each output and
+ * dead-letter partition says the same (committedCopies). Only the rest is written: never a
+ * committed part again, always an aborted one, even when the marker committed. Without
+ * `written`, a committed marker means all is committed (as before splits were known). Returns
+ * false when nothing had to be redone.
  */
-export async function redoKafkaSide(
-  ctx: ActivityContext,
-  spec: PipelineSpec,
-  partition: number,
-  e: { epoch: number; start: number; end: number; xid?: string; markerFrom: number },
-  src: Src,
-): Promise<boolean> {
+export async function redoKafkaSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, e: RedoEpoch, src: Src): Promise<boolean> {
   // Counted, like prepare's (src/kafka/landed.ts): every send acknowledges each partition it
   // carried exactly once, and before the commit the log holds exactly the records sent.
   const txn = new CountedTransaction(ctx.cluster, epochTransactionalId(spec, partition, e.epoch), spec.kafkaSink.transactionTimeoutMs);
   const handle = await txn.begin();
-  if (await epochMarker(ctx.cluster, spec, partition, e.epoch, e.markerFrom, ctx.heartbeat)) return false;
+  const markerDone = !!(await epochMarker(ctx.cluster, spec, partition, e.epoch, e.markerFrom, ctx.heartbeat));
+  const parts = e.original?.written ? txnParts(spec, [], e.original.written) : undefined;
+  if (markerDone && !parts?.length) return false;
+  const covered = parts && e.original ? await committedCopies(ctx.cluster, e.original, parts, handle.producerId, ctx.heartbeat) : new Set<string>();
+  if (markerDone && parts && covered.size === parts.length) return false;
   const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, e.start, e.end, ctx.heartbeat));
   const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, e.epoch), tableMap(spec), src.layout);
+  const missing = (topic: string) => (m: KafkaMessage) => !covered.has(partName({ topic, partition: m.partition }));
+  const outputs = applied.outputs.filter(missing(spec.kafkaSink.topic));
+  const deadLetters = applied.deadLetters.filter(missing(spec.deadLetterTopic));
   const marker: Marker = { pipeline: spec.name, partition, epoch: e.epoch, start: e.start, end: e.end, records: records.length, redo: true, ...(e.xid ? { xid: e.xid } : {}) };
+  if (markerDone && !outputs.length && !deadLetters.length) return false;
   try {
-    await sendEpoch(ctx, txn, spec, applied, [{ marker, src }]);
+    await sendEpoch(ctx, txn, spec, { outputs, deadLetters }, markerDone ? [] : [{ marker, src }]);
   } catch (err) {
     // Never commit a redo the checks refused: abort it now (the retried redo's InitProducerId
     // would abort it too) and let the activity retry the redo from the source offsets.
@@ -101,5 +129,13 @@ export async function redoKafkaSide(
   const outcome = await endTxn(ctx.cluster, handle, true);
   if (outcome !== 'ok') throw new TransientError(`redo transaction of epoch ${e.epoch} was not committed (${outcome}); retrying the redo`);
   ctx.observe({ kind: 'redo', pipeline: spec.name, partition, side: 'kafka' });
+  if (covered.size || markerDone) {
+    ctx.warn(`split transaction repaired: epoch ${e.epoch} of source partition ${partition} written again only where it had aborted`, {
+      producerId: e.original?.producerId,
+      producerEpoch: e.original?.producerEpoch,
+      rewritten: outputs.length + deadLetters.length + (markerDone ? 0 : 1),
+      committedBefore: [...covered, ...(markerDone ? [partName({ topic: spec.progressTopic, partition })] : [])],
+    });
+  }
   return true;
 }

@@ -1,3 +1,5 @@
+import type { KafkaSplit } from '../protocol';
+
 /** What activities report to an observer (the worker's metrics, the benchmark, the fault campaign). */
 
 /**
@@ -44,5 +46,7 @@ export type ObservedEvent =
       applyMs?: number;
     }
   | { kind: 'redo'; pipeline: string; partition: number; side: 'kafka' | 'mysql' }
+  /** An epoch's Kafka transaction came out committed on some partitions and aborted on others (src/kafka/outcome.ts). */
+  | { kind: 'split'; pipeline: string; partition: number; epoch: number; split: KafkaSplit }
   | { kind: 'retry'; pipeline: string; partition: number; activity: string }
   | { kind: 'rolled-back'; pipeline: string; partition: number; epoch: number; xid: string };

@@ -93,7 +93,7 @@ export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: ()
     const handle = await timed('initMs', () => txn.begin());
     try {
       // Checked before it returns: the log holds exactly what was sent (src/kafka/landed.ts).
-      const markerOffset = (await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, applied, [{ marker, src }])))[0]!;
+      const sent = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, applied, [{ marker, src }]));
       await ctx.hit('prepare.kafka-sent', at);
       const staged = mysqlMode(spec) === 'staged';
       if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, partition, args.afterCommitOf!, givenUp));
@@ -116,7 +116,7 @@ export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: ()
       );
       split.xaPrepareMs = Date.now() - bodyDone;
       ctx.observe({ kind: 'prepared', pipeline: spec.name, partition, epoch, records: records.length, deadLetters, ms: Date.now() - started, end, lag: Math.max(0, sourceEnd - end), startedAt: started, split });
-      return { kind: 'prepared', epoch, start: offset, end, records: records.length, deadLetters, kafka: { ...handle, markerOffset }, xid: xidToString(xid) };
+      return { kind: 'prepared', epoch, start: offset, end, records: records.length, deadLetters, kafka: { ...handle, markerOffset: sent.markerOffsets[0]!, written: sent.written }, xid: xidToString(xid) };
     } catch (e) {
       // This attempt's result will never be in history: abort its open transaction now rather
       // than let it hold back the LSO until the next InitProducerId or the broker's timeout.

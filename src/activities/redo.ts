@@ -10,7 +10,7 @@ export function createRedo(ctx: ActivityContext) {
       const { spec, partition, prepared } = args;
       return edge(async () => {
         await ctx.hit('redo.start', { partition, epoch: prepared.epoch });
-        const redone = await redoKafkaSide(ctx, spec, partition, { epoch: prepared.epoch, start: prepared.start, end: prepared.end, xid: prepared.xid, markerFrom: prepared.kafka.markerOffset }, sourceOf(args));
+        const redone = await redoKafkaSide(ctx, spec, partition, { epoch: prepared.epoch, start: prepared.start, end: prepared.end, xid: prepared.xid, markerFrom: prepared.kafka.markerOffset, original: prepared.kafka }, sourceOf(args));
         return { redone };
       });
     },

@@ -137,6 +137,7 @@ export async function pipelineStatus(
     let sinceCommitSec: number | null = null;
     let inFlight: string | null = null;
     let queryError: string | null = null;
+    let workflowNote: string | null = null;
     if (wf?.status === 'RUNNING') {
       let s: PartitionStatus | null = null;
       try {
@@ -153,6 +154,7 @@ export async function pipelineStatus(
         committedOffset = s.state.offset;
         sinceCommitSec = Math.max(0, Math.floor((Date.now() - (s.lastCommitAt ?? wf.startedAt)) / 1000));
         inFlight = s.inFlight ? s.inFlight.map((e) => `e${e.epoch} ${e.step}`).join(', ') : null;
+        workflowNote = s.lastError ?? null;
       }
     }
     if (committedOffset === null) {
@@ -165,7 +167,7 @@ export async function pipelineStatus(
     // A closed run still lists the activities it had pending; only a running one waits on them.
     const top = wf?.status === 'RUNNING' ? wf.pending[0] : undefined;
     const retrying = top && top.attempt > 1 ? top : undefined;
-    const lastError = gone ?? top?.lastError ?? wf?.pending.map((a) => a.lastError).find((m) => m) ?? queryError ?? wf?.failure ?? null;
+    const lastError = gone ?? top?.lastError ?? wf?.pending.map((a) => a.lastError).find((m) => m) ?? queryError ?? wf?.failure ?? workflowNote ?? null;
     const waitingOn = top ? `${top.type} attempt ${top.attempt}` : inFlight || (queryError ? 'a worker' : null);
     const row = {
       partition: p,

@@ -36,15 +36,17 @@
  * is retried from the source offsets, with a new producer epoch.
  */
 import { TransientError } from '../errors';
+import type { WrittenParts } from '../protocol';
 import { describeProducers, PreparedTransaction, producerSequence, type KafkaCluster, type ProducedOffsets, type TxnHandle } from './internals';
 
 type Message = { key?: Buffer | string | null; value: Buffer | string | null; partition: number; headers?: Record<string, string | Buffer> };
 
-/** Per topic-partition: records sent. */
+/** Per topic-partition: records sent, and the offset of the first of them (its first acknowledgement's base offset). */
 export interface SentPartition {
   topic: string;
   partition: number;
   sent: number;
+  firstOffset: number;
 }
 
 export interface LandedCheck {
@@ -73,9 +75,9 @@ export class CountedTransaction extends PreparedTransaction {
       for (const m of messages) perPartition.set(m.partition, (perPartition.get(m.partition) ?? 0) + 1);
       for (const [partition, n] of perPartition) {
         const k = `${topic}/${partition}`;
-        const entry = this.sent.get(k) ?? { topic, partition, sent: 0 };
-        entry.sent += n;
         const bases = acked.get(k) ?? [];
+        const entry = this.sent.get(k) ?? { topic, partition, sent: 0, firstOffset: bases[0] ?? -1 };
+        entry.sent += n;
         if (bases.length === 0) missing.push(`${k} (${n} records)`);
         else if (bases.length > 1) surplus.push(`${k} acknowledged ${bases.length} times (at offsets ${bases.join(', ')}) for one request's ${n} records`);
         this.sent.set(k, entry);
@@ -96,6 +98,17 @@ export class CountedTransaction extends PreparedTransaction {
     }
     return res;
   }
+}
+
+/**
+ * Where the transaction wrote, outside `skipTopic` (the progress markers, whose offsets the
+ * prepare result names already): per topic, [partition, first offset] — what ./outcome reads the
+ * transaction's markers after when its outcome must be found out (an ambiguous EndTxn, a redo).
+ */
+export function writtenParts(txn: CountedTransaction, skipTopic: string): WrittenParts {
+  const out: WrittenParts = {};
+  for (const p of txn.sent.values()) if (p.topic !== skipTopic && p.firstOffset >= 0) (out[p.topic] ??= []).push([p.partition, p.firstOffset]);
+  return out;
 }
 
 /**

@@ -6,8 +6,8 @@
  *   Kafka side                                  MySQL side (XA branch)
  *   open ──produce+marker──► prepared           open ──XA PREPARE──► prepared
  *   prepared ──EndTxn(commit)──► committed      prepared ──XA COMMIT──► committed
- *   prepared ──broker timeout/fenced──► aborted committed ──apply staged rows──► applied   [staged]
- *   aborted ──redo (no committed marker)──► redone   prepared ──rolled back behind us──► gone
+ *   prepared ──broker timeout/fenced/split──► aborted   committed ──apply staged rows──► applied [staged]
+ *   aborted ──redo (the parts without a committed copy)──► redone   prepared ──rolled back behind us──► gone
  *   prepared ──withdraw (e−1 is redone)──► withdrawn  gone ──redo (no ledger row)──► redone
  *                                                prepared ──roll back (not decided)──► rolled-back
  *
@@ -31,8 +31,12 @@ export interface EpochState {
 
 /** What an actor knows when it moves a participant (the guards read it). */
 export interface Facts {
-  /** A committed progress marker of this epoch exists (read once the LSO passed it). */
-  markerCommitted?: boolean;
+  /**
+   * The epoch's Kafka transaction committed on every partition it wrote (its markers, outputs and
+   * dead letters, read from the transaction markers that follow its records: src/kafka/outcome.ts).
+   * False when it aborted anywhere — wholly, or split by Kafka — so that part must be redone.
+   */
+  committedEverywhere?: boolean;
   /** The epoch's ledger row is committed. */
   ledgerRow?: boolean;
   /** The branch being moved is the one history (or the committed marker) decided. */
@@ -47,8 +51,8 @@ interface Move<S extends string> {
 
 export const KAFKA_MOVES: Record<KafkaState, readonly Move<KafkaState>[]> = {
   open: [{ to: 'prepared' }],
-  prepared: [{ to: 'committed' }, { to: 'aborted', guard: { what: 'no committed progress marker of the epoch', holds: (f) => f.markerCommitted === false } }, { to: 'withdrawn' }],
-  aborted: [{ to: 'redone', guard: { what: 'no committed progress marker of the epoch', holds: (f) => f.markerCommitted === false } }],
+  prepared: [{ to: 'committed' }, { to: 'aborted', guard: { what: 'the transaction aborted on a partition it wrote', holds: (f) => f.committedEverywhere === false } }, { to: 'withdrawn' }],
+  aborted: [{ to: 'redone', guard: { what: 'a partition the transaction wrote has no committed copy', holds: (f) => f.committedEverywhere === false } }],
   committed: [],
   redone: [],
   withdrawn: [],
@@ -91,7 +95,7 @@ export const prepared = (epoch: number, staged: boolean): EpochState => ({ epoch
 
 /** After commitEpoch: the state its outcomes put the epoch in. */
 export function afterCommit(s: EpochState, kafka: 'committed' | 'aborted', mysql: 'committed' | 'redone'): EpochState {
-  let n = kafka === 'committed' ? move(s, 'kafka', 'committed') : move(s, 'kafka', 'aborted', { markerCommitted: false });
+  let n = kafka === 'committed' ? move(s, 'kafka', 'committed') : move(s, 'kafka', 'aborted', { committedEverywhere: false });
   n = mysql === 'committed' ? move(n, 'mysql', 'committed', { decidedBranch: true }) : move(move(n, 'mysql', 'gone', { ledgerRow: false }), 'mysql', 'redone', { ledgerRow: false });
   return n.staged && n.mysql === 'committed' ? move(n, 'mysql', 'applied') : n;
 }

@@ -14,7 +14,7 @@
  * Pure module: imported by workflows and activities alike.
  */
 import type { PipelineSpec } from '../spec';
-import type { Control, KafkaCommitOutcome, KafkaHandle, MysqlCommitOutcome, PartitionState, SourceRef } from './index';
+import type { Control, KafkaCommitOutcome, KafkaHandle, KafkaSplit, MysqlCommitOutcome, PartitionState, SourceRef } from './index';
 
 /** A source partition of a group: its source partition id and where it reads. */
 export interface GroupMember {
@@ -80,6 +80,8 @@ export interface GroupAdvanceArgs extends GroupCommitArgs {
 
 export interface GroupCommitResult {
   kafka: KafkaCommitOutcome;
+  /** Present when the Kafka side came out split (then kafka is 'aborted': the aborted parts are redone). */
+  split?: KafkaSplit;
   /** 'redone' if any member's MySQL side had to be redone. */
   mysql: MysqlCommitOutcome;
 }

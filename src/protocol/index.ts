@@ -13,6 +13,28 @@ export interface KafkaHandle {
   producerEpoch: number;
   /** Offset of this epoch's progress marker in the progress topic (partition = source partition). */
   markerOffset: number;
+  /**
+   * Where the transaction wrote outputs and dead letters: per topic, [partition, offset of its
+   * first record there]. Read when the outcome must be found out, so that a transaction Kafka
+   * split (committed on some partitions, aborted on others) is seen and repaired
+   * (src/kafka/outcome.ts). Absent in prepare results of older versions: the marker alone decides.
+   */
+  written?: WrittenParts;
+}
+
+/** Per topic, [partition, first offset] pairs: where a transaction wrote (handles, not records). */
+export type WrittenParts = Record<string, [number, number][]>;
+
+/**
+ * A transaction Kafka split: after an ambiguous EndTxn, committed on some of the partitions it
+ * wrote and aborted on others ('topic[partition]'). The aborted parts are redone, the committed
+ * ones never written again.
+ */
+export interface KafkaSplit {
+  producerId: number;
+  producerEpoch: number;
+  committed: string[];
+  aborted: string[];
 }
 
 export interface PreparedEpoch {
@@ -66,6 +88,13 @@ export interface CommitArgs {
 }
 
 export type KafkaCommitOutcome = 'committed' | 'aborted';
+
+/** Why an epoch's Kafka side is redone, as the status query and the Web UI show it. */
+export function redoReason(what: string, split: KafkaSplit | undefined): string {
+  return split
+    ? `${what}: Kafka split the transaction (producer ${split.producerId} epoch ${split.producerEpoch}: committed on ${split.committed.join(', ')}, aborted on ${split.aborted.join(', ')}); only the aborted parts are redone`
+    : `${what}: Kafka aborted the prepared transaction (transaction timeout or fenced); redone`;
+}
 export type MysqlCommitOutcome = 'committed' | 'redone';
 
 /** advanceEpoch: commit `prepared` (epoch e) and prepare e+1 from its end, in one activity. */
@@ -81,6 +110,8 @@ export interface AdvanceArgs extends CommitArgs {
 export interface AdvanceResult {
   kafka: KafkaCommitOutcome;
   mysql: MysqlCommitOutcome;
+  /** Present when the Kafka side came out split (then kafka is 'aborted': the aborted parts are redone). */
+  split?: KafkaSplit;
   next?: PrepareResult;
 }
 

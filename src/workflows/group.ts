@@ -35,8 +35,10 @@ import {
   applyControl,
   assertTransition,
   describeMembers,
+  redoReason,
   validateControl,
   type Control,
+  type KafkaSplit,
   type GroupCommitResult,
   type GroupInput,
   type GroupMember,
@@ -220,13 +222,13 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
     } catch (e) {
       inFlight.delete(p.groupEpoch + 1);
       const c = await commitOnly();
-      if (c.kafka === 'aborted') await redo(p);
+      if (c.kafka === 'aborted') await redo(p, c.split);
       throw e;
     }
   };
-  const redo = (p: PreparedGroupEpoch) => {
+  const redo = (p: PreparedGroupEpoch, split?: KafkaSplit) => {
     setPhase('redoing');
-    lastError = `group ${group} epoch ${p.groupEpoch}: Kafka aborted the prepared transaction (transaction timeout); redone per partition`;
+    lastError = redoReason(`group ${group} epoch ${p.groupEpoch}`, split);
     return CancellationScope.nonCancellable(() =>
       acts.redoGroupKafka.executeWithOptions({ startToCloseTimeout: '180s', heartbeatTimeout: '10s', retry, summary: `group ${group} epoch ${p.groupEpoch}: redo Kafka side (partitions ${describeMembers(p.members)})` }, [
         { spec, group, members, prepared: p },
@@ -276,7 +278,7 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
       const lastOfRun = runEpochs + 1 >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested;
       const c = await commitAndMaybeNext(r, !lastOfRun && !control.paused && !control.stop && joins.length === 0);
       next = c.next;
-      if (c.kafka === 'aborted') await redo(r);
+      if (c.kafka === 'aborted') await redo(r, c.split);
       inFlight.delete(r.groupEpoch);
       lastCommitAt = Date.now();
       state = state.map((s) => {

@@ -31,9 +31,11 @@ import {
   afterEpoch,
   applyControl,
   assertTransition,
+  redoReason,
   validateControl,
   type Control,
   type ControlAction,
+  type KafkaSplit,
   type PartitionInput,
   type PartitionState,
   type PartitionStatus,
@@ -174,6 +176,8 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
   let control: Control = input.control ?? { paused: false, drain: false, stop: false };
   let phase: Phase = 'reconciling';
   let lastError: string | undefined;
+  /** The split the last commit found, if any (the redo's reason says so). */
+  let lastSplit: KafkaSplit | undefined;
   let runEpochs = 0;
   let state: PartitionState = input.state ?? { epoch: 0, offset: 0, committedEpochs: 0, records: 0, deadLetters: 0, redos: 0, mysqlRedos: 0 };
 
@@ -311,7 +315,8 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
   }
 
   /** Records commit outcomes in the epoch's state (kafka 'aborted' = the caller must redo). */
-  function committed(p: PreparedEpoch, kafka: KafkaCommitOutcome, mysql: MysqlCommitOutcome): EpochState {
+  function committed(p: PreparedEpoch, kafka: KafkaCommitOutcome, mysql: MysqlCommitOutcome, split?: KafkaSplit): EpochState {
+    lastSplit = split;
     if (mysql === 'redone') state = { ...state, mysqlRedos: state.mysqlRedos + 1 };
     const after = afterCommit(inFlight.get(p.epoch) ?? preparedEpoch(p.epoch, staged), kafka, mysql);
     inFlight.set(p.epoch, after);
@@ -339,7 +344,7 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
     });
     if (a.next?.kind === 'prepared') inFlight.set(p.epoch + 1, preparedEpoch(p.epoch + 1, staged));
     else inFlight.delete(p.epoch + 1);
-    return { state: committed(p, a.kafka, a.mysql), ...(a.next ? { next: a.next } : {}) };
+    return { state: committed(p, a.kafka, a.mysql, a.split), ...(a.next ? { next: a.next } : {}) };
   }
 
   /** Commits both sides; resolves to the epoch's state after the commit (kafka 'aborted' = the caller must redo). */
@@ -348,19 +353,19 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
     // The decision is in history; the commits must finish even if the workflow is cancelled.
     return CancellationScope.nonCancellable(async () => {
       const args = [{ spec, partition, ...src, prepared: p }] as const;
-      const { kafka, mysql } = oneCommit
+      const { kafka, mysql, split } = oneCommit
         ? await acts.commitEpoch.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: commit (EndTxn ∥ XA COMMIT)` }, [...args])
         : await Promise.all([
             acts.commitKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: commit Kafka transaction` }, [...args]),
             acts.commitMysql.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: XA COMMIT` }, [...args]),
-          ]).then(([k, m]) => ({ kafka: k, mysql: m }));
-      return committed(p, kafka, mysql);
+          ]).then(([k, m]) => ({ kafka: k, mysql: m, split: undefined }));
+      return committed(p, kafka, mysql, split);
     });
   }
 
   function redoEpoch(p: PreparedEpoch): Promise<void> {
     setPhase('redoing');
-    lastError = `epoch ${p.epoch}: Kafka aborted the prepared transaction (transaction timeout); redone`;
+    lastError = redoReason(`epoch ${p.epoch}`, lastSplit);
     return CancellationScope.nonCancellable(async () => {
       await acts.redoKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: redo Kafka side` }, [{ spec, partition, ...src, prepared: p }]);
       state = { ...state, redos: state.redos + 1 };

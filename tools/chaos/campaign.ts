@@ -30,7 +30,7 @@ import { auditRecords, javaReadCommitted, ledgerCopier, type JavaReadResult, typ
 import { boundedStateChecks } from './bounds';
 import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from './cluster';
 import { InputFeeder, type LandedInput } from './feeder';
-import { CLUSTER_KINDS, INJECTED_KINDS, planFaults, POINTS, type ClusterKind, type FaultKind, type PlannedFault } from './schedule';
+import { CLUSTER_KINDS, INJECTED_KINDS, planFaults, POINTS, SPLIT_KIND, type ClusterKind, type FaultKind, type PlannedFault } from './schedule';
 import { ServiceFreezer, services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -61,6 +61,8 @@ export interface CampaignOptions {
   /** Samples of worker memory, event-loop delay, history and table sizes this often (soak). */
   sampleEveryMs?: number;
   txnTimeouts: number;
+  /** Transactions split at their commit, alternately the markers and the outputs committed (kafka-split). */
+  splits?: number;
   transactionTimeoutMs: number;
   maxRecords: number;
   /** The compare sink throws mid-batch on the first attempt of every n-th epoch… */
@@ -379,6 +381,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     mode: o.mode,
     randomEach: o.randomEach,
     txnTimeouts: o.txnTimeouts,
+    ...(o.splits ? { splits: o.splits } : {}),
     ...(o.soakFaults !== undefined ? { soakFaults: o.soakFaults } : {}),
     ...(o.soakSpacingMs ? { soakSpacingMs: o.soakSpacingMs } : {}),
   });
@@ -434,7 +437,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           // A grouped pipeline's hits name the group epoch and the group; a partition's name its own epoch.
           const { epoch: e, hitAs } = grouped ? await triggerTarget(f.partition, point) : { epoch: ((await retryDb(ledgerMax)).get(f.partition) ?? -1) + 2, hitAs: [f.partition] };
           const at = (p: number) => `@epoch=${e}@partition=${p}@attempt=1`;
-          const action = f.kind === 'worker-kill' ? 'crash' : f.kind === 'worker-freeze' ? `freeze=${FREEZE_MS}` : `stall=${HOLD_MS}`;
+          const action = f.kind === 'worker-kill' ? 'crash' : f.kind === 'worker-freeze' ? `freeze=${FREEZE_MS}` : f.kind === SPLIT_KIND ? `split=${f.n % 2 ? 'markers' : 'outputs'}` : `stall=${HOLD_MS}`;
           const stallPastTimeout = `commit.before${at(grouped ? groupOf(spec, f.partition) : f.partition)}:stall=${T + 4000}`;
           const rules = f.kind === 'txn-timeout' ? [stallPastTimeout] : [...(point === 'redo.start' ? [stallPastTimeout] : []), ...hitAs.map((p) => `${point}${at(p)}:${action}`)];
           arm(rules);
@@ -454,7 +457,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           partitions = grouped ? membersOf(groupOf(spec, f.partition)) : [f.partition];
           if (f.kind === 'worker-freeze') rec.faultMs = FREEZE_MS;
           else if (f.kind === 'txn-timeout') rec.faultMs = T + 4000;
-          else if (f.kind === 'worker-kill') rec.faultMs = 0;
+          else if (f.kind === 'worker-kill' || f.kind === SPLIT_KIND) rec.faultMs = 0;
           else {
             const lasts = await inject(f.kind, hit.worker, f, rec, e);
             rec.faultMs = Math.max(Date.now() - t0, lasts);
@@ -585,6 +588,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
         await Promise.all([services(stack, ['restart', 'mariadb']), services(stack, ['restart', 'temporal'])]);
         return 0;
       case 'txn-timeout':
+      case SPLIT_KIND:
         return 0;
     }
   }
@@ -769,7 +773,7 @@ const TRIGGER_ORDER: string[] = [...POINTS, 'random'];
 
 function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit: CampaignResult['audit'], planned: Set<FaultKind>): KindSummary[] {
   // The single-node kinds always (their report lists each); the cluster kinds when planned.
-  const kinds: FaultKind[] = [...(planned.has(CLUSTER_KINDS[0]) ? CLUSTER_KINDS.filter((k) => planned.has(k)) : INJECTED_KINDS), 'txn-timeout'];
+  const kinds: FaultKind[] = [...(planned.has(CLUSTER_KINDS[0]) ? CLUSTER_KINDS.filter((k) => planned.has(k)) : INJECTED_KINDS), 'txn-timeout', ...(planned.has(SPLIT_KIND) ? [SPLIT_KIND] : [])];
   const out: KindSummary[] = kinds.map((kind) => {
     const fs = faults.filter((f) => f.kind === kind && f.injected);
     const rec = fs.map((f) => f.recoveryMs).filter((x): x is number => x !== undefined);

@@ -46,6 +46,7 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
       mode: 'cluster',
       randomEach: 1,
       txnTimeouts: 1,
+      splits: 6,
       compareFailEveryNthEpoch: 40,
       compareFailAfter: 10,
       poisonEvery: 2999, // ≥ 5 poison records even when the 24 faults take only ~8 minutes (20,000 records)
@@ -62,6 +63,7 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
       mode: 'every-step',
       randomEach: 2,
       txnTimeouts: 5,
+      splits: 6,
       compareFailEveryNthEpoch: 40,
       compareFailAfter: 10,
       poisonEvery: 9973,

@@ -39,8 +39,14 @@ export const FIVE_EACH_KINDS: readonly InjectedKind[] = ['temporal-freeze', 'kaf
 export const CLUSTER_KINDS = ['kafka-txn-coordinator-kill', 'kafka-leader-kill', 'kafka-controller-kill'] as const;
 export type ClusterKind = (typeof CLUSTER_KINDS)[number];
 export type InjectedKind = (typeof INJECTED_KINDS)[number] | ClusterKind;
-/** All fault kinds reported: the injected ones, the stalled commit, and the two that live in the data/sink. */
-export type FaultKind = InjectedKind | 'txn-timeout' | 'sink-throw' | 'poison';
+/**
+ * A Kafka transaction split at its commit (the fault split=… of src/faults.ts, at commit.before):
+ * COMMIT markers written to some of its partitions as a stale coordinator did, the transaction
+ * aborted everywhere else; alternately the progress markers and the outputs committed.
+ */
+export const SPLIT_KIND = 'kafka-split' as const;
+/** All fault kinds reported: the injected ones, the stalled commit, the split, and the two that live in the data/sink. */
+export type FaultKind = InjectedKind | 'txn-timeout' | typeof SPLIT_KIND | 'sink-throw' | 'poison';
 /** The kinds of the single-node campaigns (the short campaign checks each was injected). */
 export const ALL_KINDS: readonly FaultKind[] = [...INJECTED_KINDS, 'txn-timeout', 'sink-throw', 'poison'];
 
@@ -48,7 +54,7 @@ export type Trigger = 'random' | FaultPoint;
 
 export interface PlannedFault {
   n: number;
-  kind: InjectedKind | 'txn-timeout';
+  kind: InjectedKind | 'txn-timeout' | typeof SPLIT_KIND;
   trigger: Trigger;
   /** Partition whose epoch a protocol-step trigger waits for. */
   partition: number;
@@ -77,6 +83,8 @@ export interface ScheduleOptions {
   randomEach: number;
   /** Stand-alone commits stalled past the transaction timeout. */
   txnTimeouts: number;
+  /** Transactions split at their commit (SPLIT_KIND). */
+  splits?: number;
   /** soak: number of faults and the quiet time before each. */
   soakFaults?: number;
   soakSpacingMs?: [number, number];
@@ -123,6 +131,7 @@ export function planFaults(o: ScheduleOptions): PlannedFault[] {
     INJECTED_KINDS.forEach((kind, i) => items.push({ kind, trigger: triggers[i]! }));
   }
   for (let i = 0; i < o.txnTimeouts; i++) items.push({ kind: 'txn-timeout', trigger: 'commit.before' });
+  for (let i = 0; i < (o.splits ?? 0); i++) items.push({ kind: SPLIT_KIND, trigger: 'commit.before' });
   shuffle(items, rnd);
   return items.map((it, n) => ({
     n: n + 1,

@@ -1,7 +1,8 @@
 /** Phase 3 of a group epoch: commit both sides of the decision; redo the Kafka side per member if the broker aborted it. */
 import { commitOrFindOut } from '../../kafka/outcome';
-import { memberEpoch, type GroupCommitArgs, type GroupCommitResult, type GroupMember, type MysqlCommitOutcome, type PreparedGroupEpoch } from '../../protocol';
+import { type GroupCommitArgs, type GroupCommitResult, type GroupMember, type MysqlCommitOutcome, type PreparedGroupEpoch } from '../../protocol';
 import type { PipelineSpec } from '../../spec';
+import { reportSplit, splitter } from '../commit';
 import { edge, type ActivityContext } from '../context';
 import { redoKafkaSide } from '../kafka-side';
 import { applyEpoch, commitDecided, finishMysqlSide, redoMysqlSide } from '../mysql-side';
@@ -34,17 +35,19 @@ export function groupCommitter(ctx: ActivityContext) {
   /** Both sides of a decided group epoch; each is idempotent. Kafka 'aborted': the caller redoes it (redoGroupKafka). */
   async function commitGroup({ spec, group, members, prepared: p }: GroupCommitArgs): Promise<GroupCommitResult> {
     const started = Date.now();
-    await ctx.hit('commit.before', { partition: group, epoch: p.groupEpoch });
-    const lead = p.members[0]!;
+    const markers = p.members.map((m) => ({ partition: m.id, offset: m.markerOffset }));
+    await ctx.hit('commit.before', { partition: group, epoch: p.groupEpoch }, splitter(ctx, spec, p.kafka, markers));
     const [kafka, mysql] = await Promise.all([
-      commitOrFindOut(cluster, spec, lead.id, memberEpoch(p, lead), ctx.heartbeat).then(async (k) => {
-        if (k === 'committed') for (const m of p.members) ctx.observe({ kind: 'committed', pipeline: spec.name, partition: m.id, epoch: m.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
+      (async () => {
+        const k = await commitOrFindOut(cluster, spec, { handle: p.kafka, markers }, ctx.heartbeat);
+        if (k.outcome === 'committed') for (const m of p.members) ctx.observe({ kind: 'committed', pipeline: spec.name, partition: m.id, epoch: m.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
+        if (k.split) reportSplit(ctx, spec, p.members, k.split);
         await ctx.hit('commit.between', { partition: group, epoch: p.groupEpoch });
         return k;
-      }),
+      })(),
       commitGroupMysql(spec, group, members, p),
     ]);
-    return { kafka, mysql };
+    return { kafka: kafka.outcome, mysql, ...(kafka.split ? { split: kafka.split } : {}) };
   }
 
   return {
@@ -59,7 +62,7 @@ export function groupCommitter(ctx: ActivityContext) {
     return edge(async () => {
       await ctx.hit('redo.start', { partition: group, epoch: p.groupEpoch });
       for (const m of p.members) {
-        await redoKafkaSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid, markerFrom: m.markerOffset }, srcOf(spec, memberOf(members, m.id)));
+        await redoKafkaSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid, markerFrom: m.markerOffset, original: p.kafka }, srcOf(spec, memberOf(members, m.id)));
       }
     });
   },

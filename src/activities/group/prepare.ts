@@ -85,7 +85,7 @@ export function groupPreparer(ctx: ActivityContext) {
     const txn = new CountedTransaction(cluster, groupTxnId(spec, group, groupEpoch), spec.kafkaSink.transactionTimeoutMs);
     const handle = await timed('initMs', () => txn.begin());
     try {
-      const markerOffsets = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, { outputs, deadLetters }, parts));
+      const sent = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, { outputs, deadLetters }, parts));
       await ctx.hit('prepare.kafka-sent', at);
       const staged = mysqlMode(spec) === 'staged';
       const previous = args.afterCommitOf;
@@ -114,7 +114,7 @@ export function groupPreparer(ctx: ActivityContext) {
         const r = taking[i]!.r;
         ctx.observe({ kind: 'prepared', pipeline: spec.name, partition: m.id, epoch: m.epoch, records: m.records, deadLetters: m.deadLetters, ms, end: m.end, lag: Math.max(0, r.sourceEnd - m.end), startedAt: started, split, group });
       }
-      return { kind: 'prepared', groupEpoch, members: parts.map(({ m }, i) => ({ ...m, markerOffset: markerOffsets[i]! })), kafka: handle, xid: xidToString(xid) };
+      return { kind: 'prepared', groupEpoch, members: parts.map(({ m }, i) => ({ ...m, markerOffset: sent.markerOffsets[i]! })), kafka: { ...handle, written: sent.written }, xid: xidToString(xid) };
     } catch (e) {
       // Never in history: abort its transaction now rather than hold back the members' LSOs.
       await endTxn(cluster, handle, false).catch(() => undefined);

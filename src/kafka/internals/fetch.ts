@@ -177,9 +177,19 @@ export interface ProducerRecord {
   sequence: number;
 }
 
+/** A transaction marker (control record) in a partition's log: where one producer's transaction ended on it. */
+export interface ControlRecord {
+  offset: number;
+  producerId: string;
+  producerEpoch: number;
+  commit: boolean;
+}
+
 export interface ProducerFetch {
   /** The data records fetched (control records left out), with their batch's producer id and epoch. */
   records: ProducerRecord[];
+  /** The control records fetched (COMMIT or ABORT markers), in log order. */
+  controls: ControlRecord[];
   /** Offset to fetch next: past every record returned, control records included (`fromOffset` if none). */
   nextOffset: number;
   highWatermark: number;
@@ -187,9 +197,10 @@ export interface ProducerFetch {
 
 /**
  * One read_uncommitted fetch (no wait) of one partition from `fromOffset`, with the producer id,
- * epoch and sequence number of each data record, which kafkajs's public consumer does not give:
- * what the tests' producer-record scans (test/support/scan.ts) count, as a witness independent of
- * the broker's producer state that ../landed asks for.
+ * epoch and sequence number of each data record and the transaction markers, which kafkajs's
+ * public consumer does not give: how ../outcome reads where a transaction committed or aborted on
+ * each partition it wrote, and what the tests' producer-record scans (test/support/scan.ts) count
+ * as a witness independent of the broker's producer state that ../landed asks for.
  */
 export async function fetchProducerRecords(
   cluster: KafkaCluster,
@@ -198,13 +209,19 @@ export async function fetchProducerRecords(
   const pd = await fetchOne(cluster, { ...args, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED }, [...LEADER_MOVED, 'FENCED_LEADER_EPOCH']);
   const within: any[] = new Batch(args.topic, String(args.fromOffset), pd).messagesWithinOffset;
   const records: ProducerRecord[] = [];
+  const controls: ControlRecord[] = [];
   for (const m of within) {
-    if (m.isControlRecord) continue;
     const c = m.batchContext;
+    if (m.isControlRecord) {
+      // The control record's key: version (int16), type (int16: 0 ABORT, 1 COMMIT).
+      if (m.key && m.key.length >= 4) controls.push({ offset: Number(m.offset), producerId: String(c.producerId), producerEpoch: Number(c.producerEpoch), commit: m.key.readInt16BE(2) === 1 });
+      continue;
+    }
     records.push({ offset: Number(m.offset), producerId: String(c.producerId), producerEpoch: Number(c.producerEpoch), sequence: Number(c.firstSequence) + (Number(m.offset) - Number(c.firstOffset)) });
   }
   return {
     records,
+    controls,
     nextOffset: within.length ? Number(within[within.length - 1].offset) + 1 : args.fromOffset,
     highWatermark: Number(pd.highWatermark),
   };

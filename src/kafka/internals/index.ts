@@ -7,11 +7,13 @@
  *  - ListOffsets with an explicit isolation level,
  *  - DescribeProducers (a partition leader's state of one producer: how ../landed checks an
  *    epoch's writes before commit),
- *  - keeping a transaction's and a group's coordinator between requests (./coordinators).
+ *  - keeping a transaction's and a group's coordinator between requests (./coordinators),
+ *  - WriteTxnMarkers, to split a transaction on purpose as a stale coordinator did (./markers: fault injection).
  * Flink reaches the same Kafka internals through reflection for the same reasons.
  */
 export * from './cluster';
 export * from './coordinators';
 export * from './fetch';
+export * from './markers';
 export * from './transaction';
 export * from './producers';

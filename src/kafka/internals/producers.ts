@@ -21,6 +21,17 @@ export interface ActiveProducer {
   currentTxnStartOffset: number;
 }
 
+/** A flexible request's array of topics with their partition numbers (compact arrays and strings, each topic's empty tagged fields). */
+export function writeCompactTopics(body: any, topics: { topic: string; partitions: number[] }[]): any {
+  body.writeUVarInt(topics.length + 1);
+  for (const t of topics) {
+    body.writeUVarIntString(t.topic).writeUVarInt(t.partitions.length + 1);
+    for (const p of t.partitions) body.writeInt32(p);
+    body.writeUVarInt(0);
+  }
+  return body;
+}
+
 /**
  * The DescribeProducers v0 request: a flexible version (compact strings and arrays, tagged
  * fields). kafkajs writes request header v1; the empty tagged-field section that follows the
@@ -33,13 +44,7 @@ export function describeProducersRequest(topics: { topic: string; partitions: nu
     apiName: 'DescribeProducers',
     encode: async () => {
       const body = new Encoder().writeUVarInt(0); // request header v2: no tagged fields
-      body.writeUVarInt(topics.length + 1);
-      for (const t of topics) {
-        body.writeUVarIntString(t.topic).writeUVarInt(t.partitions.length + 1);
-        for (const p of t.partitions) body.writeInt32(p);
-        body.writeUVarInt(0);
-      }
-      return body.writeUVarInt(0);
+      return writeCompactTopics(body, topics).writeUVarInt(0);
     },
   };
 }

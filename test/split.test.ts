@@ -1,0 +1,85 @@
+/**
+ * A transaction Kafka splits (docs/design.md §6.15): committed on some of the partitions it
+ * wrote and aborted on the others, as a coordinator acting on a term it had lost did on the
+ * 3-node cluster (docs/cluster-run9.md). The fault `split=…` reproduces the stale coordinator's
+ * act on the real broker — WriteTxnMarkers(COMMIT) to some partitions, then the real
+ * coordinator aborts the transaction — right before the epoch's EndTxn(commit), which then
+ * answers that the transaction is not open any more: the ambiguous path.
+ *
+ *  - split=outputs: outputs and dead letters committed, progress markers aborted. Judged by the
+ *    marker alone (before this fix) the epoch was redone whole: duplicates.
+ *  - split=markers: markers committed, outputs aborted. Judged by the marker alone the epoch
+ *    was taken as committed: records lost.
+ * With the fix both come out exactly once, ungrouped and in a partition group, and the split is
+ * reported (metric event, worker log, the status query's note).
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import type { ObservedEvent } from '../src/activities/observe';
+import { Faults, parseFaults } from '../src/faults';
+import type { KafkaSplit } from '../src/protocol';
+import { createOnceflowWorker } from '../src/worker';
+import { compareTransforms } from '../examples/flink-compare/transforms';
+import { bundle, openDeps, quietRuntime, type Deps } from './support/env';
+import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
+
+let deps: Deps;
+before(async () => {
+  quietRuntime();
+  deps = await openDeps();
+});
+after(async () => deps.close());
+
+async function splitRun(commits: 'markers' | 'outputs', parallelism?: number) {
+  const s = await prepareScenario(deps, { prefix: `split-${commits}${parallelism ? '-g' : ''}`, records: 600, partitions: 2, poisonEvery: 7, ...(parallelism ? { parallelism } : {}) });
+  const splits: KafkaSplit[] = [];
+  const redos: ObservedEvent[] = [];
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    // Ungrouped: partition 0's epoch 1; grouped: group 0's group epoch 1.
+    faults: new Faults(parseFaults(`commit.before@epoch=1@partition=0@attempt=1:split=${commits}`)),
+    observe: (e) => {
+      if (e.kind === 'split') splits.push(e.split);
+      if (e.kind === 'redo') redos.push(e);
+    },
+    worker: { workflowBundle: bundle() },
+  });
+  const running = w.run();
+  try {
+    const handle = await start(deps, s);
+    const results = await drainAndWait(deps, s, handle);
+    const report = await verify(deps, s);
+    return { s, results, report, splits, redos };
+  } finally {
+    w.shutdown();
+    await running;
+  }
+}
+
+for (const parallelism of [undefined, 1]) {
+  const mode = parallelism ? 'in a partition group' : 'ungrouped';
+  test(`a split with the outputs committed and the marker aborted (${mode}): the marker is written again, the outputs not — no duplicates`, { timeout: 240_000 }, async () => {
+    const { report, splits, redos, results } = await splitRun('outputs', parallelism);
+    assert.ok(report.ok, failedChecks(report));
+    assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
+    assert.ok(splits.length >= 1 && new Set(splits.map((x) => `${x.producerId}/${x.producerEpoch}`)).size === 1, `one transaction split, reported for each epoch it covered: ${JSON.stringify(splits)}`);
+    const split = splits[0]!;
+    assert.ok(split.committed.every((p) => !p.startsWith('onceflow.progress.')) && split.committed.length > 0, `outputs committed: ${split.committed.join(', ')}`);
+    assert.ok(split.aborted.length > 0 && split.aborted.every((p) => p.startsWith('onceflow.progress.')), `markers aborted: ${split.aborted.join(', ')}`);
+    assert.ok(redos.some((e) => e.kind === 'redo'), 'the aborted parts were redone');
+    assert.ok(results.some((r) => r.state.redos >= 1));
+  });
+
+  test(`a split with the marker committed and the outputs aborted (${mode}): the outputs are written again, not skipped — nothing missing`, { timeout: 240_000 }, async () => {
+    const { report, splits, results } = await splitRun('markers', parallelism);
+    assert.ok(report.ok, failedChecks(report));
+    assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
+    assert.ok(splits.length >= 1 && new Set(splits.map((x) => `${x.producerId}/${x.producerEpoch}`)).size === 1, `one transaction split, reported for each epoch it covered: ${JSON.stringify(splits)}`);
+    const split = splits[0]!;
+    assert.ok(split.committed.length > 0 && split.committed.every((p) => p.startsWith('onceflow.progress.')), `markers committed: ${split.committed.join(', ')}`);
+    assert.ok(split.aborted.some((p) => !p.startsWith('onceflow.progress.')), `outputs aborted: ${split.aborted.join(', ')}`);
+    assert.ok(results.some((r) => r.state.redos >= 1));
+  });
+}

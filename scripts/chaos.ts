@@ -46,6 +46,9 @@ async function main() {
     // not a git checkout (e.g. a `git archive` copy run beside work in progress): say which commit it is
     if (process.env.ONCEFLOW_CODE_REVISION) o.revision = process.env.ONCEFLOW_CODE_REVISION;
   }
+  // What the campaign's stack runs (scripts/services.sh reads the same variables), for the report.
+  o.kafkaVersion = process.env.ONCEFLOW_KAFKA_VERSION || '3.9.1';
+  o.kafkaLayout = `${o.kafkaNodes ?? 1} combined broker+controller node${(o.kafkaNodes ?? 1) > 1 ? 's' : ''}`;
   const from = arg('--from');
   console.log(from ? `re-rendering the ${soak ? 'soak' : 'campaign'} report from ${from}` : `${soak ? 'soak' : 'fault campaign'}, seed ${seed} (replay: ${o.command})`);
   try {

@@ -83,6 +83,9 @@ export interface CampaignOptions {
   command: string;
   /** Code revision the campaign ran (git), for the report. */
   revision?: string;
+  /** Kafka version and node layout the campaign's stack ran (ONCEFLOW_KAFKA_VERSION, ONCEFLOW_KAFKA_CONTROLLERS), for the report. */
+  kafkaVersion?: string;
+  kafkaLayout?: string;
   log: (line: string) => void;
 }
 
@@ -151,6 +154,8 @@ export interface CampaignResult {
     workerRestarts: number;
     sinkThrows: number;
     redosKafka: number;
+    /** Epochs whose Kafka transaction came out split (committed on some partitions, aborted on others), each repaired by a redo of the aborted parts. */
+    kafkaSplits?: number;
     redosMysql: number;
     rolledBackBranches: number;
     txnTimeoutPrecursors: number;
@@ -258,7 +263,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   // ---- workers and what they report
   const lines: FaultLine[] = [];
   const waiters = new Set<(l: FaultLine) => void>();
-  const evidence = { workerSigkills: 0, workerRestarts: 0, sinkThrows: 0, redosKafka: 0, redosMysql: 0, rolledBackBranches: 0, txnTimeoutPrecursors: 0, proxyResets: 0, inputSendRetries: 0, landedCheckFailures: 0 };
+  const evidence = { workerSigkills: 0, workerRestarts: 0, sinkThrows: 0, redosKafka: 0, kafkaSplits: 0, redosMysql: 0, rolledBackBranches: 0, txnTimeoutPrecursors: 0, proxyResets: 0, inputSendRetries: 0, landedCheckFailures: 0 };
   const ready = new Set<number>();
   const workerStats: ({ rssMb: number; loopP99Ms: number } | undefined)[] = [];
   const freezer = new ServiceFreezer();
@@ -292,6 +297,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
       else if (line.startsWith('[chaos] sink-throw')) evidence.sinkThrows++;
       else if (line.startsWith('[chaos] redo side=kafka')) evidence.redosKafka++;
       else if (line.startsWith('[chaos] redo side=mysql')) evidence.redosMysql++;
+      else if (line.startsWith('[chaos] split ')) evidence.kafkaSplits++;
       else if (line.startsWith('[chaos] rolled-back')) evidence.rolledBackBranches++;
       else if (line.startsWith('[chaos] ready')) ready.add(worker);
       else if (line.startsWith('[chaos] stats')) {

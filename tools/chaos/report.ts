@@ -60,6 +60,7 @@ export function renderReport(r: CampaignResult): string {
   out.push(`|---|---|`);
   out.push(`| seed | ${o.seed} |`);
   if (o.revision) out.push(`| code | \`${o.revision}\` |`);
+  if (o.kafkaVersion) out.push(`| Kafka | ${o.kafkaVersion}${o.kafkaLayout ? `, ${o.kafkaLayout}` : ''} |`);
   out.push(`| pipeline | \`${r.pipeline}\` (workflow \`${r.workflowId}\`) |`);
   out.push(
     o.parallelism
@@ -99,6 +100,7 @@ export function renderReport(r: CampaignResult): string {
   out.push(`| aborted copies visible to read_uncommitted | ${v.totals.abortedCopies} |`);
   out.push(`| worker processes killed with SIGKILL / restarted | ${r.evidence.workerSigkills} / ${r.evidence.workerRestarts} |`);
   out.push(`| Kafka redos / MySQL redos / rolled-back branches | ${r.evidence.redosKafka} / ${r.evidence.redosMysql} / ${r.evidence.rolledBackBranches} |`);
+  if (r.evidence.kafkaSplits !== undefined) out.push(`| Kafka transactions split (committed on some partitions, aborted on others), detected and repaired | ${r.evidence.kafkaSplits} epochs |`);
   out.push(`| sink throws | ${r.evidence.sinkThrows} |`);
   out.push(`| proxied sockets reset by cuts | ${r.evidence.proxyResets} |`);
   out.push(`| input sends retried (broker down) | ${r.evidence.inputSendRetries} |`);

@@ -1,7 +1,8 @@
 /**
  * The fault campaign's worker process: an ordinary onceflow worker (src/worker.ts) whose
  * "compare" sink and activity observer also write one line per event to stderr, so the
- * campaign can count what really happened (sink throws, redos, rolled-back branches), plus a
+ * campaign can count what really happened (sink throws, redos, rolled-back branches, transactions
+ * Kafka split), plus a
  * stats line every 30 s (RSS, event-loop delay) for the soak.
  * Faults come from ONCEFLOW_FAULTS / ONCEFLOW_FAULTS_FILE through src/config.ts, as for any worker;
  * the campaign points ONCEFLOW_KAFKA_BROKERS and ONCEFLOW_MYSQL_PORT at its proxies.
@@ -31,6 +32,7 @@ createOnceflowWorker({
     if (e.kind === 'redo') say(`redo side=${e.side} partition=${e.partition}`);
     else if (e.kind === 'rolled-back') say(`rolled-back xid=${e.xid} partition=${e.partition}`);
     else if (e.kind === 'retry') say(`retry activity=${e.activity} partition=${e.partition}`);
+    else if (e.kind === 'split') say(`split partition=${e.partition} epoch=${e.epoch} producer=${e.split.producerId}/${e.split.producerEpoch} committed=${e.split.committed.join('+')} aborted=${e.split.aborted.join('+')}`);
   },
 })
   .then((h) => {

@@ -1,9 +1,10 @@
 /**
  * `npm run chaos [-- --seed N] [--short] [--parallelism N] [--out FILE] [--keep-services]`
  *   --parallelism N: the campaign's pipeline runs in N partition groups (spec.parallelism)
- * `npm run chaos -- --cluster [--seed N]`: the cluster campaign (3 KRaft nodes, a node killed at
- *   every protocol step: transaction coordinator, partition leader, active controller), its own
- *   section of docs/reliability.md
+ * `npm run chaos -- --cluster [--seed N] [--controllers 3]`: the cluster campaign (3 KRaft nodes, a
+ *   node killed at every protocol step: transaction coordinator, partition leader, active
+ *   controller), its own section of docs/reliability.md; --controllers 3: the nodes are brokers
+ *   and three more nodes are the KRaft controllers (Kafka's production layout)
  * `npm run soak  [-- --seed N] [--short] [--out FILE] [--keep-services]`  (this file with --soak)
  * `... --from RESULT.json`: no run; the report rendered again from a saved result (a soak's
  * bounded-state checks recomputed from its samples)
@@ -48,7 +49,16 @@ async function main() {
   }
   // What the campaign's stack runs (scripts/services.sh reads the same variables), for the report.
   o.kafkaVersion = process.env.ONCEFLOW_KAFKA_VERSION || '3.9.1';
-  o.kafkaLayout = `${o.kafkaNodes ?? 1} combined broker+controller node${(o.kafkaNodes ?? 1) > 1 ? 's' : ''}`;
+  const controllers = arg('--controllers');
+  if (controllers !== undefined) {
+    if (!clusterRun || controllers !== '3') throw new Error(`--controllers takes 3 (dedicated KRaft controllers), with --cluster; got ${controllers}`);
+    o.kafkaControllers = 3;
+    o.runDir += '-controllers';
+    o.command += ' --controllers 3';
+  }
+  o.kafkaLayout = o.kafkaControllers
+    ? `${o.kafkaNodes} brokers and ${o.kafkaControllers} dedicated KRaft controllers`
+    : `${o.kafkaNodes ?? 1} combined broker+controller node${(o.kafkaNodes ?? 1) > 1 ? 's' : ''}`;
   const from = arg('--from');
   console.log(from ? `re-rendering the ${soak ? 'soak' : 'campaign'} report from ${from}` : `${soak ? 'soak' : 'fault campaign'}, seed ${seed} (replay: ${o.command})`);
   try {

@@ -32,8 +32,14 @@
 # 2 by default (transaction and offsets topics too), no unclean leader election. Node i listens
 # for clients on BASE+92+100*i and for the quorum on BASE+93+100*i (no base: 9092/9093,
 # 9192/9193, 9292/9293); data and log in $RUN/kafka-<i>. One node keeps $RUN/kafka.
-# The node count and version a run directory was started with are kept in $RUN/kafka.conf and
-# are the defaults there later (its data was formatted for them); the variables override.
+# ONCEFLOW_KAFKA_CONTROLLERS=3 (with ONCEFLOW_KAFKA_NODES=3; default 0): Kafka's production layout
+# instead — the 3 nodes are brokers only, and 3 more nodes are KRaft controllers only (services
+# kafka-3, kafka-4, kafka-5; node ids 4-6), each listening for the quorum only, on BASE+93+100*i.
+# A killed broker then restarts from metadata a controller quorum it was never part of hands it.
+# Plain stack only.
+# The node count, controller layout and version a run directory was started with are kept in
+# $RUN/kafka.conf and are the defaults there later (its data was formatted for them); the
+# variables override.
 #
 # ONCEFLOW_KAFKA_PROXY_LISTENERS=<listenPort>:<advertisedPort>[,...] adds broker listeners
 # PROXIED0, PROXIED1, ... on 127.0.0.1:<listenPort> that advertise 127.0.0.1:<advertisedPort>,
@@ -87,12 +93,21 @@ saved() { [[ -f $KAFKA_CONF ]] && sed -n "s/^$1=//p" "$KAFKA_CONF" || true; }
 KAFKA_VERSION=${ONCEFLOW_KAFKA_VERSION:-$(saved ONCEFLOW_KAFKA_VERSION)}; KAFKA_VERSION=${KAFKA_VERSION:-3.9.1}
 KAFKA_NODES=${ONCEFLOW_KAFKA_NODES:-$(saved ONCEFLOW_KAFKA_NODES)}; KAFKA_NODES=${KAFKA_NODES:-1}
 [[ $KAFKA_NODES == 1 || $KAFKA_NODES == 3 ]] || die "ONCEFLOW_KAFKA_NODES must be 1 or 3 (a quorum of 3 voters tolerates one node down), got '$KAFKA_NODES'"
+KAFKA_CONTROLLERS=${ONCEFLOW_KAFKA_CONTROLLERS:-$(saved ONCEFLOW_KAFKA_CONTROLLERS)}; KAFKA_CONTROLLERS=${KAFKA_CONTROLLERS:-0}
+[[ $KAFKA_CONTROLLERS == 0 || ($KAFKA_CONTROLLERS == 3 && $KAFKA_NODES == 3) ]] ||
+  die "ONCEFLOW_KAFKA_CONTROLLERS must be 0 (combined broker+controller nodes) or 3 (three dedicated controllers, with ONCEFLOW_KAFKA_NODES=3), got '$KAFKA_CONTROLLERS'"
+((KAFKA_CONTROLLERS == 0 || !SECURE)) || die "ONCEFLOW_KAFKA_CONTROLLERS=3 is for the plain stack; the secured stack runs combined nodes"
+# Every Kafka process: the brokers (0 … KAFKA_NODES-1), then any dedicated controllers.
+KAFKA_PROCS=$((KAFKA_NODES + KAFKA_CONTROLLERS))
+is_controller_only() { ((KAFKA_CONTROLLERS > 0 && $1 >= KAFKA_NODES)); }
 [[ $KAFKA_VERSION =~ ^([0-9]+)\.[0-9]+\.[0-9]+$ ]] || die "ONCEFLOW_KAFKA_VERSION must look like 3.9.1 or 4.4.0, got '$KAFKA_VERSION'"
 KAFKA_MAJOR=${BASH_REMATCH[1]}
 KAFKA_LIBS=$ONCEFLOW_HOME/kafka-$KAFKA_VERSION/libs
 KBASE=${BASE:-9000}
 kafka_port() { echo $((KBASE + 92 + 100 * $1)); }
 kafka_controller_port() { echo $((KBASE + 93 + 100 * $1)); }
+# The port that says a node is up: a broker's client port, a dedicated controller's quorum port.
+kafka_client_or_controller_port() { if is_controller_only "$1"; then kafka_controller_port "$1"; else kafka_port "$1"; fi; }
 KAFKA_PORT=$(kafka_port 0)
 # The secured listener is reached by the name in the server certificate.
 if ((SECURE)); then KAFKA_HOST=localhost; else KAFKA_HOST=127.0.0.1; fi
@@ -244,8 +259,9 @@ kafka_config() { # node index
   local dir=$RUN/$name port cport
   port=$(kafka_port "$i"); cport=$(kafka_controller_port "$i")
   mkdir -p "$dir/data"
-  local voters= j
-  for ((j = 0; j < KAFKA_NODES; j++)); do voters+="${voters:+,}$((j + 1))@$KAFKA_HOST:$(kafka_controller_port $j)"; done
+  local voters= j first=0 last=$KAFKA_NODES
+  ((KAFKA_CONTROLLERS)) && { first=$KAFKA_NODES; last=$KAFKA_PROCS; }
+  for ((j = first; j < last; j++)); do voters+="${voters:+,}$((j + 1))@$KAFKA_HOST:$(kafka_controller_port $j)"; done
   local listeners advertised protocols interbroker security=
   if ((SECURE)); then
     listeners="SASL_SSL://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport"
@@ -298,14 +314,25 @@ transaction.state.log.replication.factor=3
 transaction.state.log.min.isr=2
 unclean.leader.election.enable=false"
   fi
+  local roles=broker,controller node_listeners
+  node_listeners="listeners=$listeners
+advertised.listeners=$advertised
+inter.broker.listener.name=$interbroker"
+  if is_controller_only "$i"; then
+    roles=controller
+    node_listeners="listeners=CONTROLLER://127.0.0.1:$cport"
+  elif ((KAFKA_CONTROLLERS)); then
+    roles=broker
+    node_listeners="listeners=${listeners/,CONTROLLER:\/\/127.0.0.1:$cport/}
+advertised.listeners=$advertised
+inter.broker.listener.name=$interbroker"
+  fi
   (umask 077; cat >"$dir/server.properties" <<EOF
-process.roles=broker,controller
+process.roles=$roles
 node.id=$((i + 1))
 controller.quorum.voters=$voters
-listeners=$listeners
-advertised.listeners=$advertised
+$node_listeners
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=$interbroker
 listener.security.protocol.map=$protocols
 log.dirs=$dir/data
 num.partitions=1
@@ -361,7 +388,11 @@ EOF
 
 # One node layout per run directory: refuse to start one while the other runs.
 kafka_layout_check() {
-  local i
+  local i was
+  was=$(saved ONCEFLOW_KAFKA_CONTROLLERS); was=${was:-0}
+  if ((was != KAFKA_CONTROLLERS)) && [[ -f $RUN/$(knode 0)/data/meta.properties ]]; then
+    die "$RUN was formatted with ONCEFLOW_KAFKA_CONTROLLERS=$was; use another ONCEFLOW_RUN_DIR for $KAFKA_CONTROLLERS, or remove that directory's kafka-* folders"
+  fi
   if ((KAFKA_NODES == 1)); then
     for i in 0 1 2; do alive "kafka-$i" && die "a 3-node Kafka runs in $RUN (kafka-$i is up); stop it first (ONCEFLOW_KAFKA_NODES=3 scripts/services.sh down kafka) or set ONCEFLOW_KAFKA_NODES=3"; done
   else
@@ -380,23 +411,23 @@ up_kafka() { # node indexes
   secure_prepare
   kafka_secure_files
   mkdir -p "$RUN"
-  printf 'ONCEFLOW_KAFKA_NODES=%s\nONCEFLOW_KAFKA_VERSION=%s\n' "$KAFKA_NODES" "$KAFKA_VERSION" >"$KAFKA_CONF"
+  printf 'ONCEFLOW_KAFKA_NODES=%s\nONCEFLOW_KAFKA_CONTROLLERS=%s\nONCEFLOW_KAFKA_VERSION=%s\n' "$KAFKA_NODES" "$KAFKA_CONTROLLERS" "$KAFKA_VERSION" >"$KAFKA_CONF"
   local i name fresh=0
   # Start every stopped node first, then wait: a node of a 3-node cluster opens its client
   # port only once the quorum has a leader, which needs a second node.
   for i in "$@"; do
     name=$(knode "$i")
     if alive "$name"; then continue; fi
-    check_ports_free "$name" "$(kafka_port "$i")" "$(kafka_controller_port "$i")"
+    if is_controller_only "$i"; then check_ports_free "$name" "$(kafka_controller_port "$i")"; else check_ports_free "$name" "$(kafka_port "$i")" "$(kafka_controller_port "$i")"; fi
     kafka_config "$i"
     [[ -f $RUN/$name/data/meta.properties ]] || fresh=1
     kafka_format "$i"
-    if ((KAFKA_NODES == 1)); then log "starting Kafka $KAFKA_VERSION"; else log "starting Kafka $KAFKA_VERSION node $i of $KAFKA_NODES ($name)"; fi
+    if ((KAFKA_NODES == 1)); then log "starting Kafka $KAFKA_VERSION"; elif is_controller_only "$i"; then log "starting Kafka $KAFKA_VERSION controller $((i - KAFKA_NODES)) of $KAFKA_CONTROLLERS ($name)"; else log "starting Kafka $KAFKA_VERSION node $i of $KAFKA_NODES ($name)"; fi
     # shellcheck disable=SC2046
     spawn "$name" java -Xms256m -Xmx1g -XX:+UseG1GC $(kafka_log_opts broker) \
       -cp "$KAFKA_LIBS/*" kafka.Kafka "$RUN/$name/server.properties"
   done
-  for i in "$@"; do wait_for "$(knode "$i")" 120 port_open "$(kafka_port "$i")"; done
+  for i in "$@"; do wait_for "$(knode "$i")" 120 port_open "$(kafka_client_or_controller_port "$i")"; done
   if ((SECURE)) && { ((fresh)) || [[ ! -f $RUN/kafka-demo-granted ]]; }; then
     # The demo pipeline (scripts/demo.ts): onceflow with, onceflow-nottx without the transactional-id ACL.
     grant_acls flink-compare-demo flink_input flink_output onceflow 1
@@ -587,7 +618,7 @@ stop_service() { # service-token signal
         if [[ $sig == KILL ]]; then temporal_secure kill; else temporal_secure down; fi
       else stop_one temporal "$sig" $TEMPORAL_PORT; fi ;;
     mariadb) stop_one mariadb "$sig" $MYSQL_PORT ;;
-    kafka:*) local i=${1#kafka:}; stop_one "$(knode "$i")" "$sig" "$(kafka_port "$i")" ;;
+    kafka:*) local i=${1#kafka:}; stop_one "$(knode "$i")" "$sig" "$(kafka_client_or_controller_port "$i")" ;;
   esac
 }
 
@@ -603,9 +634,11 @@ stop_kafka_nodes() { # signal node-indexes...
 }
 
 status_kafka_node() { # index
-  local i=$1 name port; name=$(knode "$1"); port=$(kafka_port "$1")
+  local i=$1 name port; name=$(knode "$1"); port=$(kafka_client_or_controller_port "$1")
   local extra="(Kafka $KAFKA_VERSION, KRaft"
-  ((KAFKA_NODES > 1)) && extra+=", node $i of $KAFKA_NODES, controller :$(kafka_controller_port "$i")"
+  if is_controller_only "$i"; then extra+=", dedicated controller $((i - KAFKA_NODES)) of $KAFKA_CONTROLLERS"
+  elif ((KAFKA_CONTROLLERS)); then extra+=", broker $i of $KAFKA_NODES (controllers on nodes of their own)"
+  elif ((KAFKA_NODES > 1)); then extra+=", node $i of $KAFKA_NODES, controller :$(kafka_controller_port "$i")"; fi
   ((SECURE)) && extra+=", SASL_SSL SCRAM-SHA-512"
   extra+=")"
   if alive "$name" && port_open "$port"; then
@@ -648,10 +681,10 @@ pick() {
   for s in "$@"; do
     case $s in
       temporal | mariadb) echo "$s" ;;
-      kafka) for ((i = 0; i < KAFKA_NODES; i++)); do echo "kafka:$i"; done ;;
+      kafka) for ((i = 0; i < KAFKA_PROCS; i++)); do echo "kafka:$i"; done ;;
       kafka-[0-9])
         i=${s#kafka-}
-        ((i < KAFKA_NODES)) || die "no service '$s': this stack's Kafka has $KAFKA_NODES node(s) (ONCEFLOW_KAFKA_NODES; saved in $KAFKA_CONF)"
+        ((i < KAFKA_PROCS)) || die "no service '$s': this stack's Kafka has $KAFKA_PROCS node(s) (ONCEFLOW_KAFKA_NODES, ONCEFLOW_KAFKA_CONTROLLERS; saved in $KAFKA_CONF)"
         echo "kafka:$i" ;;
       --hard) ;;
       *) die "unknown service '$s' (expected temporal, kafka, kafka-<node>, mariadb)" ;;

@@ -131,7 +131,7 @@ export class Faults {
         process.stderr.write(`[faults] thawed at ${where}\n`);
       }
       if (r.action === 'split' && split) {
-        process.stderr.write(`[faults] split (commit ${r.commits}) at ${where}\n`);
+        process.stderr.write(`[faults] split=${r.commits} at ${where}\n`);
         await split(r.commits!);
       }
       if (r.action === 'stall') {

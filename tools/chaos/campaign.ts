@@ -53,6 +53,8 @@ export interface CampaignOptions {
   randomEach: number;
   /** Kafka nodes of the stack (3: the cluster campaign, run without the Kafka proxies). */
   kafkaNodes?: number;
+  /** Dedicated KRaft controllers beside the Kafka nodes (3), or none (combined nodes). */
+  kafkaControllers?: number;
   /** soak mode: how many faults, and the quiet time before each. */
   soakFaults?: number;
   soakSpacingMs?: [number, number];
@@ -187,7 +189,7 @@ interface FaultLine {
   at: number;
 }
 
-const FAULT_RE = /^\[faults\] (SIGKILL|throw|stall=\d+|freeze=\d+) at (\S+) epoch=(\d+) partition=(\d+) attempt=(\d+) pid=(\d+)/;
+const FAULT_RE = /^\[faults\] (SIGKILL|throw|stall=\d+|freeze=\d+|split=\w+) at (\S+) epoch=(\d+) partition=(\d+) attempt=(\d+) pid=(\d+)/;
 const HOLD_MS = 1500;
 /** The worker's log line of a prepare attempt failed by src/kafka/landed.ts. */
 const LANDED_RE = /error: ApplicationFailure: (Kafka acknowledged a send without|acknowledged records missing from the log)/;
@@ -198,7 +200,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   const log = o.log;
   const started = Date.now();
   const nodes = o.kafkaNodes ?? 1;
-  const stack: StackOptions = { runDir: o.runDir, portBase: o.portBase, workers: o.workers, ...(nodes > 1 ? { kafkaNodes: nodes } : {}) };
+  const stack: StackOptions = { runDir: o.runDir, portBase: o.portBase, workers: o.workers, ...(nodes > 1 ? { kafkaNodes: nodes, kafkaControllers: o.kafkaControllers ?? 0 } : {}) };
   const ports = stackPorts(stack);
   const logDir = join(o.runDir, 'campaign');
   mkdirSync(logDir, { recursive: true });

@@ -1,6 +1,7 @@
 /**
  * The cluster campaign's view of a 3-node KRaft cluster (scripts/services.sh with
- * ONCEFLOW_KAFKA_NODES=3, services kafka-0, kafka-1, kafka-2): which node is the transaction
+ * ONCEFLOW_KAFKA_NODES=3, services kafka-0, kafka-1, kafka-2, and with ONCEFLOW_KAFKA_CONTROLLERS=3
+ * the dedicated controllers kafka-3, kafka-4, kafka-5): which node is the transaction
  * coordinator of a transactional id, the leader of a partition, the active controller; which
  * service runs a node; and whether the cluster is whole again after a node came back.
  */
@@ -51,7 +52,7 @@ export function quorumLeader(kafkaLibs: string, brokers: string[]): Promise<numb
  * runs node i.
  */
 export function nodeServices(stack: StackOptions): Map<number, string> {
-  const n = stack.kafkaNodes ?? 1;
+  const n = (stack.kafkaNodes ?? 1) + (stack.kafkaControllers ?? 0);
   const map = new Map<number, string>();
   for (let i = 0; i < n; i++) {
     const service = `kafka-${i}`;

@@ -38,7 +38,7 @@ export function renderReport(r: CampaignResult): string {
   out.push('');
   if (cluster) {
     out.push(
-      `The cluster campaign of issue 14: the same campaign code on its own stack with \`ONCEFLOW_KAFKA_NODES=${o.kafkaNodes}\` (a KRaft cluster of combined nodes, replication factor 3, min.insync.replicas 2, transaction state log RF 3 / min ISR 2, no unclean leader election). Each fault SIGKILLs one node and brings it back at once (\`services.sh up kafka-N\`); the next fault waits until every node is back in every ISR, so at most one node is down at a time. The Kafka fault proxies are single-node only: this campaign runs without them (no network cuts); the workers reach all nodes directly, MySQL still through their proxies.`,
+      `The cluster campaign of issue 14: the same campaign code on its own stack with \`ONCEFLOW_KAFKA_NODES=${o.kafkaNodes}${o.kafkaControllers ? ` ONCEFLOW_KAFKA_CONTROLLERS=${o.kafkaControllers}` : ''}\` (${o.kafkaControllers ? `${o.kafkaNodes} brokers and ${o.kafkaControllers} KRaft controllers on nodes of their own` : 'a KRaft cluster of combined nodes'}, replication factor 3, min.insync.replicas 2, transaction state log RF 3 / min ISR 2, no unclean leader election). Each fault SIGKILLs one node and brings it back at once (\`services.sh up kafka-N\`); the next fault waits until every node is back in every ISR, so at most one node is down at a time. The Kafka fault proxies are single-node only: this campaign runs without them (no network cuts); the workers reach all nodes directly, MySQL still through their proxies.`,
     );
     out.push('');
   }

@@ -16,6 +16,8 @@ export interface StackOptions {
   workers: number;
   /** Kafka nodes (services.sh ONCEFLOW_KAFKA_NODES); above 1 the cluster runs without the proxied listeners. */
   kafkaNodes?: number;
+  /** Dedicated KRaft controllers beside the nodes (services.sh ONCEFLOW_KAFKA_CONTROLLERS: services kafka-3…kafka-5); 0 or absent: combined nodes. */
+  kafkaControllers?: number;
 }
 
 /** Ports of an isolated stack (services.sh derives Temporal/Kafka/MariaDB ports from the base). */
@@ -45,7 +47,7 @@ export function servicesEnv(o: StackOptions): NodeJS.ProcessEnv {
   const p = stackPorts(o);
   const base = { ...cleanEnv(), ONCEFLOW_RUN_DIR: o.runDir, ONCEFLOW_PORT_BASE: String(o.portBase) };
   // The proxied listeners are single-node only: a cluster campaign's workers reach every node directly.
-  if ((o.kafkaNodes ?? 1) > 1) return { ...base, ONCEFLOW_KAFKA_NODES: String(o.kafkaNodes) };
+  if ((o.kafkaNodes ?? 1) > 1) return { ...base, ONCEFLOW_KAFKA_NODES: String(o.kafkaNodes), ONCEFLOW_KAFKA_CONTROLLERS: String(o.kafkaControllers ?? 0) };
   const listeners = Array.from({ length: o.workers }, (_, i) => `${p.kafkaListener(i)}:${p.kafkaProxy(i)}`).join(',');
   return { ...base, ONCEFLOW_KAFKA_PROXY_LISTENERS: listeners };
 }

@@ -215,8 +215,12 @@ up_temporal() {
     # Eager activity execution (off by default in Temporal): an activity scheduled by a workflow
     # task is handed back in the response to that task's completion, skipping a matching round
     # trip per activity (docs/performance.md measures it).
+    # A poll a worker left open is handed tasks until it expires, also when the worker is frozen
+    # (a GC pause, a suspended VM): 10 s instead of the default minute bounds how long a frozen
+    # worker can keep taking work that a healthy one would run (docs/deploy.md §7.3).
     spawn temporal "$TEMPORAL_BIN" server start-dev \
       --dynamic-config-value system.enableActivityEagerExecution=true \
+      --dynamic-config-value 'matching.longPollExpirationInterval="10s"' \
       --ip 127.0.0.1 --port $TEMPORAL_PORT --ui-port $TEMPORAL_UI_PORT \
       --db-filename "$RUN/temporal/temporal.db" --namespace default \
       --search-attribute OnceflowPipeline=Keyword \

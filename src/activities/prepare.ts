@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { endTxn } from '../kafka/internals';
 import { CountedTransaction } from '../kafka/landed';
 import type { Marker } from '../kafka/progress';
-import { prepareBranch } from '../mysql/branch';
+import { LOCK_WAIT_SEC, prepareBranch } from '../mysql/branch';
 import { insertLedger, ledgerRow } from '../mysql/ledger';
 import { writeRows } from '../mysql/sink';
 import { mysqlMode, stageRows } from '../mysql/stage';
@@ -112,7 +112,7 @@ export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: ()
           await timed('mysqlMs', () => insertLedger(conn, spec.name, partition, { epoch, start: offset, end, records: records.length, redo: false }));
           bodyDone = Date.now();
         },
-        { afterPrepare: () => ctx.hit('prepare.xa-prepared', at) },
+        { afterPrepare: () => ctx.hit('prepare.xa-prepared', at), lockWaitSec: LOCK_WAIT_SEC[staged ? 'staged' : 'direct'] },
       );
       split.xaPrepareMs = Date.now() - bodyDone;
       ctx.observe({ kind: 'prepared', pipeline: spec.name, partition, epoch, records: records.length, deadLetters, ms: Date.now() - started, end, lag: Math.max(0, sourceEnd - end), startedAt: started, split });

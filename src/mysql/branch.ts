@@ -3,7 +3,8 @@
  * connection, list what is prepared. Xids: src/mysql/xid.ts; errors: src/mysql/errors.ts.
  */
 import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise';
-import { ER_XAER_NOTA, ER_XA_RBROLLBACK, sqlErrno } from './errors';
+import { TransientError } from '../errors';
+import { ER_LOCK_WAIT_TIMEOUT, ER_XAER_NOTA, ER_XA_RBROLLBACK, sqlErrno } from './errors';
 import { ledgerRow } from './ledger';
 import { XA_FORMAT_ID, xidSql, type Xid } from './xid';
 
@@ -35,17 +36,31 @@ export async function rollbackXid(db: Pool, x: Xid): Promise<'rolled-back' | 'go
 }
 
 /**
+ * How long a prepare's branch waits for a row lock (s). Staged writes (src/mysql/stage.ts) lock
+ * only rows private to the epoch, so the only holder can be another attempt of the same epoch —
+ * a stale one that woke after a freeze and prepared behind the current attempt's clean-up: fail
+ * fast, and the retry rolls that older branch back (prepare's first step). Direct writes may
+ * wait on another partition's prepared branch that is about to commit.
+ */
+export const LOCK_WAIT_SEC = { staged: 2, direct: 10 } as const;
+
+/**
  * Runs `body` inside XA START … XA END, XA PREPARE on a dedicated connection, then detaches
  * the prepared branch by closing the connection: MariaDB and MySQL let another connection
  * XA COMMIT a prepared branch only once its session is gone. On any error before PREPARE the
  * branch is rolled back here; a crash leaves it to the next attempt's recovery.
  */
-export async function prepareBranch(pool: Pool, xid: Xid, body: (conn: PoolConnection) => Promise<void>, hooks?: { afterPrepare?: () => Promise<void> | void }): Promise<void> {
+export async function prepareBranch(
+  pool: Pool,
+  xid: Xid,
+  body: (conn: PoolConnection) => Promise<void>,
+  hooks?: { afterPrepare?: () => Promise<void> | void; lockWaitSec?: number },
+): Promise<void> {
   const conn = await pool.getConnection();
   let started = false;
   let prepared = false;
   try {
-    await conn.query('SET SESSION innodb_lock_wait_timeout = 10');
+    await conn.query(`SET SESSION innodb_lock_wait_timeout = ${Math.max(1, Math.floor(hooks?.lockWaitSec ?? LOCK_WAIT_SEC.direct))}`);
     await conn.query(`XA START ${xidSql(xid)}`);
     started = true;
     await body(conn);
@@ -57,6 +72,9 @@ export async function prepareBranch(pool: Pool, xid: Xid, body: (conn: PoolConne
     if (started && !prepared) {
       await conn.query(`XA END ${xidSql(xid)}`).catch(() => undefined);
       await conn.query(`XA ROLLBACK ${xidSql(xid)}`).catch(() => undefined);
+    }
+    if (sqlErrno(e) === ER_LOCK_WAIT_TIMEOUT) {
+      throw new TransientError(`XA branch ${xid.gtrid}: a row lock was not granted within ${hooks?.lockWaitSec ?? LOCK_WAIT_SEC.direct} s (held by another prepared branch, e.g. a stale attempt of this epoch); the retried attempt rolls back older branches first`, { cause: String(e) });
     }
     throw e;
   } finally {

@@ -721,6 +721,11 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     },
     { name: 'poison records dead-lettered once with reason and source coordinates', ok: audit.totals.poison > 0 && audit.totals.deadLetters === audit.totals.poison && audit.totals.deadLettersWithReason === audit.totals.poison, detail: `${audit.totals.poison} poison, ${audit.totals.deadLetters} dead letters, ${audit.totals.deadLettersWithReason} with reason and coordinates` },
     { name: 'no XA branch of a committed epoch left prepared after any recovery', ok: faults.every((f) => f.danglingAfter === 0), detail: `${faults.reduce((a, f) => a + f.danglingAfter, 0)} found` },
+    {
+      name: 'every forced split was detected and repaired',
+      ok: (evidence.kafkaSplits ?? 0) >= (kinds.find((k) => k.kind === SPLIT_KIND)?.injected ?? 0),
+      detail: `${kinds.find((k) => k.kind === SPLIT_KIND)?.injected ?? 0} splits forced (${SPLIT_KIND}), ${evidence.kafkaSplits ?? 0} epochs found split by their commit (a group epoch's split counts once per member)`,
+    },
     { name: 'the faults really hit', ok: verify.totals.abortedCopies > 0 && evidence.workerSigkills >= (injectedKinds.find((k) => k.kind === 'worker-kill')?.injected ?? 0) && evidence.sinkThrows > 0, detail: `${verify.totals.abortedCopies} aborted copies visible to read_uncommitted, ${evidence.workerSigkills} worker SIGKILLs, ${evidence.sinkThrows} sink throws, ${evidence.redosKafka} Kafka redos` },
     { name: `at least ${o.records} input records`, ok: verify.totals.sourceRecords >= o.records, detail: `${verify.totals.sourceRecords}` },
     // Not onceflow's output: the harness's input producer (kafkajs) against the source topic. The

@@ -47,7 +47,7 @@ export function renderReport(r: CampaignResult): string {
   if (cluster) {
     out.push("> An earlier run of seed 20261202 (code 1842397, run 8) committed **15 duplicate outputs**: one epoch written twice inside one Kafka transaction by kafkajs. It is explained in [cluster-run8.md](cluster-run8.md) and fixed in `f1088cb` (the landed check is exact).");
     out.push('');
-    out.push("> Run 9 of seed 20261202 (code 9c125aa, 2026-12-04 16:43) committed **15 duplicate outputs**: a Kafka node restarted after a kill acted as transaction coordinator at its old epoch and committed one partition's part of a transaction the real coordinator aborted, and onceflow redid the epoch. It is explained in [cluster-run9.md](cluster-run9.md); not fixed yet.");
+    out.push("> Run 9 of seed 20261202 (code 9c125aa, 2026-12-04 16:43) committed **15 duplicate outputs**: a Kafka node restarted after a kill acted as transaction coordinator at its old epoch and committed one partition's part of a transaction the real coordinator aborted, and onceflow redid the epoch. It is explained in [cluster-run9.md](cluster-run9.md) and handled since `f91148f`: an ambiguous commit reads the transaction's outcome on every partition it wrote and redoes only the aborted parts (docs/design.md §6.15); the fault kind `kafka-split` forces such splits in every cluster run.");
     out.push('');
   }
   out.push('Reproduce (same seed → same input and same fault schedule; timings differ):');

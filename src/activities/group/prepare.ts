@@ -4,7 +4,7 @@ import { SourceTopicGone } from '../../errors';
 import { endTxn } from '../../kafka/internals';
 import { CountedTransaction } from '../../kafka/landed';
 import type { Marker } from '../../kafka/progress';
-import { prepareBranch } from '../../mysql/branch';
+import { LOCK_WAIT_SEC, prepareBranch } from '../../mysql/branch';
 import { insertLedger } from '../../mysql/ledger';
 import { writeRows, type RowOp } from '../../mysql/sink';
 import { mysqlMode, stageRows } from '../../mysql/stage';
@@ -106,7 +106,7 @@ export function groupPreparer(ctx: ActivityContext) {
           for (const { m } of parts) await timed('mysqlMs', () => insertLedger(conn, spec.name, m.id, { epoch: m.epoch, start: m.start, end: m.end, records: m.records, redo: false }));
           bodyDone = Date.now();
         },
-        { afterPrepare: () => ctx.hit('prepare.xa-prepared', at) },
+        { afterPrepare: () => ctx.hit('prepare.xa-prepared', at), lockWaitSec: LOCK_WAIT_SEC[staged ? 'staged' : 'direct'] },
       );
       split.xaPrepareMs = Date.now() - bodyDone;
       const ms = Date.now() - started;

@@ -8,7 +8,7 @@
  */
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
 import { byLeader, type KafkaCluster, type TxnHandle } from './cluster';
-import { writeCompactTopics } from './producers';
+import { describeProducers, writeCompactTopics } from './producers';
 import { endTxn } from './transaction';
 
 const Encoder = require('kafkajs/src/protocol/encoder');
@@ -59,16 +59,20 @@ export function decodeWriteTxnMarkers(payload: Buffer): { topic: string; partiti
 }
 
 /**
- * Splits the open transaction of `h`: a COMMIT marker to the leader of each of `commitParts`
- * (coordinator epoch 0, the lowest, so the real coordinator's markers are still accepted after
- * it), then EndTxn(abort) through the real coordinator, which aborts the transaction on every
- * other partition (on the committed ones its ABORT comes after the COMMIT and changes nothing).
+ * Splits the open transaction of `h`: a COMMIT marker to the leader of each of `commitParts`,
+ * then EndTxn(abort) through the real coordinator, which aborts the transaction on every other
+ * partition (on the committed ones its ABORT comes after the COMMIT and changes nothing). The
+ * COMMIT carries the coordinator epoch the partitions last saw for this producer — what the stale
+ * coordinator of docs/cluster-run9.md sent: a leader refuses an older one
+ * (TRANSACTION_COORDINATOR_FENCED), and the real coordinator's epoch is at least that.
  */
 export async function forceSplit(cluster: KafkaCluster, h: TxnHandle, commitParts: { topic: string; partition: number }[]): Promise<void> {
+  const { partitions } = await describeProducers(cluster, commitParts);
+  const coordinatorEpoch = Math.max(0, ...partitions.flatMap((p) => p.producers.filter((x) => x.producerId === h.producerId).map((x) => x.coordinatorEpoch)));
   await Promise.all(
     (await byLeader(cluster, commitParts)).map(async ({ nodeId, broker, topics }) => {
       const answer = await broker.connectionPool.send({
-        request: writeTxnMarkersRequest(h, true, 0, topics.map(({ topic, parts }) => ({ topic, partitions: parts.map((p) => p.partition) }))),
+        request: writeTxnMarkersRequest(h, true, coordinatorEpoch, topics.map(({ topic, parts }) => ({ topic, partitions: parts.map((p) => p.partition) }))),
         response: { decode: async (payload: Buffer) => decodeWriteTxnMarkers(payload), parse: async (x: unknown) => x },
       });
       for (const a of answer as { topic: string; partition: number; errorCode: number }[]) {

@@ -49,6 +49,11 @@ async function main() {
   }
   // What the campaign's stack runs (scripts/services.sh reads the same variables), for the report.
   o.kafkaVersion = process.env.ONCEFLOW_KAFKA_VERSION || '3.9.1';
+  // A run directory keeps the Kafka version its data was formatted with: another version runs in its own.
+  if (o.kafkaVersion !== '3.9.1') {
+    o.runDir += `-kafka-${o.kafkaVersion}`;
+    o.command = `ONCEFLOW_KAFKA_VERSION=${o.kafkaVersion} ${o.command}`;
+  }
   const controllers = arg('--controllers');
   if (controllers !== undefined) {
     if (!clusterRun || controllers !== '3') throw new Error(`--controllers takes 3 (dedicated KRaft controllers), with --cluster; got ${controllers}`);

@@ -194,7 +194,8 @@ const HOLD_MS = 1500;
 /** The worker's log line of a prepare attempt failed by src/kafka/landed.ts. */
 const LANDED_RE = /error: ApplicationFailure: (Kafka acknowledged a send without|acknowledged records missing from the log)/;
 /** A frozen worker stays stopped past the activities' heartbeat timeout (10 s), so its attempts time out and become zombies. */
-const FREEZE_MS = 20_000;
+/** A worker freeze outlasts the recovery bound: the other worker must carry every partition on meanwhile (its recovery is measured from the freeze's start). */
+const FREEZE_MS = 45_000;
 
 export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   const log = o.log;
@@ -463,7 +464,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           if (grouped) rec.group = groupOf(spec, f.partition);
           // A group epoch is every member's: each must progress again.
           partitions = grouped ? membersOf(groupOf(spec, f.partition)) : [f.partition];
-          if (f.kind === 'worker-freeze') rec.faultMs = FREEZE_MS;
+          // The other worker is healthy: liveness is owed from the freeze's start, not from the thaw.
+          if (f.kind === 'worker-freeze') rec.faultMs = 0;
           else if (f.kind === 'txn-timeout') rec.faultMs = T + 4000;
           else if (f.kind === 'worker-kill' || f.kind === SPLIT_KIND) rec.faultMs = 0;
           else {
@@ -563,7 +565,8 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
         return 0;
       case 'worker-freeze':
         workers.freeze(worker, FREEZE_MS);
-        return FREEZE_MS;
+        // Measured from the freeze's start, as at a protocol step: the other worker carries on.
+        return 0;
       case 'kafka-restart':
       case 'mariadb-restart':
       case 'temporal-restart':

@@ -10,7 +10,7 @@ export type Preset = 'full' | 'short' | 'soak' | 'soak-short' | 'cluster';
 
 export function presetOptions(preset: Preset, seed: number, log: (s: string) => void): CampaignOptions {
   const home = process.env.ONCEFLOW_HOME || join(homedir(), '.cache', 'onceflow');
-  const common = { seed, partitions: 4, workers: 2, transactionTimeoutMs: 10_000, maxRecords: 500, log, recoveryTimeoutMs: 240_000, recoveryBoundMs: 60_000 };
+  const common = { seed, partitions: 4, workers: 2, transactionTimeoutMs: 10_000, maxRecords: 500, log, recoveryTimeoutMs: 240_000, recoveryBoundMs: 30_000 };
   if (preset === 'soak' || preset === 'soak-short') {
     const long = preset === 'soak';
     return {

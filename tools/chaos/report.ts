@@ -6,7 +6,8 @@ const secs = (ms: number | null | undefined) => (ms === null || ms === undefined
 
 const KIND_TEXT: Record<string, string> = {
   'worker-kill': 'SIGKILL of a worker process, then restart',
-  'worker-freeze': 'a worker process frozen (SIGSTOP) past the activity timeouts, then thawed (SIGCONT): its attempts become zombies',
+  'kafka-split': "a Kafka transaction split at its commit as a stale coordinator did (docs/cluster-run9.md): COMMIT markers written to the progress marker's partition (odd faults) or to the outputs' (even), the transaction aborted everywhere else, then the epoch's EndTxn(commit) — the fault split=… of src/faults.ts",
+  'worker-freeze': 'a worker process frozen (SIGSTOP) for 45 s, past the activity timeouts, then thawed (SIGCONT): its attempts become zombies; recovery is counted from the start of the freeze, since the other worker is healthy',
   'kafka-restart': 'Kafka broker, clean restart (SIGTERM)',
   'kafka-restart-hard': 'Kafka broker, hard restart (SIGKILL)',
   'mariadb-restart': 'MariaDB, clean restart',

@@ -102,8 +102,21 @@ export async function openKafka(settings: Settings, clientId: string, level: log
 }
 
 /** A MySQL pool whose first connection (login, TLS) succeeded. */
+/**
+ * MariaDB ends a session whose write transaction has been idle this long (s): a frozen worker (a
+ * GC pause, a suspended VM) caught inside an apply or a prepare holds row locks that other
+ * partitions' epochs need, for as long as it is frozen, since its socket stays open. onceflow's
+ * write transactions run their statements back to back (the source is read before they open),
+ * so only a stalled process idles inside one. MySQL has no such setting (the SET fails and is
+ * ignored there): docs/deploy.md §7.3.
+ */
+export const IDLE_WRITE_TRANSACTION_SEC = 5;
+
 export async function openPool(settings: Settings, options: PoolOptions = {}): Promise<Pool> {
   const pool = createPool({ ...settings.mysql, ...options });
+  pool.on('connection', (conn) => {
+    (conn as unknown as { query(sql: string, cb: () => void): void }).query(`SET SESSION idle_write_transaction_timeout = ${IDLE_WRITE_TRANSACTION_SEC}`, () => undefined);
+  });
   await pool.query('SELECT 1').catch(async (e) => {
     await pool.end().catch(() => undefined);
     return unreachable('MySQL', settings)(e);

@@ -80,6 +80,9 @@ export async function createOnceflowWorker(opts: {
   }
 }
 
+/** How long a workflow task waits for its sticky worker (see wire). */
+export const STICKY_SCHEDULE_TO_START = '3s';
+
 async function wire(
   opts: Parameters<typeof createOnceflowWorker>[0] & object,
   settings: Settings,
@@ -103,6 +106,10 @@ async function wire(
       },
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentActivities,
+    // A workflow task waits this long for the worker that ran the workflow last (its cache)
+    // before any worker may take it: when that worker is frozen, the partition waits this long
+    // (the default, 10 s, was half of the liveness budget; docs/deploy.md §7.3).
+    stickyQueueScheduleToStartTimeout: STICKY_SCHEDULE_TO_START,
     ...opts.worker,
   });
   const address = metricsServer?.address();

@@ -65,7 +65,7 @@ async function longestStall(pipeline: string, from: number, ms: number, caughtUp
 
 for (const point of points) {
   test(`a worker frozen ${FREEZE_MS / 1000} s at ${point}: while another worker polls, no partition goes ${LIVENESS_BOUND_MS / 1000} s without a committed epoch; exactly once after the thaw`, { timeout: FREEZE_MS + 240_000 }, async () => {
-    const s = await prepareScenario(deps, { prefix: `live-${point.replace(/\./g, '-')}`, records: RECORDS, partitions: PARTITIONS, epoch: { maxRecords: 20, maxWaitMs: 200 } });
+    const s = await prepareScenario(deps, { prefix: `live-${STEPS.indexOf(point)}`, records: RECORDS, partitions: PARTITIONS, epoch: { maxRecords: 20, maxWaitMs: 200 } });
     const epoch = 4;
     const frozen = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '', ONCEFLOW_FAULTS: `${point}@epoch=${epoch}@partition=0@attempt=1:freeze=${FREEZE_MS}` });
     let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;

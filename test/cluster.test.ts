@@ -63,7 +63,14 @@ const messages = (partition: number, n: number, tag: string) => Array.from({ len
  * controller's node; returns them.
  */
 async function layout(tag: string) {
-  const ids = (await admin.describeCluster()).brokers.map((b) => b.nodeId).sort();
+  // DescribeCluster goes to any broker, and a broker's view of the others' registrations may lag
+  // its own by a moment after a fresh start (seen in a fresh clone's first run): ask until one says three.
+  let ids: number[] = [];
+  await waitFor(
+    "three nodes registered in the answering broker's view",
+    async () => (ids = (await admin.describeCluster()).brokers.map((b) => b.nodeId).sort()).length === 3,
+    60_000,
+  ).catch(() => undefined);
   assert.equal(ids.length, 3, 'three nodes registered');
   const controller = await quorumLeader(kafkaLibs, brokers);
   const victim = ids.find((i) => i !== controller)!;

@@ -85,7 +85,9 @@ async function main() {
     process.exitCode = 1;
   } finally {
     if (!from && !process.argv.includes('--keep-services')) {
-      await services({ runDir: o.runDir, portBase: o.portBase, workers: o.workers, ...(o.kafkaNodes ? { kafkaNodes: o.kafkaNodes } : {}) }, ['down']).catch((e) => console.error(String(e)));
+      await services({ runDir: o.runDir, portBase: o.portBase, workers: o.workers, ...(o.kafkaNodes ? { kafkaNodes: o.kafkaNodes } : {}), ...(o.kafkaControllers ? { kafkaControllers: o.kafkaControllers } : {}) }, ['down']).catch((e) =>
+        console.error(String(e)),
+      );
     }
   }
 }

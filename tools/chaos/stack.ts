@@ -47,7 +47,8 @@ export function servicesEnv(o: StackOptions): NodeJS.ProcessEnv {
   const p = stackPorts(o);
   const base = { ...cleanEnv(), ONCEFLOW_RUN_DIR: o.runDir, ONCEFLOW_PORT_BASE: String(o.portBase) };
   // The proxied listeners are single-node only: a cluster campaign's workers reach every node directly.
-  if ((o.kafkaNodes ?? 1) > 1) return { ...base, ONCEFLOW_KAFKA_NODES: String(o.kafkaNodes), ONCEFLOW_KAFKA_CONTROLLERS: String(o.kafkaControllers ?? 0) };
+  // Controllers unset: the run directory's saved layout (services.sh), so a stop reaches every node it started.
+  if ((o.kafkaNodes ?? 1) > 1) return { ...base, ONCEFLOW_KAFKA_NODES: String(o.kafkaNodes), ...(o.kafkaControllers !== undefined ? { ONCEFLOW_KAFKA_CONTROLLERS: String(o.kafkaControllers) } : {}) };
   const listeners = Array.from({ length: o.workers }, (_, i) => `${p.kafkaListener(i)}:${p.kafkaProxy(i)}`).join(',');
   return { ...base, ONCEFLOW_KAFKA_PROXY_LISTENERS: listeners };
 }

@@ -7,7 +7,7 @@
  */
 import type { Pool } from 'mysql2/promise';
 import { ISOLATION, PreparedTransaction, earliestOffset, latestOffset, type KafkaCluster } from './kafka/internals';
-import { DECIDE_TIMEOUT_MS } from './kafka/outcome';
+import { DECIDE_TIMEOUT_MS, splitsInLog, type LoggedSplit } from './kafka/outcome';
 import { mapLimit } from './limit';
 import { lastCommittedMarker, waitDecided, type Marker } from './kafka/progress';
 import { commitBranch, recoverXids, rollbackXid } from './mysql/branch';
@@ -32,6 +32,21 @@ export async function settleKafka(cluster: KafkaCluster, spec: PipelineSpec, par
   const hw = await latestOffset(cluster, spec.progressTopic, partition, ISOLATION.READ_UNCOMMITTED);
   if (hw > 0) await waitDecided(cluster, spec.progressTopic, partition, hw - 1, { timeoutMs: DECIDE_TIMEOUT_MS, ...(onWait ? { onWait } : {}) });
   return fenced;
+}
+
+/**
+ * The transactions of the partition's last epochs that Kafka split, found in the log (no history
+ * names them: src/kafka/outcome.ts splitsInLog). Reconcile of a restarted pipeline repairs them
+ * before it trusts the progress marker; `onceflow transactions` lists them. Call after settleKafka.
+ */
+export async function loggedSplits(cluster: KafkaCluster, spec: PipelineSpec, partition: number, onWait?: () => void): Promise<LoggedSplit[]> {
+  const start = await earliestOffset(cluster, spec.progressTopic, partition);
+  return splitsInLog(cluster, spec, partition, await lastCommittedMarker(cluster, spec.progressTopic, partition, start), start, onWait);
+}
+
+/** One line for a split found in the log. */
+export function describeSplit(partition: number, s: LoggedSplit): string {
+  return `partition ${partition} epoch ${s.marker.epoch}: Kafka split its transaction (producer ${s.split.producerId} epoch ${s.split.producerEpoch}): committed on ${s.split.committed.join(', ')}, aborted on ${s.split.aborted.join(', ')}`;
 }
 
 /** Fences every transactional id of a partition group (src/protocol/group.ts): a transaction a crashed group run left open is aborted. */

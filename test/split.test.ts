@@ -12,15 +12,21 @@
  *    was taken as committed: records lost.
  * With the fix both come out exactly once, ungrouped and in a partition group, and the split is
  * reported (metric event, worker log, the status query's note).
+ *
+ * And where no history names the transaction: the split happens, the worker dies before it
+ * could judge the commit and the operator terminates the pipeline. `onceflow transactions`
+ * lists the split (found from the log), and the restarted pipeline's reconcile repairs it.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ObservedEvent } from '../src/activities/observe';
+import { main } from '../src/cli';
 import { Faults, parseFaults } from '../src/faults';
+import { groupWorkflowId, partitionWorkflowId, pipelineWorkflowId } from '../src/spec';
 import type { KafkaSplit } from '../src/protocol';
 import { createOnceflowWorker } from '../src/worker';
 import { compareTransforms } from '../examples/flink-compare/transforms';
-import { bundle, openDeps, quietRuntime, type Deps } from './support/env';
+import { bundle, openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
 
 let deps: Deps;
@@ -81,5 +87,54 @@ for (const parallelism of [undefined, 1]) {
     assert.ok(split.committed.length > 0 && split.committed.every((p) => p.startsWith('onceflow.progress.')), `markers committed: ${split.committed.join(', ')}`);
     assert.ok(split.aborted.some((p) => !p.startsWith('onceflow.progress.')), `outputs aborted: ${split.aborted.join(', ')}`);
     assert.ok(results.some((r) => r.state.redos >= 1));
+  });
+}
+
+/** Splits epoch 1's transaction on a worker that then stalls in the commit; the worker is killed and the workflows terminated. */
+async function splitThenAbandon(commits: 'markers' | 'outputs', parallelism?: number) {
+  const s = await prepareScenario(deps, { prefix: `split-log-${commits}${parallelism ? '-g' : ''}`, records: 600, partitions: 2, poisonEvery: 7, ...(parallelism ? { parallelism } : {}) });
+  const at = 'commit.before@epoch=1@partition=0@attempt=1';
+  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: `${at}:split=${commits},${at}:stall=120000`, ONCEFLOW_WORKFLOW_BUNDLE: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' });
+  try {
+    await start(deps, s);
+    await waitUntil('the worker to split epoch 1 and stall', async () => /stall=120000 at commit\.before epoch=1/.test(doomed.stderrText), 90_000);
+    const ids = parallelism ? [groupWorkflowId(s.spec.name, 0)] : [0, 1].map((p) => partitionWorkflowId(s.spec.name, p));
+    for (const id of [pipelineWorkflowId(s.spec.name), ...ids]) await deps.client.workflow.getHandle(id).terminate('split.test.ts: operator gave up').catch(() => undefined);
+  } finally {
+    doomed.kill('SIGKILL');
+    await doomed.exited;
+  }
+  return s;
+}
+
+for (const [commits, parallelism] of [['outputs', undefined], ['markers', 1]] as const) {
+  const mode = parallelism ? 'in a partition group' : 'ungrouped';
+  test(`a split no history names (${commits} committed, ${mode}): onceflow transactions lists it, the restarted pipeline's reconcile repairs it — exactly once`, { timeout: 240_000 }, async () => {
+    const s = await splitThenAbandon(commits, parallelism);
+    let out = '';
+    assert.equal(await main(['transactions', s.spec.name], { stdout: (x) => void (out += x), stderr: (x) => void (out += x) }), 0, out);
+    assert.match(out, /partition \d+ epoch \d+: Kafka split its transaction \(producer \d+ epoch \d+\): committed on .+, aborted on .+ → starting the pipeline writes it again where it aborted/);
+    const splits: KafkaSplit[] = [];
+    const w = await createOnceflowWorker({
+      settings: deps.settings,
+      taskQueue: s.taskQueue,
+      transforms: compareTransforms(),
+      observe: (e) => void (e.kind === 'split' && splits.push(e.split)),
+      worker: { workflowBundle: bundle() },
+    });
+    const running = w.run();
+    try {
+      const handle = await start(deps, s);
+      await drainAndWait(deps, s, handle);
+      const report = await verify(deps, s);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
+      assert.ok(splits.length >= 1, 'reconcile reported the split it repaired');
+      const committedMarkers = splits.every((x) => x.committed.every((p) => p.startsWith('onceflow.progress.')));
+      assert.equal(committedMarkers, commits === 'markers', `what committed: ${JSON.stringify(splits)}`);
+    } finally {
+      w.shutdown();
+      await running;
+    }
   });
 }

@@ -79,7 +79,7 @@ export async function sendEpoch(ctx: ActivityContext, txn: CountedTransaction, s
   return { markerOffsets: markerOffsets as number[], written: writtenParts(txn, spec.progressTopic) };
 }
 
-/** The epoch a redo produces again; `original`, its decided transaction (absent in reconcile, which has no history, and for prepare results of older versions). */
+/** The epoch a redo produces again; `original`, its decided transaction (from history, or from the log for a split reconcile found: src/kafka/outcome.ts splitsInLog; absent otherwise in reconcile and for prepare results of older versions). */
 export interface RedoEpoch {
   epoch: number;
   start: number;
@@ -87,7 +87,7 @@ export interface RedoEpoch {
   xid?: string;
   /** Where to look for a committed marker of the epoch (the original's marker offset, or reconcile's last committed marker). */
   markerFrom: number;
-  original?: TxnHandle & { written?: WrittenParts };
+  original?: Pick<TxnHandle, 'producerId' | 'producerEpoch'> & { written?: WrittenParts };
 }
 
 /**

@@ -7,7 +7,8 @@
 import { ReconcileMismatch } from '../errors';
 import { earliestOffset, latestOffset, ISOLATION } from '../kafka/internals';
 import type { ReconcileArgs, ReconcileResult } from '../protocol';
-import { carryOut, examineGroupBranches, examinePartition, namedXids, resolveGroupBranches, settleKafka } from '../recovery';
+import { carryOut, describeSplit, examineGroupBranches, examinePartition, loggedSplits, namedXids, resolveGroupBranches, settleKafka } from '../recovery';
+import { reportSplit } from './commit';
 import { attemptToken, edge, type ActivityContext } from './context';
 import { redoKafkaSide } from './kafka-side';
 import { applyEpoch, redoMysqlSide } from './mysql-side';
@@ -24,6 +25,7 @@ export async function reconcilePartition(ctx: ActivityContext, args: ReconcileAr
   const { spec, partition, expected } = args;
   const src = sourceOf(args);
   const startFrom = args.source?.startFrom ?? spec.source.startFrom;
+  const repaired = expected ? [] : await repairSplits(ctx, args);
   const f = await examinePartition(ctx, spec, partition, token);
   const evidence = {
     ledger: f.ledger,
@@ -58,7 +60,26 @@ export async function reconcilePartition(ctx: ActivityContext, args: ReconcileAr
   });
   const rolledBack = f.epochs.flatMap((e) => e.actions.flatMap((a) => (a.do === 'rollback-branch' ? [a.xid] : [])));
   const applied = f.epochs.filter((e) => e.actions.some((a) => a.do === 'apply-staged')).map((e) => e.epoch);
-  return { ...next, rolledBack, ...(applied.length ? { applied } : {}), ...(done.length ? { recovered: done } : {}) };
+  const recovered = [...repaired, ...done];
+  return { ...next, rolledBack, ...(applied.length ? { applied } : {}), ...(recovered.length ? { recovered } : {}) };
+}
+
+/**
+ * A restarted pipeline (no state carried over from a run whose commits judged their own epochs):
+ * a transaction Kafka split before the restart is repaired before the progress marker is
+ * trusted — written again only where it aborted (redoKafkaSide with the transaction found in the
+ * log) — and then waited for, so that the marker reads below see the repair.
+ */
+async function repairSplits(ctx: ActivityContext, args: ReconcileArgs): Promise<string[]> {
+  const { spec, partition } = args;
+  const splits = await loggedSplits(ctx.cluster, spec, partition, ctx.heartbeat);
+  for (const s of splits) {
+    reportSplit(ctx, spec, [{ id: partition, epoch: s.marker.epoch }], s.split);
+    const m = s.marker;
+    await redoKafkaSide(ctx, spec, partition, { epoch: m.epoch, start: m.start, end: m.end, ...(m.xid ? { xid: m.xid } : {}), markerFrom: s.markerOffset, original: s.original }, sourceOf(args));
+  }
+  if (splits.length) await settleKafka(ctx.cluster, spec, partition, ctx.heartbeat);
+  return splits.map((s) => `${describeSplit(partition, s)}; written again where it aborted`);
 }
 
 export function createReconcile(ctx: ActivityContext) {

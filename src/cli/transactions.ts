@@ -9,7 +9,20 @@ import type { Pool } from 'mysql2/promise';
 import { ISOLATION, latestOffset, type KafkaCluster } from '../kafka/internals';
 import { partitionCounts } from '../kafka/topics';
 import { applyStaged, mysqlMode } from '../mysql/stage';
-import { carryOut, examineGroupBranches, examinePartition, namedXids, resolveGroupBranches, settleGroupKafka, settleKafka, type GroupBranchDecision, type PartitionFindings } from '../recovery';
+import {
+  carryOut,
+  describeSplit,
+  examineGroupBranches,
+  examinePartition,
+  loggedSplits,
+  namedXids,
+  resolveGroupBranches,
+  settleGroupKafka,
+  settleKafka,
+  type GroupBranchDecision,
+  type PartitionFindings,
+} from '../recovery';
+import type { LoggedSplit } from '../kafka/outcome';
 import { pipelineWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
 import { recordedIds } from './partitions';
 
@@ -18,6 +31,8 @@ export interface InDoubt {
   groups: GroupBranchDecision[];
   /** Per partition: what the shared recovery path (src/recovery.ts) found and would do. */
   partitions: PartitionFindings[];
+  /** Transactions Kafka split (src/kafka/outcome.ts splitsInLog) among the partitions' last epochs. */
+  splits: { partition: number; split: LoggedSplit }[];
   /** Partitions held back by an open transaction (LSO below the high watermark). */
   kafka: { topic: string; partition: number; lso: number; highWatermark: number }[];
 }
@@ -25,11 +40,13 @@ export interface InDoubt {
 /** Lists what is in doubt and the decision each would get; changes nothing. */
 export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?: Admin }, spec: PipelineSpec, partitions: number | number[]): Promise<InDoubt> {
   const found: PartitionFindings[] = [];
+  const splits: InDoubt['splits'] = [];
   const ids = await recordedIds(deps.pool, spec.name, partitions);
   const groups = await examineGroupBranches(deps.pool, spec, () => true, () => namedXids(deps.cluster, spec, ids), Date.now());
   for (const p of ids) {
     const f = await examinePartition(deps, spec, p, Date.now());
     if (f.refuse || f.epochs.some((e) => e.actions.length)) found.push(f);
+    for (const split of await loggedSplits(deps.cluster, spec, p)) splits.push({ partition: p, split });
   }
   const kafka: InDoubt['kafka'] = [];
   // The sink and dead-letter topics may have fewer partitions than the source has ids.
@@ -42,7 +59,7 @@ export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?:
       if (lso < hw) kafka.push({ topic, partition: p, lso, highWatermark: hw });
     }
   }
-  return { groups, partitions: found, kafka };
+  return { groups, partitions: found, splits, kafka };
 }
 
 /** One line per action of `inDoubt`'s findings. */
@@ -70,6 +87,7 @@ export function describeInDoubt(found: InDoubt): string[] {
       }
     }
   }
+  for (const s of found.splits) lines.push(`${describeSplit(s.partition, s.split)} → starting the pipeline writes it again where it aborted`);
   for (const k of found.kafka) lines.push(`Kafka ${k.topic}[${k.partition}] held back by an open transaction: LSO ${k.lso} < high watermark ${k.highWatermark} → would abort it (fence the transactional ids)`);
   return lines;
 }

@@ -128,7 +128,23 @@ export async function earliestOffset(cluster: KafkaCluster, topic: string, parti
   return listOffset(cluster, topic, partition, '-2', ISOLATION.READ_UNCOMMITTED);
 }
 
-async function listOffset(cluster: KafkaCluster, topic: string, partition: number, timestamp: '-1' | '-2', isolation: 0 | 1): Promise<number> {
+/**
+ * The first offset of a partition whose record timestamp is at or after `ms` (ListOffsets by
+ * time), or the high watermark when no record is that new.
+ */
+export async function offsetForTime(cluster: KafkaCluster, topic: string, partition: number, ms: number): Promise<number> {
+  const offset = await listOffset(cluster, topic, partition, String(Math.max(0, Math.floor(ms))), ISOLATION.READ_UNCOMMITTED);
+  return offset >= 0 ? offset : latestOffset(cluster, topic, partition, ISOLATION.READ_UNCOMMITTED);
+}
+
+/** How many partitions a topic has now (metadata refreshed: the topic may have grown). */
+export async function partitionCount(cluster: KafkaCluster, topic: string): Promise<number> {
+  await leaderIdOf(cluster, topic, 0);
+  await cluster.raw.refreshMetadata();
+  return cluster.raw.findTopicPartitionMetadata(topic).length;
+}
+
+async function listOffset(cluster: KafkaCluster, topic: string, partition: number, timestamp: string, isolation: 0 | 1): Promise<number> {
   const res = await onLeader<any>(cluster, topic, partition, (broker) =>
     broker.listOffsets({ replicaId: -1, isolationLevel: isolation, topics: [{ topic, partitions: [{ partition, timestamp }] }] }),
   );

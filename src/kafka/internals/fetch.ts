@@ -175,6 +175,10 @@ export interface ProducerRecord {
   producerEpoch: number;
   /** The record's producer sequence number: its batch's first sequence plus its place in the batch. */
   sequence: number;
+  /** The record's timestamp (ms). */
+  timestamp: number;
+  /** The record's value, only when the fetch asked for values. */
+  value?: Buffer | null;
 }
 
 /** A transaction marker (control record) in a partition's log: where one producer's transaction ended on it. */
@@ -204,9 +208,10 @@ export interface ProducerFetch {
  */
 export async function fetchProducerRecords(
   cluster: KafkaCluster,
-  args: { topic: string; partition: number; fromOffset: number; maxBytes: number },
+  args: { topic: string; partition: number; fromOffset: number; maxBytes: number; values?: boolean },
 ): Promise<ProducerFetch> {
-  const pd = await fetchOne(cluster, { ...args, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED }, [...LEADER_MOVED, 'FENCED_LEADER_EPOCH']);
+  const { values, ...req } = args;
+  const pd = await fetchOne(cluster, { ...req, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED }, [...LEADER_MOVED, 'FENCED_LEADER_EPOCH']);
   const within: any[] = new Batch(args.topic, String(args.fromOffset), pd).messagesWithinOffset;
   const records: ProducerRecord[] = [];
   const controls: ControlRecord[] = [];
@@ -217,7 +222,14 @@ export async function fetchProducerRecords(
       if (m.key && m.key.length >= 4) controls.push({ offset: Number(m.offset), producerId: String(c.producerId), producerEpoch: Number(c.producerEpoch), commit: m.key.readInt16BE(2) === 1 });
       continue;
     }
-    records.push({ offset: Number(m.offset), producerId: String(c.producerId), producerEpoch: Number(c.producerEpoch), sequence: Number(c.firstSequence) + (Number(m.offset) - Number(c.firstOffset)) });
+    records.push({
+      offset: Number(m.offset),
+      producerId: String(c.producerId),
+      producerEpoch: Number(c.producerEpoch),
+      sequence: Number(c.firstSequence) + (Number(m.offset) - Number(c.firstOffset)),
+      timestamp: Number(m.timestamp),
+      ...(values ? { value: m.value } : {}),
+    });
   }
   return {
     records,

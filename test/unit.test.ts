@@ -592,7 +592,7 @@ test('table modes in definitions: newest needs a version column of the table, ou
   const withTable = (t: TableSpec) => definePipeline({ ...base, mysqlSink: { tables: [t] } });
   assert.deepEqual(withTable(NEWEST).mysqlSink.tables[0]!.onDuplicate, { kind: 'newest', version: 'v', columns: ['val'] });
   assert.doesNotThrow(() => withTable(modeTable({ kind: 'newest', version: 'v' } as TableSpec['onDuplicate'])));
-  for (const od of [{ kind: 'accumulate', columns: ['v'] }, { kind: 'replace', columns: ['val', 'v'] }, { kind: 'ignore' }] as const) assert.doesNotThrow(() => withTable(modeTable(od)));
+  for (const od of [{ kind: 'accumulate', columns: ['v'] }, { kind: 'replace', columns: ['val', 'v'] }, { kind: 'ignore' }] as TableSpec['onDuplicate'][]) assert.doesNotThrow(() => withTable(modeTable(od)));
   const problems = (t: TableSpec) => {
     try {
       withTable(t);

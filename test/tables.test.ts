@@ -15,7 +15,7 @@ import type { RowDataPacket } from 'mysql2/promise';
 import { Kafka, logLevel } from 'kafkajs';
 import { controlPipeline, startPipeline } from '../src/client';
 import { kafkaClientConfig } from '../src/kafka/client-config';
-import { quoteIdent, upsertSql, type Dialect } from '../src/mysql/sink';
+import { detectDialect, quoteIdent, upsertSql } from '../src/mysql/sink';
 import { definePipeline, type PipelineSpec, type TableSpec } from '../src/spec';
 import { TransformRegistry, type Transform } from '../src/transforms/registry';
 import { verifyPipeline } from '../src/verify';
@@ -214,8 +214,7 @@ test('each table mode with three source partitions writing the same keys, staged
 });
 
 test('newest-wins SQL on MariaDB: a greater version replaces every column, an equal or smaller one changes nothing, a NULL version in the table counts as oldest', async () => {
-  const [[{ v: server }]] = (await deps.pool.query('SELECT VERSION() AS v')) as unknown as [[{ v: string }]];
-  const dialect: Dialect = /mariadb/i.test(server) ? 'mariadb' : 'mysql';
+  const dialect = await detectDialect(deps.pool);
   const name = uniqueName('newest_sql').replace(/[^a-z0-9]/g, '_');
   const t: TableSpec = { name, columns: ['k', 'val', 'v'], onDuplicate: { kind: 'newest', version: 'v', columns: ['val'] } };
   await deps.pool.query(`CREATE TABLE ${quoteIdent(name)} (k VARCHAR(8) PRIMARY KEY, val VARCHAR(16), v BIGINT NULL)`);

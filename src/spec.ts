@@ -11,6 +11,8 @@ import { ValidationError } from './errors';
 
 export type Accumulate = { kind: 'accumulate'; columns: string[] };
 export type Replace = { kind: 'replace'; columns: string[] };
+/** Newest wins: `columns` and `version` take the incoming values only if its `version` is greater (src/mysql/table-mode.ts). */
+export type Newest = { kind: 'newest'; version: string; columns?: string[] };
 export type Ignore = { kind: 'ignore' };
 
 export interface TableSpec {
@@ -18,8 +20,13 @@ export interface TableSpec {
   name: string;
   /** Columns written by the transform's row operations, in statement order. */
   columns: string[];
-  /** What happens when a row's key already exists. */
-  onDuplicate: Accumulate | Replace | Ignore;
+  /**
+   * How a row combines with the one already under its key: 'accumulate' adds up `columns`;
+   * 'replace' overwrites them (last write wins: with several source partitions, whichever
+   * committed last); 'newest' overwrites them and `version` only with a greater version;
+   * 'ignore' keeps the first row (insert-only). See src/mysql/table-mode.ts.
+   */
+  onDuplicate: Accumulate | Replace | Newest | Ignore;
   /** Optional DDL column definitions for `CREATE TABLE IF NOT EXISTS`, e.g. {"indicate": "BIGINT NOT NULL"}. */
   create?: { columns: Record<string, string>; primaryKey: string[] };
 }
@@ -108,6 +115,7 @@ export const SPEC_DEFAULTS = {
 /** Bounds of source.discoveryIntervalMs: often enough to matter, rarely enough to cost nothing. */
 export const DISCOVERY_INTERVAL_BOUNDS = { min: 1_000, max: 3_600_000 };
 
+const ON_DUPLICATE_KINDS = ['accumulate', 'replace', 'newest', 'ignore'];
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,39}$/;
 const TOPIC_RE = /^[a-zA-Z0-9._-]{1,249}$/;
 /** MySQL identifiers onceflow accepts: plain names only, so quoting can never be escaped. */
@@ -183,15 +191,26 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
         if (typeof c !== 'string' || !IDENTIFIER_RE.test(c)) bad(`${f}.columns[${k}]`, `must match ${IDENTIFIER_RE}, got ${JSON.stringify(c)}`);
         else if (c.toLowerCase().startsWith('onceflow_')) bad(`${f}.columns[${k}]`, `'${c}': the prefix 'onceflow_' is reserved for onceflow's staging columns; rename the column`);
       });
-      const od = t?.onDuplicate;
-      if (!od || !['accumulate', 'replace', 'ignore'].includes(od.kind)) {
-        bad(`${f}.onDuplicate.kind`, "must be 'accumulate', 'replace' or 'ignore'");
+      const od = t?.onDuplicate as { kind?: string; columns?: unknown; version?: unknown } | undefined;
+      const isColumn = (c: unknown) => typeof c === 'string' && Array.isArray(t?.columns) && t.columns.includes(c);
+      if (!od || !ON_DUPLICATE_KINDS.includes(od.kind ?? '')) {
+        bad(`${f}.onDuplicate.kind`, `must be 'accumulate' (add up), 'replace' (last write wins), 'newest' (the greater version wins) or 'ignore' (first write wins), got ${JSON.stringify(od?.kind)}`);
       } else if (od.kind !== 'ignore') {
-        if (!Array.isArray(od.columns) || od.columns.length === 0) bad(`${f}.onDuplicate.columns`, `must list the columns to ${od.kind}`);
-        else od.columns.forEach((c, k) => {
-          if (!t.columns?.includes(c)) bad(`${f}.onDuplicate.columns[${k}]`, `'${c}' is not one of the table's columns`);
-        });
+        const newest = od.kind === 'newest';
+        // 'newest' without columns keeps only the version up to date: a running maximum.
+        if (!(newest && od.columns === undefined)) {
+          if (!Array.isArray(od.columns) || (od.columns.length === 0 && !newest)) bad(`${f}.onDuplicate.columns`, `must list the columns to ${od.kind}`);
+          else od.columns.forEach((c: unknown, k) => {
+            if (!isColumn(c)) bad(`${f}.onDuplicate.columns[${k}]`, `'${String(c)}' is not one of the table's columns`);
+          });
+        }
+        if (newest) {
+          if (typeof od.version !== 'string' || !IDENTIFIER_RE.test(od.version)) bad(`${f}.onDuplicate.version`, `must name the version column (${IDENTIFIER_RE}), e.g. an event time; got ${JSON.stringify(od.version)}`);
+          else if (!isColumn(od.version)) bad(`${f}.onDuplicate.version`, `'${od.version}' is not one of the table's columns (${Array.isArray(t?.columns) ? t.columns.join(', ') : 'none'})`);
+          else if (t.create?.primaryKey?.includes(od.version)) bad(`${f}.onDuplicate.version`, `'${od.version}' is in create.primaryKey: a version in the key makes every version a row of its own; take it out of the key`);
+        }
       }
+      if (od && od.kind !== 'newest' && od.version !== undefined) bad(`${f}.onDuplicate.version`, "is only for kind 'newest'");
       if (t?.create) {
         const cols = t.create.columns ?? {};
         for (const [c, ty] of Object.entries(cols)) {

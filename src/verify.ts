@@ -19,7 +19,7 @@ import { applyTransform, tableMap } from './activities/apply';
 import { readRange } from './activities/source';
 import { earliestOffset, fetchPartition, ISOLATION, latestOffset, type KafkaCluster, type RawRecord } from './kafka/internals';
 import { lastCommittedMarker } from './kafka/progress';
-import { quoteIdent, type SqlValue } from './mysql/sink';
+import { ExpectedTables } from './mysql/expected';
 import { recoverXids } from './mysql/branch';
 import { lastLedgerRow } from './mysql/ledger';
 import { partitionGtridPrefix, pipelineGroupGtridPrefix, pipelineGtridPrefix, xidToString } from './mysql/xid';
@@ -194,7 +194,7 @@ export async function verifyPipeline(
   // pipelines started before, that is the source partition whenever their setup check passed.
   const layout = outputPartitions > 0 && deadLetterPartitions > 0 ? { outputPartitions, deadLetterPartitions } : undefined;
   const reports: PartitionReport[] = [];
-  const expectedRows = new Map<string, Map<string, SqlValue[]>>();
+  const expectedRows = new ExpectedTables();
   /** Expected output fingerprints per output partition and source id, in source order. */
   const expectedOut = new Map<number, Map<number, string[]>>();
   const expectedDl: string[] = [];
@@ -222,7 +222,7 @@ export async function verifyPipeline(
     const records = committedThrough === null || from === null ? [] : await readRange(cluster, src.topic, src.partition, from, committedThrough, () => undefined);
     sourceRecords += records.length;
     const applied = await applyTransform(spec, transform, records, { pipeline: spec.name, partition: p, epoch: 0, attempt: 0, options: spec.transformOptions ?? {} }, tables, layout);
-    for (const op of applied.rows) applyRow(expectedRows, tables.get(op.table)!, op.values);
+    for (const op of applied.rows) expectedRows.add(tables.get(op.table)!, p, op.values);
     for (const o of applied.outputs) {
       const byOut = expectedOut.get(o.partition) ?? expectedOut.set(o.partition, new Map()).get(o.partition)!;
       (byOut.get(p) ?? byOut.set(p, []).get(p)!).push(fingerprint(o.key, o.value));
@@ -314,7 +314,7 @@ export async function verifyPipeline(
   prefixes.push(pipelineGroupGtridPrefix(spec.name));
   const prepared = (await recoverXids(pool, pipelineGtridPrefix(spec.name))).filter((x) => prefixes.some((pre) => x.gtrid.startsWith(pre)));
   const unapplied = await pendingEpochs(pool, spec.name);
-  const tableProblems = await compareTables(pool, spec, expectedRows);
+  const tableProblems = await expectedRows.compare(pool, spec.mysqlSink.tables);
 
   const sumOut = (f: (r: OutputReport) => number) => outputs.reduce((a, r) => a + f(r), 0);
   const totals = {
@@ -346,7 +346,7 @@ export async function verifyPipeline(
       ok: reports.every((r) => r.inOrder),
       detail: reports.filter((r) => !r.inOrder).map((r) => `${name(r)} out of order`).join('; ') || 'in order',
     },
-    { name: 'MySQL tables equal the rows applied once', ok: tableProblems.length === 0, detail: tableProblems.slice(0, 5).join('; ') || `${[...expectedRows.values()].reduce((a, m) => a + m.size, 0)} row(s) match` },
+    { name: 'MySQL tables equal the rows applied once', ok: tableProblems.length === 0, detail: tableProblems.slice(0, 5).join('; ') || `${expectedRows.size} row(s) match` },
     {
       name: 'every committed epoch applied to the tables',
       ok: unapplied.length === 0,
@@ -386,45 +386,4 @@ async function settle(cluster: KafkaCluster, topic: string, partition: number, t
 async function firstEpochStart(pool: Pool, pipeline: string, partition: number): Promise<number | null> {
   const [rows] = await pool.execute<RowDataPacket[]>('SELECT start_offset FROM onceflow_ledger WHERE pipeline = ? AND source_partition = ? ORDER BY epoch ASC LIMIT 1', [pipeline, partition]);
   return rows[0] ? Number(rows[0].start_offset) : null;
-}
-
-function rowKey(t: PipelineSpec['mysqlSink']['tables'][number], values: Record<string, SqlValue>): string {
-  const od = t.onDuplicate;
-  const keyCols = t.create?.primaryKey ?? t.columns.filter((c) => od.kind === 'ignore' || !od.columns.includes(c));
-  return JSON.stringify(keyCols.map((c) => String(values[c])));
-}
-
-function applyRow(model: Map<string, Map<string, SqlValue[]>>, t: PipelineSpec['mysqlSink']['tables'][number], values: Record<string, SqlValue>) {
-  let rows = model.get(t.name);
-  if (!rows) model.set(t.name, (rows = new Map()));
-  const k = rowKey(t, values);
-  const incoming = t.columns.map((c) => values[c] ?? null);
-  const existing = rows.get(k);
-  if (!existing) return void rows.set(k, incoming);
-  const od = t.onDuplicate;
-  if (od.kind === 'ignore') return;
-  t.columns.forEach((c, i) => {
-    if (!od.columns.includes(c)) return;
-    existing[i] = od.kind === 'accumulate' ? Number(existing[i]) + Number(incoming[i]) : incoming[i]!;
-  });
-}
-
-async function compareTables(pool: Pool, spec: PipelineSpec, model: Map<string, Map<string, SqlValue[]>>): Promise<string[]> {
-  const problems: string[] = [];
-  for (const t of spec.mysqlSink.tables) {
-    const expected = model.get(t.name) ?? new Map<string, SqlValue[]>();
-    const [rows] = await pool.query<RowDataPacket[]>(`SELECT ${t.columns.map(quoteIdent).join(', ')} FROM ${quoteIdent(t.name)}`);
-    const actual = new Map<string, SqlValue[]>();
-    for (const r of rows) {
-      const values = Object.fromEntries(t.columns.map((c) => [c, r[c] as SqlValue]));
-      actual.set(rowKey(t, values), t.columns.map((c) => values[c] ?? null));
-    }
-    for (const [k, e] of expected) {
-      const a = actual.get(k);
-      if (!a) problems.push(`${t.name}: row ${k} missing`);
-      else if (a.map(String).join('|') !== e.map(String).join('|')) problems.push(`${t.name}: row ${k} is (${a.join(', ')}), expected (${e.join(', ')})`);
-    }
-    for (const k of actual.keys()) if (!expected.has(k)) problems.push(`${t.name}: unexpected row ${k}`);
-  }
-  return problems;
 }

@@ -577,3 +577,103 @@ test('coordinatorCache: one FindCoordinator per key and type; forgotten after a 
   assert.equal(await call(), 'node 2', 'still remembered after the old node\'s late answer');
   assert.deepEqual(lookups, ['1:tid', '0:tid', '1:tid', '1:tid', '1:tid', '1:tid', '1:tid']);
 });
+
+import { combineRows, onDuplicateSql, rowProblem } from '../src/mysql/sink';
+import { possibleRows } from '../src/mysql/table-mode';
+import type { TableSpec } from '../src/spec';
+
+/** One table per mode, keyed by `k` (no create: the key is what onDuplicate does not update). */
+const modeTable = (onDuplicate: TableSpec['onDuplicate'], columns = ['k', 'val', 'v']): TableSpec => ({ name: 'm', columns, onDuplicate });
+const NEWEST = modeTable({ kind: 'newest', version: 'v', columns: ['val'] });
+/** Insert-only needs a declared key: without one every column is part of it. */
+const IGNORE: TableSpec = { ...modeTable({ kind: 'ignore' }), create: { columns: { k: 'VARCHAR(8)', val: 'INT', v: 'INT' }, primaryKey: ['k'] } };
+
+test('table modes in definitions: newest needs a version column of the table, outside the key; the old forms keep validating', () => {
+  const withTable = (t: TableSpec) => definePipeline({ ...base, mysqlSink: { tables: [t] } });
+  assert.deepEqual(withTable(NEWEST).mysqlSink.tables[0]!.onDuplicate, { kind: 'newest', version: 'v', columns: ['val'] });
+  assert.doesNotThrow(() => withTable(modeTable({ kind: 'newest', version: 'v' } as TableSpec['onDuplicate'])));
+  for (const od of [{ kind: 'accumulate', columns: ['v'] }, { kind: 'replace', columns: ['val', 'v'] }, { kind: 'ignore' }] as TableSpec['onDuplicate'][]) assert.doesNotThrow(() => withTable(modeTable(od)));
+  const problems = (t: TableSpec) => {
+    try {
+      withTable(t);
+    } catch (e) {
+      assert.ok(e instanceof ValidationError);
+      return e.message;
+    }
+    assert.fail('expected a ValidationError');
+  };
+  assert.match(problems(modeTable({ kind: 'newest', columns: ['val'] } as never)), /onDuplicate\.version: must name the version column/);
+  assert.match(problems(modeTable({ kind: 'newest', version: 'v`x', columns: ['val'] })), /onDuplicate\.version: must name the version column/);
+  assert.match(problems(modeTable({ kind: 'newest', version: 'seen', columns: ['val'] })), /onDuplicate\.version: 'seen' is not one of the table's columns \(k, val, v\)/);
+  assert.match(problems({ ...NEWEST, create: { columns: { k: 'INT', val: 'INT', v: 'INT' }, primaryKey: ['k', 'v'] } }), /onDuplicate\.version: 'v' is in create\.primaryKey/);
+  assert.match(problems(modeTable({ kind: 'replace', columns: ['val'], version: 'v' } as never)), /onDuplicate\.version: is only for kind 'newest'/);
+  assert.match(problems(modeTable({ kind: 'latest' } as never)), /onDuplicate\.kind: must be 'accumulate' \(add up\), 'replace' \(last write wins\), 'newest'/);
+  // A config file: a misspelt field gets its did-you-mean from the schema.
+  const dir = mkdtempSync(join(tmpdir(), 'onceflow-modes-'));
+  const file = join(dir, 'p.json');
+  writeFileSync(file, JSON.stringify({ pipeline: { ...base, mysqlSink: { tables: [{ ...NEWEST, onDuplicate: { kind: 'newest', verison: 'v' } }] } } }));
+  assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), /pipeline\.mysqlSink\.tables\[0\]\.onDuplicate\.verison: is not a known field — did you mean 'version'\?/);
+});
+
+test('table modes in SQL: newest assigns each column only when the incoming version is greater, the version last; both dialects and the staged apply', () => {
+  assert.equal(
+    upsertSql(NEWEST, 1, 'mariadb'),
+    'INSERT INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE `val` = IF((`v` IS NULL OR VALUES(`v`) > `v`), VALUES(`val`), `val`), `v` = IF((`v` IS NULL OR VALUES(`v`) > `v`), VALUES(`v`), `v`)',
+  );
+  assert.equal(
+    upsertSql(NEWEST, 1, 'mysql'),
+    'INSERT INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?) AS new ON DUPLICATE KEY UPDATE `val` = IF((`v` IS NULL OR new.`v` > `v`), new.`val`, `val`), `v` = IF((`v` IS NULL OR new.`v` > `v`), new.`v`, `v`)',
+  );
+  // Listing the version among the columns changes nothing: it is still assigned last.
+  assert.equal(upsertSql(modeTable({ kind: 'newest', version: 'v', columns: ['v', 'val'] }), 1, 'mariadb'), upsertSql(NEWEST, 1, 'mariadb'));
+  assert.equal(onDuplicateSql(NEWEST, (c) => `s.${c}`, (c) => `t.${c}`), ' ON DUPLICATE KEY UPDATE t.val = IF((t.v IS NULL OR s.v > t.v), s.val, t.val), t.v = IF((t.v IS NULL OR s.v > t.v), s.v, t.v)');
+  assert.equal(upsertSql(modeTable({ kind: 'replace', columns: ['val', 'v'] }), 1, 'mariadb'), 'INSERT INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE `val` = VALUES(`val`), `v` = VALUES(`v`)');
+  assert.equal(upsertSql(modeTable({ kind: 'ignore' }), 1, 'mysql'), 'INSERT IGNORE INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?)');
+});
+
+test('table modes when combining an epoch: accumulate sums, replace keeps the last, newest the greatest version (the first of equal ones), ignore the first', () => {
+  const rows = [
+    ['a', 10, 3],
+    ['b', 1, 1],
+    ['a', 20, 5],
+    ['a', 30, 5],
+    ['a', 40, 4],
+  ];
+  const combined = (t: TableSpec) => combineRows(t, rows.map((r) => [...r]));
+  assert.deepEqual(combined(modeTable({ kind: 'accumulate', columns: ['val', 'v'] })), [['a', 100, 17], ['b', 1, 1]]);
+  assert.deepEqual(combined(modeTable({ kind: 'replace', columns: ['val', 'v'] })), [['a', 40, 4], ['b', 1, 1]]);
+  assert.deepEqual(combined(NEWEST), [['a', 20, 5], ['b', 1, 1]]);
+  assert.deepEqual(combined(IGNORE), [['a', 10, 3], ['b', 1, 1]]);
+  // Versions as dates compare by time; versions of two kinds are left to MySQL, uncombined.
+  const d = (s: string) => new Date(s);
+  assert.deepEqual(combineRows(NEWEST, [['a', 1, d('2026-01-02')], ['a', 2, d('2026-01-03')], ['a', 3, d('2026-01-01')]]), [['a', 2, d('2026-01-03')]]);
+  const mixed = [['a', 1, 5], ['a', 2, d('2026-01-01')]];
+  assert.equal(combineRows(NEWEST, mixed), mixed);
+});
+
+test('a newest-wins row without a comparable version is a bad record with the reason', async () => {
+  const tables = new Map([['m', NEWEST]]);
+  assert.equal(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: 7 } }, tables), null);
+  assert.match(String(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: null } }, tables)), /row for 'm' has no version: column 'v' is null/);
+  assert.match(String(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: '2026-01-01' } }, tables)), /not a number, a bigint or a Date; convert it in the transform/);
+  const spec = definePipeline({ ...base, mysqlSink: { tables: [NEWEST] } });
+  const rec = { topic: 'in', partition: 0, offset: 4, key: null, value: null, headers: {}, timestamp: '0' };
+  const out = await applyTransform(spec, { map: () => ({ mysql: [{ table: 'm', values: { k: 'a', val: 1, v: null } }] }) }, [rec], { pipeline: 'p1', partition: 0, epoch: 1, attempt: 1, options: {} }, tables);
+  assert.equal(out.rows.length, 0);
+  assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /has no version/);
+});
+
+test("verify's expectation per mode, from each source partition's rows of a key: what some order of their commits leaves", () => {
+  // Partition 0 wrote a: (10, v3) then (20, v5); partition 1 wrote (30, v4) then (40, v2): combined per partition in record order.
+  const perPartition = (t: TableSpec) => [combineRows(t, [['a', 10, 3], ['a', 20, 5]])[0]!, combineRows(t, [['a', 30, 4], ['a', 40, 2]])[0]!];
+  const p = (t: TableSpec) => {
+    const r = possibleRows(t, perPartition(t));
+    return { updated: r.updated, kept: r.kept };
+  };
+  assert.deepEqual(p(modeTable({ kind: 'accumulate', columns: ['val', 'v'] })), { updated: [[100, 14]], kept: [['a'], ['a']] });
+  assert.deepEqual(p(modeTable({ kind: 'replace', columns: ['val', 'v'] })), { updated: [[20, 5], [40, 2]], kept: [['a'], ['a']] });
+  assert.deepEqual(p(NEWEST), { updated: [[20, 5]], kept: [['a'], ['a']] });
+  assert.deepEqual(p(IGNORE), { updated: [[], []], kept: [['a', 10, 3], ['a', 30, 4]] });
+  // Equal greatest versions in two partitions: either may have committed first and stayed.
+  assert.deepEqual(possibleRows(NEWEST, [['a', 1, 9], ['a', 2, 9], ['a', 3, 8]]).updated, [[1, 9], [2, 9]]);
+});

@@ -8,6 +8,7 @@
 import type { Pool, PoolConnection } from 'mysql2/promise';
 import { IDENTIFIER_RE, type TableSpec } from '../spec';
 import { ConfigError } from '../errors';
+import { keyColumns, mergeIsExact, mergeRow, updatedColumns, versionProblem } from './table-mode';
 
 export type SqlValue = string | number | bigint | null | Date | Buffer;
 
@@ -30,13 +31,20 @@ export async function detectDialect(db: Pool): Promise<Dialect> {
 }
 
 /**
- * The `ON DUPLICATE KEY UPDATE …` clause of table t; `incoming(c)` names the value being
- * inserted for column c, `current(c)` the column as it is in the table.
+ * The `ON DUPLICATE KEY UPDATE …` clause of table t (its rule: src/mysql/table-mode.ts);
+ * `incoming(c)` names the value being inserted for column c, `current(c)` the column as it is
+ * in the table. 'newest': each updated column takes the incoming value only if the incoming
+ * version is greater (a NULL version in the table counts as older than any), and the version
+ * column is assigned last — MySQL and MariaDB evaluate the assignments left to right, later ones
+ * seeing the values earlier ones set, so every condition compares with the version as it was.
  */
 export function onDuplicateSql(t: TableSpec, incoming: (c: string) => string, current: (c: string) => string = quoteIdent): string {
   const od = t.onDuplicate;
   if (od.kind === 'ignore') return '';
-  const sets = od.columns.map((c) => (od.kind === 'accumulate' ? `${current(c)} = ${current(c)} + ${incoming(c)}` : `${current(c)} = ${incoming(c)}`));
+  const newer = od.kind === 'newest' ? `(${current(od.version)} IS NULL OR ${incoming(od.version)} > ${current(od.version)})` : '';
+  const sets = updatedColumns(t).map((c) =>
+    od.kind === 'accumulate' ? `${current(c)} = ${current(c)} + ${incoming(c)}` : od.kind === 'newest' ? `${current(c)} = IF(${newer}, ${incoming(c)}, ${current(c)})` : `${current(c)} = ${incoming(c)}`,
+  );
   return ` ON DUPLICATE KEY UPDATE ${sets.join(', ')}`;
 }
 
@@ -71,16 +79,10 @@ export function rowProblem(op: RowOp, tables: Map<string, TableSpec>): string | 
   for (const c of Object.keys(op.values)) {
     if (!t.columns.includes(c)) return `row for '${t.name}' has unknown column '${c}'`;
   }
-  return null;
+  return versionProblem(t, op.values);
 }
 
 const MAX_ROWS_PER_STATEMENT = 500;
-
-/** Key columns of a table for combining row ops: the declared primary key, else the columns onDuplicate does not touch. */
-export function keyColumns(t: TableSpec): string[] {
-  const od = t.onDuplicate;
-  return t.create?.primaryKey ?? t.columns.filter((c) => od.kind === 'ignore' || !od.columns.includes(c));
-}
 
 const exactKey = (v: SqlValue): string | null => {
   if (v === null) return null; // NULLs never collide in a unique key: keep such rows apart
@@ -91,23 +93,21 @@ const exactKey = (v: SqlValue): string | null => {
   return `d${v.getTime()}`;
 };
 
-const summable = (v: SqlValue): v is number | bigint => (typeof v === 'number' && Number.isSafeInteger(v)) || typeof v === 'bigint';
-
 /**
  * Combines the row ops of one batch that hit the same key into one row with the effect of
- * applying them in order: 'accumulate' sums its columns (integers only, so the sum is exact),
- * 'replace' keeps the last values, 'ignore' the first row; other columns keep the first row's
- * values, as the INSERT of the first row would. Only keys whose values are identical in JS are
- * combined (a collation that folds more keys together still sees them as separate rows of one
- * statement, which MySQL applies in order). Returns the rows unchanged where combining would
- * not be exact (non-integer accumulate values, a key that includes an updated column).
+ * applying them in order, by the table's rule (mergeRow, src/mysql/table-mode.ts): 'accumulate'
+ * sums (integers only, so the sum is exact), 'replace' keeps the last values, 'newest' the row
+ * with the greatest version (the first of equal ones), 'ignore' the first row; columns not
+ * updated keep the first row's values, as the INSERT of the first row would. Only keys whose
+ * values are identical in JS are combined (a collation that folds more keys together still sees
+ * them as separate rows of one statement, which MySQL applies in order). Returns the rows
+ * unchanged where combining would not be exact (mergeIsExact; a key that includes an updated column).
  */
 export function combineRows(t: TableSpec, rows: SqlValue[][]): SqlValue[][] {
-  const od = t.onDuplicate;
   const keyIdx = keyColumns(t).map((c) => t.columns.indexOf(c));
-  const updIdx = od.kind === 'ignore' ? [] : od.columns.map((c) => t.columns.indexOf(c));
+  const updIdx = updatedColumns(t).map((c) => t.columns.indexOf(c));
   if (keyIdx.some((i) => i < 0 || updIdx.includes(i))) return rows;
-  if (od.kind === 'accumulate' && !rows.every((r) => updIdx.every((i) => summable(r[i] ?? null)))) return rows;
+  if (!mergeIsExact(t, rows)) return rows;
   const byKey = new Map<string, SqlValue[]>();
   const out: SqlValue[][] = [];
   for (const r of rows) {
@@ -122,16 +122,7 @@ export function combineRows(t: TableSpec, rows: SqlValue[][]): SqlValue[][] {
       const copy = [...r];
       byKey.set(k, copy);
       out.push(copy);
-    } else if (od.kind === 'accumulate') {
-      for (const i of updIdx) {
-        const a = seen[i] as number | bigint;
-        const b = r[i] as number | bigint;
-        const sum = typeof a === 'bigint' || typeof b === 'bigint' ? BigInt(a) + BigInt(b) : a + b;
-        seen[i] = typeof sum === 'number' && !Number.isSafeInteger(sum) ? BigInt(a) + BigInt(b) : sum;
-      }
-    } else if (od.kind === 'replace') {
-      for (const i of updIdx) seen[i] = r[i] ?? null;
-    }
+    } else mergeRow(t, seen, r);
   }
   return out;
 }

@@ -638,7 +638,7 @@ test('haltIfOverBudget: over the budget or a row for an undeclared table throws 
     assert.equal(e.retryable, false);
     assert.match(e.message, /transform 'flink-compare' failed on 3 of 3 records, over the dead-letter budget of 1/);
     assert.match(e.message, /First failing record: topic 'in', partition 3, offset 40 — transform-error: .*not JSON/);
-    assert.match(e.message, /Nothing of this epoch was committed\. Fix it, restart the workers, and start the pipeline again/);
+    assert.match(e.message, /Nothing of this epoch was committed\. Once fixed, restart the workers and start the pipeline again/);
     assert.deepEqual(e.details, { pipeline: 'u', partition: 3, epoch: 4, cause: 'dead-letter-budget', record: 'in/3/40', error: String(all.applied.firstFailure!.error) });
     return true;
   });

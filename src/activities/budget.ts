@@ -33,7 +33,7 @@ const coordinates = (f: RecordFailure) => `topic '${f.record.topic}', partition 
  * and it reconciles from the ledger (nothing lost or twice).
  */
 export const resumeAdvice = () =>
-  'Nothing of this epoch was committed. Fix it, restart the workers, and start the pipeline again (onceflow run <config>, or onceflow start <config>): the partition resumes from its last committed epoch.';
+  'Nothing of this epoch was committed. Once fixed, restart the workers and start the pipeline again (onceflow run <config>, or onceflow start <config>): the partition resumes from its last committed epoch.';
 
 /** The transform's result for one source partition of an epoch (ungrouped: the only one; a group epoch: one per member). */
 export interface EpochPart {

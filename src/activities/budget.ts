@@ -32,7 +32,7 @@ const coordinates = (f: RecordFailure) => `topic '${f.record.topic}', partition 
  * partition workflow has failed; a start of the pipeline — a running one too — starts it again
  * and it reconciles from the ledger (nothing lost or twice).
  */
-export const resumeAdvice = () =>
+export const RESUME_ADVICE =
   'Nothing of this epoch was committed. Once fixed, restart the workers and start the pipeline again (onceflow run <config>, or onceflow start <config>): the partition resumes from its last committed epoch.';
 
 /** The transform's result for one source partition of an epoch (ungrouped: the only one; a group epoch: one per member). */
@@ -63,7 +63,7 @@ export function haltIfOverBudget(ctx: Pick<ActivityContext, 'observe' | 'error'>
       cause: 'undeclared-table',
       part: undeclaredIn,
       first: u,
-      message: `pipeline '${spec.name}' halted at ${what}: transform '${spec.transform}' wrote a row for table '${u.table}', which the pipeline does not declare (declared: ${declared}); record ${coordinates(u)}. Declare the table in mysqlSink.tables or fix the transform. ${resumeAdvice()}`,
+      message: `pipeline '${spec.name}' halted at ${what}: transform '${spec.transform}' wrote a row for table '${u.table}', which the pipeline does not declare (declared: ${declared}); record ${coordinates(u)}. Declare the table in mysqlSink.tables or fix the transform. ${RESUME_ADVICE}`,
     };
   } else if (deadLetters > allowed) {
     const part = parts.find((p) => p.applied.firstFailure)!;
@@ -75,7 +75,7 @@ export function haltIfOverBudget(ctx: Pick<ActivityContext, 'observe' | 'error'>
       message:
         `pipeline '${spec.name}' halted at ${what}: transform '${spec.transform}' failed on ${deadLetters} of ${records} records, over the dead-letter budget of ${allowed} ` +
         `(deadLetter.maxRatio ${budget.maxRatio}, maxPerEpoch ${budget.maxPerEpoch}). First failing record: ${coordinates(first)} — ${first.reason}: ${first.error}. ` +
-        `Fix the transform (or raise pipeline.deadLetter if such records are expected). ${resumeAdvice()}`,
+        `Fix the transform (or raise pipeline.deadLetter if such records are expected). ${RESUME_ADVICE}`,
     };
   }
   if (!halt) return;

@@ -18,9 +18,12 @@ export async function connectClient(settings: Settings = loadSettings()): Promis
   return new Client({ connection, namespace: settings.temporal.namespace });
 }
 
-/** Starts the pipeline's workflow; starting a running pipeline again returns the running one. */
+/**
+ * Starts the pipeline's workflow; starting a running pipeline again returns the running one and
+ * starts again its partitions that halted (restartHaltedSignal in src/workflows/pipeline.ts).
+ */
 export async function startPipeline(client: Client, spec: PipelineSpec, taskQueue: string): Promise<WorkflowHandleWithFirstExecutionRunId<typeof pipelineWorkflow>> {
-  return client.workflow.start('pipelineWorkflow', {
+  const handle = await client.workflow.start('pipelineWorkflow', {
     taskQueue,
     workflowId: pipelineWorkflowId(spec.name),
     args: [spec],
@@ -35,6 +38,9 @@ export async function startPipeline(client: Client, spec: PipelineSpec, taskQueu
       epoch: spec.epoch,
     },
   });
+  // A pipeline that ended meanwhile has nothing to restart: the next start begins a new run.
+  await handle.signal('restartHalted').catch(() => undefined);
+  return handle;
 }
 
 /** The workflow's page in the Temporal Web UI of the settings. */

@@ -14,6 +14,7 @@ export const NON_RETRYABLE_TYPES = [
   'SourceTopicGone',
   'MissingTransform',
   'NotAuthorized',
+  'PipelineHalted',
 ] as const;
 
 export class OnceflowError extends Error {
@@ -81,6 +82,18 @@ export class MissingTransform extends OnceflowError {
         "or fix the pipeline's 'transform' field",
       { retryable: false, details: { transform, registered, ...(pipeline ? { pipeline } : {}) } },
     );
+  }
+}
+
+/**
+ * An epoch's records failed beyond the dead-letter budget, or a row names a table the pipeline
+ * does not declare: a bug in the transform or the definition, not in the data. The epoch is not
+ * committed and the partition stops; the message names the transform, the first failing
+ * record's coordinates and error, and how to resume (src/activities/budget.ts).
+ */
+export class PipelineHalted extends OnceflowError {
+  constructor(message: string, details: { pipeline: string; partition: number; epoch: number; cause: 'dead-letter-budget' | 'undeclared-table'; record: string; error: string }) {
+    super(message, { retryable: false, details });
   }
 }
 

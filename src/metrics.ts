@@ -1,7 +1,7 @@
 /**
  * The worker's Prometheus endpoint (text exposition format 0.0.4), fed by the activities'
  * observed events: records and epochs committed, epoch phase durations, lag, seconds since the
- * last commit (computed at scrape time), retries, redos, dead letters, rolled-back leftovers.
+ * last commit (computed at scrape time), retries, redos, dead letters, halts, rolled-back leftovers.
  * No client library needed for this little.
  */
 import { createServer, type Server } from 'node:http';
@@ -112,6 +112,7 @@ export class WorkerMetrics {
   readonly redos = new Counter('onceflow_redos_total', 'Epochs redone (Kafka side aborted by the broker, or MySQL branch vanished)');
   readonly splits = new Counter('onceflow_kafka_splits_total', 'Epochs whose Kafka transaction came out committed on some partitions and aborted on others (found after an ambiguous EndTxn; the aborted parts are redone)');
   readonly deadLetters = new Counter('onceflow_dead_letters_total', 'Records sent to the dead-letter topic');
+  readonly halts = new Counter('onceflow_halts_total', 'Epochs refused and their partition stopped: dead letters over the budget, or a row for an undeclared table (cause label)');
   readonly rolledBack = new Counter('onceflow_rolled_back_branches_total', 'Leftover XA branches rolled back by retried prepares');
   /**
    * Per partition, from the last epoch this worker saw commit (its first side's 'committed'
@@ -125,7 +126,7 @@ export class WorkerMetrics {
 
   constructor(now: () => number = Date.now) {
     this.sinceCommit = new SecondsSince('onceflow_seconds_since_last_commit', 'Seconds since this worker last saw an epoch of the partition commit (take the min across workers)', now);
-    this.all = [this.records, this.epochs, this.commits, this.phase, this.lag, this.sinceCommit, this.retries, this.redos, this.splits, this.deadLetters, this.rolledBack];
+    this.all = [this.records, this.epochs, this.commits, this.phase, this.lag, this.sinceCommit, this.retries, this.redos, this.splits, this.deadLetters, this.halts, this.rolledBack];
   }
 
   observe = (e: ObservedEvent): void => {
@@ -151,6 +152,9 @@ export class WorkerMetrics {
         break;
       case 'retry':
         this.retries.inc({ ...l, activity: e.activity });
+        break;
+      case 'halted':
+        this.halts.inc({ ...l, cause: e.cause });
         break;
       case 'rolled-back':
         this.rolledBack.inc(l);

@@ -45,6 +45,20 @@ export interface EpochBounds {
   commitWithNextPrepare?: boolean;
 }
 
+/**
+ * How many of an epoch's records may go to the dead-letter topic before the epoch is refused
+ * (src/activities/budget.ts, docs/design.md §1.1). An epoch of n records may dead-letter
+ * min(maxPerEpoch, max(1, ⌊maxRatio·n⌋)) of them: one bad record always passes (unless
+ * maxPerEpoch is 0: none may), a transform that fails on every record of an epoch of two or more
+ * halts the partition there. `verify` judges the whole run by the ratio alone.
+ */
+export interface DeadLetterBudget {
+  /** Share of an epoch's records (0 to 1) that may be dead-lettered beyond the first one. */
+  maxRatio: number;
+  /** Most dead letters in one epoch, whatever its size; 0: any dead letter halts the partition. */
+  maxPerEpoch: number;
+}
+
 export interface PipelineSpec {
   /** [a-z0-9][a-z0-9._-]{0,39}; names workflows, transactional ids, xids and the consumer group. */
   name: string;
@@ -77,6 +91,8 @@ export interface PipelineSpec {
   deadLetterTopic: string;
   /** Topic holding one progress marker per committed epoch and source partition. */
   progressTopic: string;
+  /** The dead-letter budget; absent in runs started before it existed (SPEC_DEFAULTS.deadLetter then applies). */
+  deadLetter?: DeadLetterBudget;
   epoch: EpochBounds;
   /** Continue-as-new after this many epochs (also when Temporal suggests it). */
   epochsPerRun: number;
@@ -91,13 +107,14 @@ export interface PipelineSpec {
 
 export type PipelineInput = Omit<
   PipelineSpec,
-  'source' | 'kafkaSink' | 'deadLetterTopic' | 'progressTopic' | 'epoch' | 'epochsPerRun'
+  'source' | 'kafkaSink' | 'deadLetterTopic' | 'progressTopic' | 'deadLetter' | 'epoch' | 'epochsPerRun'
 > & {
   /** Exactly one of `topic` and `topics`. */
   source: { topic?: string; topics?: string[]; startFrom?: 'earliest' | 'latest'; discoveryIntervalMs?: number };
   kafkaSink: { topic: string; transactionTimeoutMs?: number; transactionalIdPool?: number };
   deadLetterTopic?: string;
   progressTopic?: string;
+  deadLetter?: Partial<DeadLetterBudget>;
   epoch?: Partial<EpochBounds>;
   epochsPerRun?: number;
 };
@@ -108,6 +125,8 @@ export const SPEC_DEFAULTS = {
   transactionalIdPool: 2,
   epoch: { maxRecords: 5_000, maxBytes: 4 * 1024 * 1024, maxWaitMs: 1_000 },
   epochsPerRun: 500,
+  /** 1% of an epoch, at least one record, at most 100: why in docs/design.md §1.1. */
+  deadLetter: { maxRatio: 0.01, maxPerEpoch: 100 },
   /** Like Flink's partition.discovery.interval.ms default of 30 s. */
   discoveryIntervalMs: 30_000,
 };
@@ -239,6 +258,17 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   if (positiveInt(epoch.maxWaitMs) && positiveInt(txTimeout) && epoch.maxWaitMs * 2 >= txTimeout) {
     bad('epoch.maxWaitMs', `must be well below kafkaSink.transactionTimeoutMs (${txTimeout}); lower it or raise the timeout`);
   }
+  const deadLetter = { ...SPEC_DEFAULTS.deadLetter, ...(i.deadLetter ?? {}) };
+  const DEAD_LETTER_FIELDS = Object.keys(SPEC_DEFAULTS.deadLetter);
+  for (const k of Object.keys(i.deadLetter ?? {})) {
+    if (!DEAD_LETTER_FIELDS.includes(k)) bad(`deadLetter.${k}`, `is not a setting; the dead-letter settings are ${DEAD_LETTER_FIELDS.join(', ')}`);
+  }
+  if (typeof deadLetter.maxRatio !== 'number' || !(deadLetter.maxRatio >= 0 && deadLetter.maxRatio <= 1)) {
+    bad('deadLetter.maxRatio', `must be a number from 0 to 1 (the share of an epoch's records that may be dead-lettered), got ${JSON.stringify(deadLetter.maxRatio)}`);
+  }
+  if (!Number.isInteger(deadLetter.maxPerEpoch) || deadLetter.maxPerEpoch < 0) {
+    bad('deadLetter.maxPerEpoch', `must be an integer ≥ 0 (the most dead letters in one epoch; 0: none), got ${JSON.stringify(deadLetter.maxPerEpoch)}`);
+  }
   const epochsPerRun = i.epochsPerRun ?? SPEC_DEFAULTS.epochsPerRun;
   if (!positiveInt(epochsPerRun)) bad('epochsPerRun', `must be a positive integer, got ${JSON.stringify(epochsPerRun)}`);
   if (i.parallelism !== undefined && (!positiveInt(i.parallelism) || i.parallelism > MAX_PARALLELISM)) {
@@ -260,6 +290,7 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
     mysqlSink: { tables: tables as TableSpec[], mode: mysqlMode },
     deadLetterTopic,
     progressTopic,
+    deadLetter,
     epoch,
     epochsPerRun,
     ...(i.parallelism !== undefined ? { parallelism: i.parallelism } : {}),

@@ -2,7 +2,8 @@
  * Exactly-once verification of a pipeline against the real services (docs/design.md, "How exactly-once is checked"):
  *  - the read_committed output equals the transform applied once to every committed source
  *    record (same records, no duplicates, none missing, source order per partition);
- *  - the dead-letter topic holds each rejected record once;
+ *  - the dead-letter topic holds each rejected record once, and the run's dead letters are
+ *    within the pipeline's dead-letter budget (counted per reason);
  *  - MySQL tables equal the row operations applied once (tables the pipeline owns alone);
  *  - no XA branch of the pipeline stays prepared;
  *  - no transaction holds back the LSO of an output, dead-letter or progress partition;
@@ -16,6 +17,7 @@ import { partitionCounts } from './kafka/topics';
 import type { Admin } from 'kafkajs';
 import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { applyTransform, tableMap } from './activities/apply';
+import { budgetOf, deadLettersAllowed } from './activities/budget';
 import { readRange } from './activities/source';
 import { earliestOffset, fetchPartition, ISOLATION, latestOffset, type KafkaCluster, type RawRecord } from './kafka/internals';
 import { lastCommittedMarker } from './kafka/progress';
@@ -73,10 +75,21 @@ export interface Check {
   detail: string;
 }
 
+/** The run's dead letters (read_committed) by reason class, against the budget for the records committed. */
+export interface DeadLetterSummary {
+  total: number;
+  /** Reason class (header onceflow.reason; older dead letters: the text of onceflow.error before its first ':') → count. */
+  byReason: Record<string, number>;
+  /** Dead letters the budget allows for the run's source records (src/activities/budget.ts). */
+  allowed: number;
+  maxRatio: number;
+}
+
 export interface VerifyReport {
   pipeline: string;
   ok: boolean;
   checks: Check[];
+  deadLetters: DeadLetterSummary;
   partitions: PartitionReport[];
   outputs: OutputReport[];
   totals: {
@@ -291,8 +304,10 @@ export async function verifyPipeline(
       inOrder: [...order.values()].every(Boolean),
     });
   }
-  const dl: string[] = [];
-  for (let p = 0; p < deadLetterPartitions; p++) dl.push(...(await readAll(cluster, spec.deadLetterTopic, p, ISOLATION.READ_COMMITTED)).map((r) => String(r.headers['onceflow.source'] ?? '')));
+  const dlRecords: RawRecord[] = [];
+  for (let p = 0; p < deadLetterPartitions; p++) dlRecords.push(...(await readAll(cluster, spec.deadLetterTopic, p, ISOLATION.READ_COMMITTED)));
+  const dl = dlRecords.map((r) => String(r.headers['onceflow.source'] ?? ''));
+  const deadLetters = deadLetterSummary(spec, dlRecords, sourceRecords);
   const dlCmp = compare(expectedDl.sort(), dl.sort());
   for (const r of reports) r.deadLetters = dl.filter((d) => d.startsWith(`${r.topic}/${r.topicPartition}/`)).length;
 
@@ -368,8 +383,32 @@ export async function verifyPipeline(
           ...unread.map((u) => `${u}: has records but no partition workflow reads it`),
         ].join('; ') || 'lag 0',
     },
+    budgetCheck(deadLetters, sourceRecords),
   ];
-  return { pipeline: spec.name, ok: checks.every((c) => c.ok), checks, partitions: reports, outputs, totals };
+  return { pipeline: spec.name, ok: checks.every((c) => c.ok), checks, deadLetters, partitions: reports, outputs, totals };
+}
+
+/** Reason class of a dead letter: its onceflow.reason header, else (older runs) the error text before its first ':'. */
+const reasonOf = (headers: RawRecord['headers']) => (headers['onceflow.reason'] !== undefined ? String(headers['onceflow.reason']) : String(headers['onceflow.error'] ?? 'unknown').split(':')[0]!.trim());
+
+/** Counts the run's dead letters per reason and the budget's allowance for the run's source records. */
+export function deadLetterSummary(spec: PipelineSpec, records: Pick<RawRecord, 'headers'>[], sourceRecords: number): DeadLetterSummary {
+  const byReason: Record<string, number> = {};
+  for (const r of records) {
+    const k = reasonOf(r.headers);
+    byReason[k] = (byReason[k] ?? 0) + 1;
+  }
+  const budget = budgetOf(spec);
+  return { total: records.length, byReason, allowed: deadLettersAllowed(budget, sourceRecords, 'run'), maxRatio: budget.maxRatio };
+}
+
+/** The check that fails a run whose dead letters exceed the budget. Pure. */
+export function budgetCheck(d: DeadLetterSummary, sourceRecords: number): Check {
+  return {
+    name: 'dead letters within the budget',
+    ok: d.total <= d.allowed,
+    detail: `${d.total} of ${sourceRecords} source records, at most ${d.allowed} allowed (deadLetter.maxRatio ${d.maxRatio})${d.total > d.allowed ? ': the transform rejects more records than the pipeline allows; fix it, or raise pipeline.deadLetter' : ''}`,
+  };
 }
 
 const SETTLE_MS = 10_000;

@@ -111,8 +111,9 @@ async function withWorker<T>(s: Scenario, fn: () => Promise<T>): Promise<T> {
   }
 }
 
+// The poison records all fall on partition 5, 50 offsets apart: up to 2 in a group epoch of 100 records, an explicit budget.
 test('6 partitions in 2 groups: each group epoch is one transaction and one branch for its partitions; failing attempts, poison records, exactly once', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'groups', records: 1800, partitions: 6, parallelism: 2, poisonEvery: 300, epochsPerRun: 2, transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 } });
+  const s = await prepareScenario(deps, { prefix: 'groups', records: 1800, partitions: 6, parallelism: 2, poisonEvery: 300, deadLetter: { maxRatio: 0.05 }, epochsPerRun: 2, transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 } });
   await withWorker(s, async () => {
     const handle = await start(deps, s);
     const results = await drainAndWait(deps, s, handle);

@@ -146,6 +146,8 @@ describe('against a real schema registry (Apicurio, Confluent-compatible API)', 
         ],
       },
       epoch: { maxRecords: 40, maxWaitMs: 300 },
+      // The five bad records are consecutive: three in one epoch of 40, an explicit dead-letter budget.
+      deadLetter: { maxRatio: 0.1 },
     });
     await createTopic(deps.admin, spec.source.topic, 2);
     await createTopic(deps.admin, spec.kafkaSink.topic, OUT_PARTITIONS);

@@ -35,7 +35,8 @@ after(async () => deps.close());
 /** A pipeline definition for the compare transform over `source`, with a 1 s discovery interval. */
 function specFor(name: string, source: PipelineInput['source']): PipelineSpec {
   const base = compareSpec({ name, source: { topic: 'placeholder' }, kafkaSink: { topic: `${name}.out` }, transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` } });
-  return definePipeline({ ...base, source: { discoveryIntervalMs: 1000, ...source }, epoch: { maxRecords: 100, maxWaitMs: 500 } });
+  // The inputs hold up to 4 poison records per 100 (one partition gets them all): an explicit dead-letter budget.
+  return definePipeline({ ...base, source: { discoveryIntervalMs: 1000, ...source }, epoch: { maxRecords: 100, maxWaitMs: 500 }, deadLetter: { maxRatio: 0.1 } });
 }
 
 /** A single-topic pipeline over a fresh `partitions`-partition topic holding `records` events (`seed`, one poison every `poisonEvery`). */

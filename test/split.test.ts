@@ -37,7 +37,8 @@ before(async () => {
 after(async () => deps.close());
 
 async function splitRun(commits: 'markers' | 'outputs', parallelism?: number) {
-  const s = await prepareScenario(deps, { prefix: `split-${commits}${parallelism ? '-g' : ''}`, records: 600, partitions: 2, poisonEvery: 7, ...(parallelism ? { parallelism } : {}) });
+  // One poison record in 7 (14% of every epoch): an explicit dead-letter budget above that.
+  const s = await prepareScenario(deps, { prefix: `split-${commits}${parallelism ? '-g' : ''}`, records: 600, partitions: 2, poisonEvery: 7, deadLetter: { maxRatio: 0.2 }, ...(parallelism ? { parallelism } : {}) });
   const splits: KafkaSplit[] = [];
   const redos: ObservedEvent[] = [];
   const w = await createOnceflowWorker({

@@ -677,3 +677,111 @@ test("verify's expectation per mode, from each source partition's rows of a key:
   // Equal greatest versions in two partitions: either may have committed first and stayed.
   assert.deepEqual(possibleRows(NEWEST, [['a', 1, 9], ['a', 2, 9], ['a', 3, 8]]).updated, [[1, 9], [2, 9]]);
 });
+
+import { deadLettersAllowed, haltIfOverBudget, type EpochPart } from '../src/activities/budget';
+import { PipelineHalted } from '../src/errors';
+import { budgetCheck, deadLetterSummary } from '../src/verify';
+import { deadLetterLine } from '../src/cli/report';
+import { checkSchema } from '../src/cli/config-file';
+
+test('the dead-letter budget: one bad record in a small epoch passes, a transform failing on every record does not', () => {
+  const d = definePipeline(base).deadLetter!;
+  assert.deepEqual(d, { maxRatio: 0.01, maxPerEpoch: 100 });
+  // An epoch: min(maxPerEpoch, max(1, floor(ratio * n))).
+  assert.equal(deadLettersAllowed(d, 1, 'epoch'), 1);
+  assert.equal(deadLettersAllowed(d, 3, 'epoch'), 1);
+  assert.equal(deadLettersAllowed(d, 250, 'epoch'), 2);
+  assert.equal(deadLettersAllowed(d, 5000, 'epoch'), 50);
+  assert.equal(deadLettersAllowed(d, 1_000_000, 'epoch'), 100, 'capped by maxPerEpoch');
+  assert.equal(deadLettersAllowed(d, 1_000_000, 'run'), 10_000, 'a run: the ratio alone');
+  for (const n of [2, 3, 100, 5000, 100_000]) assert.ok(n > deadLettersAllowed(d, n, 'epoch'), `every record of ${n} failing is over the budget`);
+  assert.equal(deadLettersAllowed({ maxRatio: 0.5, maxPerEpoch: 0 }, 1000, 'epoch'), 0, 'maxPerEpoch 0: none');
+  assert.equal(deadLettersAllowed({ maxRatio: 0.5, maxPerEpoch: 0 }, 1000, 'run'), 0);
+  assert.equal(deadLettersAllowed({ maxRatio: 1, maxPerEpoch: 5000 }, 5000, 'epoch'), 5000, 'maxRatio 1: never halts within maxPerEpoch');
+
+  assert.equal(definePipeline({ ...base, deadLetter: { maxRatio: 0.2 } }).deadLetter!.maxPerEpoch, 100, 'a partial setting keeps the other default');
+  assert.throws(() => definePipeline({ ...base, deadLetter: { maxRatio: 1.5, maxPerEpoch: -1 } }), (e: unknown) => {
+    assert.ok(e instanceof ValidationError);
+    assert.match(e.message, /deadLetter\.maxRatio: must be a number from 0 to 1/);
+    assert.match(e.message, /deadLetter\.maxPerEpoch: must be an integer ≥ 0/);
+    return true;
+  });
+  assert.throws(() => definePipeline({ ...base, deadLetter: { maxRatoi: 0.1 } as never }), /deadLetter\.maxRatoi: is not a setting; the dead-letter settings are maxRatio, maxPerEpoch/);
+  // A config file: the schema knows the field and suggests the right name.
+  const schema = JSON.parse(readFileSync(join(__dirname, '..', 'schema', 'pipeline-config.schema.json'), 'utf8'));
+  const problems: { field: string; problem: string }[] = [];
+  checkSchema({ pipeline: { ...base, deadLetter: { maxRatio: 0.1, maxPerEpoh: 3 } } }, schema, '', problems);
+  assert.deepEqual(problems.map((p) => p.field), ['pipeline.deadLetter.maxPerEpoh']);
+  assert.match(problems[0]!.problem, /did you mean 'maxPerEpoch'/);
+});
+
+test('haltIfOverBudget: over the budget or a row for an undeclared table throws PipelineHalted naming the transform, the record and the way to resume', async () => {
+  const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' } });
+  const rec = (offset: number, value: string) => ({ topic: 'in', partition: 3, offset, key: null, value: Buffer.from(value), headers: {}, timestamp: '0' });
+  const good = JSON.stringify({ id: 'a', slot_time: 't', key1: 'k', key2: 'k', key3: 'k', indicate: 3 });
+  const ctx = { pipeline: 'u', partition: 3, epoch: 4, attempt: 1, options: {} };
+  const events: unknown[] = [];
+  const logged: string[] = [];
+  const actx = { observe: (e: unknown) => void events.push(e), error: (m: string) => void logged.push(m) };
+  const part = async (values: string[], transform = compareTransform): Promise<EpochPart> => ({ partition: 3, epoch: 4, records: values.length, applied: await applyTransform(spec, transform, values.map((v, i) => rec(40 + i, v)), ctx, tableMap(spec)) });
+
+  // One poison record among three: within the default budget, dead-lettered with its reason class.
+  const one = await part([good, '{oops', good]);
+  haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [one]);
+  assert.equal(one.applied.deadLetters[0]!.headers?.['onceflow.reason'], 'transform-error');
+  assert.equal(events.length, 0);
+
+  // Every record failing: halted, nothing to write.
+  const all = await part(['{a', '{b', '{c']);
+  assert.throws(() => haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [all]), (e: unknown) => {
+    assert.ok(e instanceof PipelineHalted);
+    assert.equal(e.retryable, false);
+    assert.match(e.message, /transform 'flink-compare' failed on 3 of 3 records, over the dead-letter budget of 1/);
+    assert.match(e.message, /First failing record: topic 'in', partition 3, offset 40 — transform-error: .*not JSON/);
+    assert.match(e.message, /Nothing of this epoch was committed\. Once fixed, restart the workers and start the pipeline again/);
+    assert.deepEqual(e.details, { pipeline: 'u', partition: 3, epoch: 4, cause: 'dead-letter-budget', record: 'in/3/40', error: String(all.applied.firstFailure!.error) });
+    return true;
+  });
+  assert.deepEqual(events, [{ kind: 'halted', pipeline: 'u', partition: 3, epoch: 4, cause: 'dead-letter-budget' }]);
+  assert.equal(logged.length, 1);
+  // Judged over the epoch as a whole (a group epoch's members together): 3 of 300 at 1% pass.
+  const many = await part(Array.from({ length: 100 }, () => good));
+  const three = await part([good, '{x', good]);
+  haltIfOverBudget(actx, spec, 'group 0 epoch 1', [many, many, { ...three, partition: 5 }]);
+  assert.throws(() => haltIfOverBudget(actx, spec, 'group 0 epoch 1', [many, { ...all, partition: 5 }]), /over the dead-letter budget of 1.*partition 3, offset 40/s);
+
+  // A row for a table the pipeline does not declare: halted even once, naming the table, the declared ones and the record.
+  const undeclared = await part([good, good], { map: (r) => (r.offset === 41 ? { mysql: [{ table: 'nope', values: {} }] } : { kafka: [{ value: 'v' }] }) });
+  assert.equal(undeclared.applied.deadLetters[0]!.headers?.['onceflow.reason'], 'undeclared-table');
+  assert.throws(() => haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [undeclared]), (e: unknown) => {
+    assert.ok(e instanceof PipelineHalted);
+    assert.match(e.message, /wrote a row for table 'nope', which the pipeline does not declare \(declared: test_two_step_compare\); record topic 'in', partition 3, offset 41/);
+    assert.equal(e.details.cause, 'undeclared-table');
+    return true;
+  });
+  // A row that lacks a column stays a dead letter within the budget.
+  const lacking = await part([good, good, good], { map: (r) => (r.offset === 41 ? { mysql: [{ table: 'test_two_step_compare', values: { slot_time: 't' } }] } : { kafka: [{ value: 'v' }] }) });
+  assert.equal(lacking.applied.deadLetters[0]!.headers?.['onceflow.reason'], 'row-mismatch');
+  haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [lacking]);
+});
+
+test("verify's dead-letter line counts per reason, and the run fails above its budget", () => {
+  const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' }, deadLetter: { maxRatio: 0.05 } });
+  const dl = (reason: string | undefined, error = 'transform failed: x') => ({ headers: { 'onceflow.error': Buffer.from(error), ...(reason ? { 'onceflow.reason': Buffer.from(reason) } : {}) } });
+  const within = deadLetterSummary(spec, [dl('transform-error'), dl('transform-error'), dl('row-mismatch'), dl(undefined)], 100);
+  assert.deepEqual(within, { total: 4, byReason: { 'transform-error': 2, 'row-mismatch': 1, 'transform failed': 1 }, allowed: 5, maxRatio: 0.05 });
+  assert.equal(deadLetterLine(within), 'dead letters: 4 (budget 5) — transform-error 2, row-mismatch 1, transform failed 1');
+  assert.equal(budgetCheck(within, 100).ok, true);
+  const over = deadLetterSummary(spec, Array.from({ length: 6 }, () => dl('transform-error')), 100);
+  const check = budgetCheck(over, 100);
+  assert.equal(check.ok, false);
+  assert.match(check.detail, /6 of 100 source records, at most 5 allowed .*raise pipeline\.deadLetter/);
+  assert.equal(deadLetterLine(deadLetterSummary(spec, [], 0)), 'dead letters: 0 (budget 1)');
+});
+
+test('a halt is a metric and a terminal line of its own', () => {
+  const m = new WorkerMetrics();
+  m.observe({ kind: 'halted', pipeline: 'p', partition: 2, epoch: 0, cause: 'dead-letter-budget' });
+  assert.match(m.text(), /onceflow_halts_total\{[^}]*cause="dead-letter-budget"[^}]*\} 1/);
+  assert.equal(summarize({ level: 'ERROR', message: "pipeline 'p' halted at partition 2 epoch 0: …", meta: { activityType: 'prepareEpoch', attempt: 1, workflowId: 'onceflow/p/2' } }), "  error: prepareEpoch attempt 1 of onceflow/p/2 — pipeline 'p' halted at partition 2 epoch 0: …");
+});

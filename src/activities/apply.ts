@@ -1,8 +1,9 @@
 /**
  * Runs the user transform over a chunk of source records and turns the results into Kafka
  * messages and row operations. A record whose transform throws, or whose rows do not fit the
- * table definitions, goes to the dead-letter topic with the reason and its source coordinates.
- * Used by prepare and by both redo paths, so a redo writes what the prepare wrote.
+ * table definitions, goes to the dead-letter topic with the reason, its class and its source
+ * coordinates. Used by prepare and by both redo paths, so a redo writes what the prepare wrote;
+ * the prepares then judge the result against the dead-letter budget (./budget.ts).
  */
 import { OnceflowError, errorMessage } from '../errors';
 import { rowProblem, type RowOp } from '../mysql/sink';
@@ -16,11 +17,35 @@ export interface KafkaMessage {
   headers?: Record<string, string>;
 }
 
+/** Short classes of dead-letter reasons (header onceflow.reason), which `verify` counts. */
+export type DeadLetterReason = 'transform-error' | 'no-result' | 'row-mismatch' | 'undeclared-table' | 'bad-output-value' | 'no-output-partition';
+
+/** A record the transform could not turn into outputs and rows. */
+export interface RecordFailure {
+  record: SourceRecord;
+  reason: DeadLetterReason;
+  error: string;
+}
+
 export interface Applied {
   outputs: KafkaMessage[];
   deadLetters: KafkaMessage[];
   rows: RowOp[];
   processed: { record: SourceRecord; result: TransformResult }[];
+  /** The first dead-lettered record, and the first whose rows name a table the pipeline does not declare (a pipeline error: ./budget.ts). */
+  firstFailure?: RecordFailure;
+  undeclared?: RecordFailure & { table: string };
+}
+
+/** A record's problem and its class (caught in applyTransform, never thrown out of it). */
+class RecordProblem extends Error {
+  constructor(
+    readonly reason: DeadLetterReason,
+    message: string,
+    readonly table?: string,
+  ) {
+    super(message);
+  }
 }
 
 export function tableMap(spec: PipelineSpec): Map<string, TableSpec> {
@@ -38,7 +63,7 @@ export interface OutputLayout {
   deadLetterPartitions: number;
 }
 
-export function deadLetter(spec: PipelineSpec, record: SourceRecord, epoch: number, reason: string, partition = record.partition): KafkaMessage {
+export function deadLetter(spec: PipelineSpec, record: SourceRecord, epoch: number, reason: string, partition = record.partition, reasonClass?: DeadLetterReason): KafkaMessage {
   return {
     key: record.key,
     value: record.value,
@@ -46,6 +71,7 @@ export function deadLetter(spec: PipelineSpec, record: SourceRecord, epoch: numb
     headers: {
       ...record.headers,
       'onceflow.error': reason.slice(0, 2000),
+      ...(reasonClass ? { 'onceflow.reason': reasonClass } : {}),
       'onceflow.pipeline': spec.name,
       'onceflow.source': `${record.topic}/${record.partition}/${record.offset}`,
       'onceflow.epoch': String(epoch),
@@ -92,13 +118,15 @@ export async function applyTransform(spec: PipelineSpec, transform: Transform, r
     try {
       if (!outcome.ok) throw outcome.error;
       result = outcome.result;
-      if (typeof result !== 'object' || result === null) throw new Error('the transform returned no result object ({ kafka?, mysql? })');
+      if (typeof result !== 'object' || result === null) throw new RecordProblem('no-result', 'the transform returned no result object ({ kafka?, mysql? })');
+      const unknown = (result.mysql ?? []).find((op) => !tables.has(op.table));
+      if (unknown) throw new RecordProblem('undeclared-table', rowProblem(unknown, tables)!, unknown.table);
       const problem = (result.mysql ?? []).map((op) => rowProblem(op, tables)).find((p) => p !== null);
-      if (problem) throw new Error(problem);
+      if (problem) throw new RecordProblem('row-mismatch', problem);
       for (const o of result.kafka ?? []) {
-        if (o.value !== null && typeof o.value !== 'string' && !Buffer.isBuffer(o.value)) throw new Error('output record value must be a string, a Buffer or null');
+        if (o.value !== null && typeof o.value !== 'string' && !Buffer.isBuffer(o.value)) throw new RecordProblem('bad-output-value', 'output record value must be a string, a Buffer or null');
         if (layout && o.partition !== undefined && o.partition !== null && !(Number.isInteger(o.partition) && o.partition >= 0 && o.partition < layout.outputPartitions)) {
-          throw new Error(`output partition ${JSON.stringify(o.partition)} does not exist: '${spec.kafkaSink.topic}' has partitions 0 to ${layout.outputPartitions - 1}`);
+          throw new RecordProblem('no-output-partition', `output partition ${JSON.stringify(o.partition)} does not exist: '${spec.kafkaSink.topic}' has partitions 0 to ${layout.outputPartitions - 1}`);
         }
       }
     } catch (e) {
@@ -106,7 +134,10 @@ export async function applyTransform(spec: PipelineSpec, transform: Transform, r
       // misconfigured output schema): they fail the attempt — retried if retryable — instead of
       // dead-lettering a good record.
       if (e instanceof OnceflowError) throw e;
-      out.deadLetters.push(deadLetter(spec, record, ctx.epoch, `transform failed: ${errorMessage(e)}`, deadLetterPartition(record)));
+      const failure: RecordFailure = { record, reason: e instanceof RecordProblem ? e.reason : 'transform-error', error: errorMessage(e) };
+      out.firstFailure ??= failure;
+      if (e instanceof RecordProblem && e.table !== undefined) out.undeclared ??= { ...failure, table: e.table };
+      out.deadLetters.push(deadLetter(spec, record, ctx.epoch, `transform failed: ${failure.error}`, deadLetterPartition(record), failure.reason));
       return;
     }
     for (const o of result.kafka ?? []) {

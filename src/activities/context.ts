@@ -46,6 +46,7 @@ export function activityContext(deps: ActivityDeps) {
     heartbeat: () => Context.current().heartbeat(),
     /** A line in the worker's log (Temporal's activity logger: the activity's workflow, type and attempt are added). */
     warn: (message: string, attrs: Record<string, unknown> = {}) => Context.current().log.warn(message, attrs),
+    error: (message: string, attrs: Record<string, unknown> = {}) => Context.current().log.error(message, attrs),
     transformCtx: (spec: PipelineSpec, partition: number, epoch: number) => ({ pipeline: spec.name, partition, epoch, attempt: attempt(), options: spec.transformOptions ?? {} }),
   };
 }

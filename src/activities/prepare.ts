@@ -12,6 +12,7 @@ import { attemptBqual, epochGtrid, xidToString } from '../mysql/xid';
 import type { EpochArgs, PrepareResult } from '../protocol';
 import type { PipelineSpec } from '../spec';
 import { applyTransform, tableMap } from './apply';
+import { haltIfOverBudget } from './budget';
 import { attempt, attemptToken, edge, type ActivityContext } from './context';
 import { epochTransactionalId, sendEpoch } from './kafka-side';
 import { rollbackBranches } from './mysql-side';
@@ -87,6 +88,8 @@ export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: ()
     // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
     const applied = await timed('transformMs', () => applyTransform(spec, transform, records, tctx, tables, src.layout));
     const deadLetters = applied.deadLetters.length;
+    // Before anything is written: an epoch over the dead-letter budget is never committed.
+    haltIfOverBudget(ctx, spec, `partition ${partition} epoch ${epoch}`, [{ partition, epoch, applied, records: records.length }]);
     // InitProducerId on this epoch's transactional id: fences zombies and aborts their open transaction.
     // Counted: each send must acknowledge every partition it carried (src/kafka/landed.ts).
     const txn = new CountedTransaction(cluster, epochTransactionalId(spec, partition, epoch), spec.kafkaSink.transactionTimeoutMs);

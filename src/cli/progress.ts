@@ -23,7 +23,8 @@ export function installWorkerLog(opts: { logFile?: string; verbose: boolean; ech
 /** One line for a worker warning: the activity, its attempt and the first line of its error. */
 export function summarize(e: Pick<LogEntry, 'level' | 'message' | 'meta'>): string {
   const m = (e.meta ?? {}) as { activityType?: string; attempt?: number; workflowId?: string; error?: unknown };
-  const err = m.error instanceof Error ? m.error.message : m.error === undefined ? '' : String((m.error as { message?: unknown }).message ?? m.error);
+  // An activity's own log line (no error attached, e.g. a halted pipeline's): its message is the news.
+  const err = m.error instanceof Error ? m.error.message : m.error === undefined ? (m.activityType ? e.message : '') : String((m.error as { message?: unknown }).message ?? m.error);
   const where = m.activityType ? `${m.activityType} attempt ${m.attempt ?? '?'}${m.workflowId ? ` of ${m.workflowId}` : ''}` : e.message;
   return `  ${e.level === 'ERROR' ? 'error' : 'attempt failed'}: ${where}${err ? ` — ${err.split('\n')[0]}` : ''}`;
 }

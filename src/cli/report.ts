@@ -50,6 +50,13 @@ export function printReport(r: VerifyReport, write: (s: string) => void = (s) =>
       `dead letters ${t.deadLetters}, read_uncommitted outputs ${t.uncommittedOutputs} (aborted copies ${t.abortedCopies}), ` +
       `prepared XA branches ${t.preparedXaBranches}, partitions with hanging transactions ${t.hangingPartitions}`,
   );
+  console.log(deadLetterLine(r.deadLetters));
   for (const c of r.checks) console.log(`  ${c.ok ? 'PASS' : 'FAIL'}  ${c.name}: ${c.detail}`);
   console.log(r.ok ? 'RESULT: exactly once — every check passed' : 'RESULT: FAILED');
+}
+
+/** The dead-letter line: the total, the allowance, and the count per reason class. Pure. */
+export function deadLetterLine(d: VerifyReport['deadLetters']): string {
+  const reasons = Object.entries(d.byReason).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  return `dead letters: ${d.total} (budget ${d.allowed})${reasons.length ? ` — ${reasons.map(([k, n]) => `${k} ${n}`).join(', ')}` : ''}`;
 }

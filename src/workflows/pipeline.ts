@@ -68,6 +68,14 @@ export interface PipelineInfo {
 
 export const pipelineInfoQuery = defineQuery<PipelineInfo>('info');
 export const pipelineControlSignal = defineSignal<[ControlAction]>('control');
+/**
+ * Sent by every start of the pipeline (`startPipeline`): a running pipeline starts again the
+ * partition workflows that halted (PipelineHalted: dead letters over the budget, a row for an
+ * undeclared table; src/activities/budget.ts). Each reconciles from its ledger, so the halted
+ * epoch is prepared again by the fixed transform: nothing lost, nothing twice.
+ */
+export const restartHaltedSignal = defineSignal('restartHalted');
+export const RESTART_HALTED_PATCH = 'restart-halted-v1';
 
 export const SOURCE_DISCOVERY_PATCH = 'source-discovery-v1';
 /** Discovery rounds per run before continue-as-new: each round is a timer and an activity (about ten events). */
@@ -262,6 +270,15 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
     return fresh.length;
   };
 
+  setHandler(restartHaltedSignal, async () => {
+    const halted = [...ended.values()].filter((e) => e.errorType === 'PipelineHalted' && started.has(e.partition));
+    if (!halted.length || !patched(RESTART_HALTED_PATCH)) return;
+    const sources = halted.map((e) => started.get(e.partition)!);
+    for (const e of halted) ended.delete(e.partition);
+    if (spec.parallelism) await startInGroups(sources);
+    else for (const s of sources) await start(s);
+  });
+
   if (fresh) await discover(false);
   const roundsPerRun = carry?.roundsPerRun ?? DISCOVERIES_PER_RUN;
   const interval = spec.source.discoveryIntervalMs ?? SPEC_DEFAULTS.discoveryIntervalMs;
@@ -274,7 +291,8 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
         const drained = [...ended.values()].some((e) => e.result?.reason === 'drained');
         control = { ...control, paused: false, ...(drained ? { drain: true } : { stop: true }) };
       }
-      if ((await discover(true)) === 0) break;
+      // A partition restarted meanwhile (restartHaltedSignal) keeps the pipeline running.
+      if ((await discover(true)) === 0 && allEnded()) break;
       continue;
     }
     await condition(allEnded, interval);

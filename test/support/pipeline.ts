@@ -31,6 +31,8 @@ export async function prepareScenario(
     transformOptions?: CompareOptions;
     mysqlMode?: 'staged' | 'direct';
     parallelism?: number;
+    /** The dead-letter budget; input with poison records denser than one per epoch needs one (the default allows 1% of an epoch, at least one record). */
+    deadLetter?: PipelineInput['deadLetter'];
   },
 ): Promise<Scenario> {
   const name = uniqueName(opts.prefix);
@@ -41,6 +43,7 @@ export async function prepareScenario(
     epoch: { maxRecords: 100, maxWaitMs: 500, ...opts.epoch },
     ...(opts.epochsPerRun ? { epochsPerRun: opts.epochsPerRun } : {}),
     ...(opts.parallelism ? { parallelism: opts.parallelism } : {}),
+    ...(opts.deadLetter ? { deadLetter: opts.deadLetter } : {}),
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, ...opts.transformOptions },
   });
   const spec = opts.mysqlMode ? { ...base, mysqlSink: { ...base.mysqlSink, mode: opts.mysqlMode } } : base;

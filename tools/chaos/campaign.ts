@@ -238,6 +238,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     epoch: { maxRecords: o.maxRecords, maxWaitMs: 1000 },
     transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, compareFailAfter: o.compareFailAfter, compareFailEveryNthEpoch: o.compareFailEveryNthEpoch },
     ...(o.parallelism ? { parallelism: o.parallelism } : {}),
+    // Poison records are part of the data under test, not a transform bug: a small epoch of a
+    // group can hold one from each member, so the budget is explicit (design.md §1.1).
+    deadLetter: { maxRatio: 0.1 },
   });
   const grouped = spec.parallelism !== undefined;
   /** The source partitions of group g (grouped pipelines). */

@@ -11,6 +11,7 @@ import { mysqlMode, stageRows } from '../../mysql/stage';
 import { attemptBqual, groupGtrid, xidToString } from '../../mysql/xid';
 import type { GroupPrepareArgs, GroupPrepareResult, MemberEpoch } from '../../protocol';
 import { applyTransform, tableMap, type KafkaMessage } from '../apply';
+import { haltIfOverBudget, type EpochPart } from '../budget';
 import { attempt, attemptToken, type ActivityContext } from '../context';
 import { sendEpoch, type SentPart } from '../kafka-side';
 import { rollbackGtrid } from '../mysql-side';
@@ -64,6 +65,7 @@ export function groupPreparer(ctx: ActivityContext) {
     const deadLetters: KafkaMessage[] = [];
     const rows: RowOp[] = [];
     const parts: (SentPart & { m: Omit<MemberEpoch, 'markerOffset'>; sink: () => void })[] = [];
+    const judged: EpochPart[] = [];
     for (const { p, r, member } of taking) {
       const tctx = ctx.transformCtx(spec, p.id, p.epoch);
       const src = srcOf(spec, member);
@@ -71,6 +73,7 @@ export function groupPreparer(ctx: ActivityContext) {
       outputs.push(...applied.outputs);
       deadLetters.push(...applied.deadLetters);
       rows.push(...applied.rows);
+      judged.push({ partition: p.id, epoch: p.epoch, applied, records: r.records.length });
       const m = { id: p.id, epoch: p.epoch, start: p.offset, end: r.end, records: r.records.length, deadLetters: applied.deadLetters.length };
       // Each member's marker names the group's branch: a committed marker of any member decides it.
       const marker: Marker = { pipeline: spec.name, partition: p.id, epoch: p.epoch, start: p.offset, end: r.end, records: r.records.length, redo: false, xid: xidToString(xid) };
@@ -81,6 +84,8 @@ export function groupPreparer(ctx: ActivityContext) {
       };
       parts.push({ marker, src, m, sink });
     }
+    // Before anything is written: a group epoch over the dead-letter budget is never committed.
+    haltIfOverBudget(ctx, spec, `group ${group} epoch ${groupEpoch} (partitions ${judged.map((j) => `${j.partition} epoch ${j.epoch}`).join(', ')})`, judged);
     // InitProducerId on the group's id of this group epoch: fences zombies, aborts their open transaction.
     const txn = new CountedTransaction(cluster, groupTxnId(spec, group, groupEpoch), spec.kafkaSink.transactionTimeoutMs);
     const handle = await timed('initMs', () => txn.begin());

@@ -7,41 +7,24 @@
  *   drained with `onceflow stop --drain --wait`, verified; the tables checked directly;
  * - a worker without the pipeline's transform: the pipeline fails with an error naming the
  *   pipeline, the transform and the flag;
- * - `onceflow init`: the scaffold passes its own tests and runs its pipeline (`onceflow run --drain`).
+ *
+ * `onceflow init` and its scaffold, from a fresh clone as the README says: test/quickstart.test.ts.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RowDataPacket } from 'mysql2/promise';
 import { openDeps, quietRuntime, uniqueName, waitUntil, type Deps } from './support/env';
+import { ok, pack, sh, userEnv } from './support/package';
 
 const ROOT = join(__dirname, '..');
 let deps: Deps;
 let work: string;
 let tarball: string;
 const children: ChildProcess[] = [];
-
-/** The environment of a user's shell: service settings yes, this repository's test wiring no. */
-function userEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env };
-  for (const k of ['ONCEFLOW_WORKFLOW_BUNDLE', 'ONCEFLOW_TRANSFORMS', 'ONCEFLOW_FAULTS', 'ONCEFLOW_FAULTS_FILE', 'NODE_OPTIONS']) delete env[k];
-  return env;
-}
-
-function sh(cmd: string, args: string[], cwd: string, timeoutMs = 300_000): Promise<{ code: number; out: string; err: string }> {
-  return new Promise((resolve) => {
-    execFile(cmd, args, { cwd, env: userEnv(), timeout: timeoutMs, maxBuffer: 64 << 20 }, (e, out, err) => resolve({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, out: String(out), err: String(err) }));
-  });
-}
-
-async function ok(cmd: string, args: string[], cwd: string, timeoutMs?: number): Promise<string> {
-  const r = await sh(cmd, args, cwd, timeoutMs);
-  assert.equal(r.code, 0, `${cmd} ${args.join(' ')} (in ${cwd}) failed:\n${r.out}\n${r.err}`);
-  return r.out;
-}
 
 /** A project of one's own: package.json depending on the tarball, then npm install. */
 async function project(dir: string, files: Record<string, string> = {}): Promise<string> {
@@ -68,8 +51,7 @@ before(async () => {
   quietRuntime();
   deps = await openDeps();
   work = mkdtempSync(join(tmpdir(), 'onceflow-package-'));
-  const packed = JSON.parse(await ok('npm', ['pack', '--json', '--pack-destination', work], ROOT, 300_000)) as { filename: string; files: { path: string }[] }[];
-  tarball = join(work, packed[0]!.filename);
+  tarball = await pack(ROOT, work);
 });
 
 after(async () => {
@@ -154,24 +136,4 @@ test('the orders example in a project that installed only the tarball: worker --
   const cents = (o: (typeof orders)[number]) => o.items.reduce((s, it) => s + it.qty * Math.round(it.price * 100), 0);
   const [totals] = await deps.pool.query<RowDataPacket[]>(`SELECT SUM(orders) AS orders, SUM(revenue_cents) AS revenue FROM \`${table}_totals\``);
   assert.deepEqual([Number(totals[0]!.orders), Number(totals[0]!.revenue)], [260, [...orders, ...updates].reduce((s, o) => s + cents(o), 0)]);
-});
-
-test('onceflow init scaffolds a project that passes its own tests and runs its pipeline against the services', { timeout: 900_000 }, async () => {
-  const dir = join(work, uniqueName('wc'));
-  const init = await sh(process.execPath, [join(ROOT, 'bin', 'onceflow.js'), 'init', dir, '--onceflow', `file:${tarball}`], work);
-  assert.equal(init.code, 0, init.err);
-  const name = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).name as string;
-  await ok('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], dir, 600_000);
-  await ok('npm', ['test'], dir);
-  await deps.admin.createTopics({ waitForLeaders: true, topics: [{ topic: `${name}.input`, numPartitions: 2 }] });
-  const producer = deps.kafka.producer();
-  await producer.connect();
-  await producer.send({ topic: `${name}.input`, messages: ['the quick brown fox', 'jumps over the lazy dog', '', 'The End'].map((value, i) => ({ key: String(i), value })) });
-  await producer.disconnect();
-  const run = await onceflow(dir, 'run', 'pipeline.yaml', '--transforms', 'src/transforms.ts', '--drain');
-  assert.equal(run.code, 0, `${run.out}\n${run.err}`);
-  assert.match(run.err, /epochs \d+\s+records 4 \(/);
-  await ok('npm', ['run', 'verify'], dir);
-  const [rows] = await deps.pool.query<RowDataPacket[]>(`SELECT word, n FROM \`${name.replace(/[^a-z0-9]+/g, '_')}_word_counts\` ORDER BY word`);
-  assert.deepEqual(Object.fromEntries(rows.map((r) => [r.word, Number(r.n)])), { brown: 1, dog: 1, end: 1, fox: 1, jumps: 1, lazy: 1, over: 1, quick: 1, the: 3 });
 });

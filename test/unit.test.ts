@@ -290,7 +290,7 @@ test('onceflow init: a valid pipeline from the directory name, a scaffold whose 
   const dir = join(mkdtempSync(join(tmpdir(), 'onceflow-init-')), 'Word Count');
   const { name, files } = initProject(dir, '^0.1.0');
   assert.equal(name, 'word-count');
-  assert.deepEqual(files.sort(), ['README.md', 'package.json', 'pipeline.yaml', 'src/transforms.ts', 'test/transforms.test.ts']);
+  assert.deepEqual(files.sort(), ['README.md', 'events.jsonl', 'package.json', 'pipeline.yaml', 'src/transforms.ts', 'test/transforms.test.ts']);
   // Independent of a running stack: no services file, a password from the environment.
   const cfg = loadPipelineConfig(join(dir, 'pipeline.yaml'), { ONCEFLOW_SERVICES_ENV: '/nonexistent/services.env', ONCEFLOW_MYSQL_PASSWORD: 'x' });
   assert.equal(cfg.spec.transform, 'words');
@@ -784,4 +784,41 @@ test('a halt is a metric and a terminal line of its own', () => {
   m.observe({ kind: 'halted', pipeline: 'p', partition: 2, epoch: 0, cause: 'dead-letter-budget' });
   assert.match(m.text(), /onceflow_halts_total\{[^}]*cause="dead-letter-budget"[^}]*\} 1/);
   assert.equal(summarize({ level: 'ERROR', message: "pipeline 'p' halted at partition 2 epoch 0: …", meta: { activityType: 'prepareEpoch', attempt: 1, workflowId: 'onceflow/p/2' } }), "  error: prepareEpoch attempt 1 of onceflow/p/2 — pipeline 'p' halted at partition 2 epoch 0: …");
+});
+
+import { mkdirSync, existsSync as fileExists, statSync } from 'node:fs';
+import { dirname as dirOf, resolve as resolvePath } from 'node:path';
+import { installedFromTarball, onceflowDependency } from '../src/cli/init';
+
+test('onceflow init run from a local tarball depends on that tarball; from a checkout or with --onceflow, on what was asked', () => {
+  // What `npx --package=<tgz>` leaves: a project whose lockfile records the tarball relative to it.
+  const root = mkdtempSync(join(tmpdir(), 'onceflow-npx-'));
+  const project = join(root, 'npx', 'abc');
+  const pkg = join(project, 'node_modules', 'onceflow');
+  mkdirSync(pkg, { recursive: true });
+  mkdirSync(join(root, 'packs'));
+  writeFileSync(join(root, 'packs', 'onceflow-0.1.0.tgz'), '');
+  writeFileSync(join(project, 'node_modules', '.package-lock.json'), JSON.stringify({ packages: { 'node_modules/onceflow': { version: '0.1.0', resolved: 'file:../../packs/onceflow-0.1.0.tgz' } } }));
+  const tgz = `file:${join(root, 'packs', 'onceflow-0.1.0.tgz')}`;
+  assert.equal(installedFromTarball(pkg), tgz);
+  assert.equal(onceflowDependency('^0.1.0', '0.1.0', tgz), tgz);
+  assert.equal(onceflowDependency('file:/elsewhere.tgz', '0.1.0', tgz), 'file:/elsewhere.tgz', 'an explicit --onceflow wins');
+  assert.equal(onceflowDependency('^0.1.0', '0.1.0', undefined), '^0.1.0');
+  // Installed from a registry, a tarball since deleted, or not under node_modules at all: no tarball.
+  writeFileSync(join(project, 'node_modules', '.package-lock.json'), JSON.stringify({ packages: { 'node_modules/onceflow': { resolved: 'https://registry.npmjs.org/onceflow/-/onceflow-0.1.0.tgz' } } }));
+  assert.equal(installedFromTarball(pkg), undefined);
+  writeFileSync(join(project, 'node_modules', '.package-lock.json'), JSON.stringify({ packages: { 'node_modules/onceflow': { resolved: 'file:../../packs/gone-0.1.0.tgz' } } }));
+  assert.equal(installedFromTarball(pkg), undefined);
+  assert.equal(installedFromTarball(resolvePath(__dirname, '..')), undefined);
+});
+
+test('README.md stays at most 12 KB and every relative link in it points at a file of the repository', () => {
+  const readme = resolvePath(__dirname, '..', 'README.md');
+  const size = statSync(readme).size;
+  assert.ok(size <= 12_288, `README.md is ${size} bytes, over 12,288: move details to docs/ and link them`);
+  const text = readFileSync(readme, 'utf8');
+  const links = [...text.matchAll(/\]\(([^)\s]+)\)/g)].map((m) => m[1]!).filter((l) => !/^[a-z]+:/i.test(l) && !l.startsWith('#'));
+  assert.ok(links.length > 0, 'found no relative links in README.md: is the link pattern still right?');
+  const broken = links.filter((l) => !fileExists(resolvePath(dirOf(readme), decodeURIComponent(l.split('#')[0]!))));
+  assert.deepEqual(broken, [], 'README.md links to files that do not exist');
 });

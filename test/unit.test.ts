@@ -359,6 +359,7 @@ test('the Web UI link comes from the configuration: ONCEFLOW_TEMPORAL_UI, else p
 
 import { redactedSettings } from '../src/cli/config-check';
 import { kafkaClientConfig } from '../src/kafka/client-config';
+import { kafkaLogCreator } from '../src/kafka/log';
 
 test('secure settings: TLS files, SASL and API keys from the environment or *_FILE, each mistake named; a config file says the same; nothing secret is printed', () => {
   const dir = mkdtempSync(join(tmpdir(), 'onceflow-tls-'));
@@ -388,6 +389,7 @@ test('secure settings: TLS files, SASL and API keys from the environment or *_FI
   assert.deepEqual(kafkaClientConfig(s.kafka, 'c'), {
     brokers: ['127.0.0.1:9092'],
     clientId: 'c',
+    logCreator: kafkaLogCreator,
     ssl: { ca: readFileSync(ca, 'utf8'), servername: 'kafka.internal', rejectUnauthorized: true },
     sasl: { mechanism: 'scram-sha-512', username: 'onceflow', password: 'kafka-secret-1' },
   });

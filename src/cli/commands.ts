@@ -98,7 +98,13 @@ export const COMMANDS: Record<string, CommandSpec> = {
     details: "It needs the pipeline's transform (--transforms).",
     options: ['transforms'],
   },
-  replay: { args: '<history.json | workflow id>', positionals: [1, 1], summary: 'replay histories with the current workflow code', options: [] },
+  replay: {
+    args: '<history.json | workflow id>',
+    positionals: [1, 1],
+    summary: 'replay histories with the current workflow code',
+    details: 'It runs workflow code only: --transforms is accepted, as by verify, and not needed.',
+    options: ['transforms'],
+  },
   'export-history': { args: '<workflow id>', positionals: [1, 1], summary: "a workflow's history as JSON", options: ['out', 'run-id'] },
   transactions: {
     args: '<pipeline>',

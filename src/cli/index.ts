@@ -117,7 +117,6 @@ export async function main(argv: string[], io: Io = { stdout: (s) => process.std
   const logOptions = { ...(o['log-file'] ? { logFile: String(o['log-file']) } : {}), verbose: Boolean(o.verbose), echo: (l: string) => io.stderr(`${l}\n`) };
   installCliLog(logOptions);
   try {
-    if (cmd === 'init') return initCommand(need(args[0], 'directory', cmd), o.onceflow as string | undefined, out);
     const configFile = cmd === 'topics' ? args[1] : args[0];
     const fromFile = cmd === 'start' || cmd === 'run' || cmd === 'topics' || (cmd === 'config' && configFile !== undefined);
     const base = fromFile ? loadPipelineConfig(need(configFile, 'config file', cmd)).settings : loadSettings();
@@ -182,6 +181,8 @@ async function run(cmd: string, args: string[], o: Partial<Record<OptionName, st
   /** A line for the terminal and the log file (worker and run). */
   const say = (line: string) => log('INFO', 'onceflow', line);
   switch (cmd) {
+    case 'init':
+      return initCommand(need(arg, 'directory', cmd), o.onceflow as string | undefined, out);
     case 'run': {
       const cfg = loadPipelineConfig(need(arg, 'config file', cmd));
       installWorkerLog(logOptions);

@@ -29,7 +29,7 @@ let home: string;
 let dir: string;
 let name: string;
 
-/** Processes whose command line names the project directory (npm, sh, node of this test's project). */
+/** Processes whose command line names the project directory: onceflow's node process (run as <dir>/node_modules/.bin/onceflow). */
 function projectProcesses(): string[] {
   const ps = spawnSync('ps', ['-eo', 'pid,ppid,args'], { encoding: 'utf8' }).stdout;
   return ps.split('\n').filter((l) => l.includes(dir) && !l.includes(' ps -eo'));
@@ -48,7 +48,7 @@ before(async () => {
   let said = '';
   const code = await main(['init', dir, '--onceflow', `file:${ROOT}`], { stdout: (s) => void (said += s), stderr: (s) => void (said += s) });
   assert.equal(code, 0, said);
-  const install = npm(['install', '--offline', '--no-audit', '--no-fund']);
+  const install = npm(['install', '--prefer-offline', '--no-audit', '--no-fund']);
   assert.equal(install.status, 0, install.out);
   const topics = npm(['exec', '--', 'onceflow', 'topics', 'create', 'pipeline.yaml', '--partitions', '2']);
   assert.equal(topics.status, 0, topics.out);

@@ -207,8 +207,7 @@ async function run(cmd: string, args: string[], o: Partial<Record<OptionName, st
       return withServices(cfg.settings, async (s) => {
         const h = await startPipeline(s.client, cfg.spec, cfg.taskQueue);
         const ui = workflowUrl(cfg.settings, h.workflowId);
-        const transforms = settings.transformsModule ?? cfg.settings.transformsModule;
-        const worker = `onceflow worker --task-queue ${cfg.taskQueue} --transforms ${transforms ?? '<module exporting transforms>'}`;
+        const worker = `onceflow worker --task-queue ${cfg.taskQueue} --transforms ${settings.transformsModule ?? '<module exporting transforms>'}`;
         out(`started pipeline ${cfg.spec.name}: workflow ${h.workflowId} on task queue ${cfg.taskQueue}\nWeb UI: ${ui}\nworkers: ${worker}`, {
           pipeline: cfg.spec.name,
           workflowId: h.workflowId,

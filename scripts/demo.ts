@@ -4,12 +4,12 @@
  * throws after 10 records on the first attempt of every third epoch (the reporter's simulated
  * checkpoint failure). Ends with the verification; exit code 1 if any check fails.
  * Shows a progress line and one line per expected failure; the full worker log goes to
- * $ONCEFLOW_HOME/run/demo-worker.log (`npm run demo -- --verbose` prints it instead).
+ * $ONCEFLOW_RUN_DIR/demo-worker.log (default ~/.cache/onceflow/run; `npm run demo -- --verbose` prints it instead).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startPipeline, controlPipeline, workflowUrl } from '../src/client';
-import { loadSettings, onceflowHome } from '../src/config';
+import { loadSettings, runDir } from '../src/config';
 import { installWorkerLog, ProgressView } from '../src/cli/progress';
 import { openConnections } from '../src/connections';
 import { compareSpec, makeEvents, produceValues, resetPipeline, tableSums } from '../examples/flink-compare/scenario';
@@ -24,7 +24,7 @@ const PARTITIONS = 4;
 async function main() {
   const settings = loadSettings();
   const verbose = process.argv.includes('--verbose');
-  const logFile = join(onceflowHome(), 'run', 'demo-worker.log');
+  const logFile = join(runDir(), 'demo-worker.log');
   mkdirSync(join(logFile, '..'), { recursive: true });
   writeFileSync(logFile, '');
   installWorkerLog({ logFile, verbose, echo: (l) => console.log(l) });

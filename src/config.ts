@@ -115,8 +115,13 @@ export function parseEnvFile(text: string): Record<string, string> {
   return out;
 }
 
+/** Where scripts/services.sh keeps the local services' state and logs: ONCEFLOW_RUN_DIR, default $ONCEFLOW_HOME/run. */
+export function runDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.ONCEFLOW_RUN_DIR || join(onceflowHome(env), 'run');
+}
+
 function servicesEnv(env: NodeJS.ProcessEnv): Record<string, string> {
-  const file = env.ONCEFLOW_SERVICES_ENV || join(env.ONCEFLOW_RUN_DIR || join(onceflowHome(env), 'run'), 'services.env');
+  const file = env.ONCEFLOW_SERVICES_ENV || join(runDir(env), 'services.env');
   return existsSync(file) ? parseEnvFile(readFileSync(file, 'utf8')) : {};
 }
 

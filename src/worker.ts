@@ -21,6 +21,7 @@ import type { KafkaCluster } from './kafka/internals';
 import { serveMetrics, WorkerMetrics } from './metrics';
 import { loadTransforms } from './transforms/load';
 import { TransformRegistry } from './transforms/registry';
+import { onStopSignal } from './cli/signals';
 
 export interface WorkerHandle {
   worker: Worker;
@@ -131,7 +132,7 @@ async function wire(
 if (require.main === module) {
   createOnceflowWorker()
     .then((h) => {
-      for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => h.shutdown());
+      onStopSignal(() => h.shutdown());
       process.stderr.write(`[onceflow] worker polling task queue '${loadSettings().temporal.taskQueue}'\n`);
       // Exit once stopped and closed, as the CLI's `worker` does: kafkajs's disconnect ends and
       // unrefs each socket, but a TLS socket caught mid-connect has been seen to stay referenced

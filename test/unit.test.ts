@@ -311,7 +311,7 @@ test('--transforms: a JS name → transform map loads; a module without transfor
   assert.throws(() => loadTransforms(join(dir, 'ok.js')).get('zz', 'pipe'), /pipeline 'pipe' uses transform 'zz', which is not registered here \(registered: a\).*--transforms <module>/);
 });
 
-test('the progress view counts committed epochs only, and a warning is one line without its stack', () => {
+test('the progress view counts each committed epoch once, and a warning is one line without its stack', () => {
   const lines: string[] = [];
   const p = new ProgressView((l) => lines.push(l));
   const split = { readMs: 0, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
@@ -319,6 +319,7 @@ test('the progress view counts committed epochs only, and a warning is one line 
   p.observe(prepared(1));
   p.observe(prepared(1)); // prepared again after a failed attempt
   p.observe({ kind: 'committed', pipeline: 'p', partition: 0, epoch: 1, side: 'mysql', ms: 1, startedAt: 0 });
+  p.observe({ kind: 'committed', pipeline: 'p', partition: 0, epoch: 1, side: 'mysql', ms: 1, startedAt: 0 }); // its commit activity retried
   p.observe(prepared(2)); // not committed yet
   p.observe({ kind: 'retry', pipeline: 'p', partition: 0, activity: 'prepareEpoch' });
   assert.match(p.line(), /epochs 1 {2}records 10 .* lag 5 {2}dead letters 1 {2}retries 1 {2}redos 0/);
@@ -358,6 +359,7 @@ test('the Web UI link comes from the configuration: ONCEFLOW_TEMPORAL_UI, else p
 
 import { redactedSettings } from '../src/cli/config-check';
 import { kafkaClientConfig } from '../src/kafka/client-config';
+import { kafkaLogCreator } from '../src/kafka/log';
 
 test('secure settings: TLS files, SASL and API keys from the environment or *_FILE, each mistake named; a config file says the same; nothing secret is printed', () => {
   const dir = mkdtempSync(join(tmpdir(), 'onceflow-tls-'));
@@ -387,6 +389,7 @@ test('secure settings: TLS files, SASL and API keys from the environment or *_FI
   assert.deepEqual(kafkaClientConfig(s.kafka, 'c'), {
     brokers: ['127.0.0.1:9092'],
     clientId: 'c',
+    logCreator: kafkaLogCreator,
     ssl: { ca: readFileSync(ca, 'utf8'), servername: 'kafka.internal', rejectUnauthorized: true },
     sasl: { mechanism: 'scram-sha-512', username: 'onceflow', password: 'kafka-secret-1' },
   });

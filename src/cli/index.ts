@@ -16,43 +16,19 @@ import { createOnceflowWorker, transformsOf } from '../worker';
 import { printReport } from './report';
 import { initProject } from './init';
 import { checkConnections, redactedSettings } from './config-check';
-import { installWorkerLog, ProgressView } from './progress';
+import { installCliLog, installWorkerLog, ProgressView } from './progress';
 import { runPipeline } from './run';
 import { loadPipelineConfig } from './config-file';
 import { exportHistory, replay } from './history';
 import { controlPartitions, pipelinePartitionIds } from './partitions';
-import { STALLED_AFTER_SEC, describeStall, listPipelines, pipelineStatus, type PartitionRow } from './status';
+import { STALLED_AFTER_SEC, describeStall, listPipelines, pipelineProblem, pipelineStatus, type PartitionRow } from './status';
 import { describeInDoubt, inDoubt, resolveInDoubt } from './transactions';
+import { COMMANDS, GLOBAL_OPTIONS, OPTIONS, commandHelp, usage, type OptionName } from './commands';
+import { onStopSignal } from './signals';
+import { createSourceTopics, produceFile } from './topics';
+import { log, setLogSink } from '../log';
 
-const USAGE = `usage: onceflow <command> [options]
-
-commands:
-  config [config.yaml|json]         the effective settings (secrets redacted) and a check of each
-                                    connection: Temporal namespace, Kafka brokers, MySQL login and XA RECOVER
-  init <dir> [--onceflow spec]      scaffold a project: a transform, its test, pipeline.yaml, a README
-  run <config.yaml|json> [--transforms m] [--drain]  a worker in this process and the pipeline on its
-                                    task queue, with a progress view; --drain: catch up, then exit
-  start <config.yaml|json> [--detach]  start a pipeline (idempotent: a running one is returned); on a
-                                    terminal it then follows the pipeline until Ctrl-C (--detach: return)
-  status [pipeline] [--stalled-after s]  pipelines, or per partition: epoch, committed offset, lag, phase,
-                                    time since the last commit, epochs in flight, retried activity, last error;
-                                    stalled = lag > 0 and no commit for s seconds (default ${STALLED_AFTER_SEC}), or attempt ≥ 5
-  pause <pipeline>                  pause at the next epoch boundary
-  resume <pipeline>                 resume a paused pipeline
-  stop <pipeline> [--drain] [--wait]  stop at the next epoch boundary; --drain: first catch up with the source
-  verify <pipeline> [--transforms m] exactly-once verification (output, MySQL, XA, LSO, ledger vs markers)
-  replay <history.json | workflow id>  replay histories with the current workflow code
-  export-history <workflow id> [--out file] [--run-id id]
-  transactions <pipeline> [--resolve]  list (and resolve) in-doubt XA branches and Kafka transactions
-  worker [--transforms m] [--task-queue q] [--metrics-port n]  run a worker
-
-worker and run print a progress line every 5 s and one line per failed activity attempt; the full
-worker log goes to --log-file f (default: none), or to stderr with --verbose.
-
---transforms <module>: a .js/.ts module exporting 'transforms' (a TransformRegistry or a
-name → transform map); also ONCEFLOW_TRANSFORMS. The worker and verify need the pipeline's transform.
-
-options: --json (machine-readable output), --help`;
+export { stopWithParent } from './signals';
 
 export class UsageError extends Error {}
 
@@ -92,55 +68,61 @@ function table(rows: PartitionRow[]): string {
   return [head, ...body].map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
 }
 
-function need(arg: string | undefined, what: string): string {
-  if (!arg) throw new UsageError(`missing ${what}\n\n${USAGE}`);
+function need(arg: string | undefined, what: string, cmd: string): string {
+  if (!arg) throw new UsageError(`missing ${what}\n\n${commandHelp(cmd)}`);
   return arg;
 }
 
-export async function main(argv: string[], io: { stdout: (s: string) => void; stderr: (s: string) => void } = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) }): Promise<number> {
+type Io = { stdout: (s: string) => void; stderr: (s: string) => void };
+
+const version = () => (require('../../package.json') as { version: string }).version;
+
+/** The command, its arguments and options, checked against its row of the argument table (./commands). */
+function parseCommandLine(argv: string[]): { cmd?: string; args: string[]; o: Partial<Record<OptionName, string | boolean>> } {
+  const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
+  const [cmd, ...args] = positionals;
+  const o = values as Partial<Record<OptionName, string | boolean>>;
+  if (!cmd || o.help || o.version) return { ...(cmd ? { cmd } : {}), args, o };
+  const spec = COMMANDS[cmd];
+  if (!spec) throw new UsageError(`unknown command '${cmd}'\n\n${usage()}`);
+  const foreign = (Object.keys(o) as OptionName[]).filter((k) => !spec.options.includes(k) && !GLOBAL_OPTIONS.includes(k));
+  if (foreign.length) throw new UsageError(`${foreign.map((f) => `--${f}`).join(', ')} does not apply to '${cmd}'\n\n${commandHelp(cmd)}`);
+  if (args.length > spec.positionals[1]) throw new UsageError(`'${cmd}' takes ${spec.positionals[1] === 0 ? 'no arguments' : `at most ${spec.positionals[1]} argument(s)`}, got ${args.map((a) => `'${a}'`).join(' ')}\n\n${commandHelp(cmd)}`);
+  return { cmd, args, o };
+}
+
+export async function main(argv: string[], io: Io = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) }): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      strict: true,
-      options: {
-        json: { type: 'boolean', default: false },
-        help: { type: 'boolean', short: 'h', default: false },
-        drain: { type: 'boolean', default: false },
-        wait: { type: 'boolean', default: false },
-        resolve: { type: 'boolean', default: false },
-        out: { type: 'string' },
-        'run-id': { type: 'string' },
-        'task-queue': { type: 'string' },
-        'metrics-port': { type: 'string' },
-        'stalled-after': { type: 'string' },
-        transforms: { type: 'string' },
-        onceflow: { type: 'string' },
-        verbose: { type: 'boolean', default: false },
-        detach: { type: 'boolean', default: false },
-        'log-file': { type: 'string' },
-      },
-    });
+    parsed = parseCommandLine(argv);
   } catch (e) {
-    io.stderr(`onceflow: ${errorMessage(e)}\n\n${USAGE}\n`);
+    io.stderr(`onceflow: ${errorMessage(e)}${e instanceof UsageError ? '' : `\n\n${usage()}`}\n`);
     return 2;
   }
-  const { values: o, positionals } = parsed;
-  const [cmd, arg] = positionals;
-  if (o.help || !cmd) {
-    io.stdout(`${USAGE}\n`);
-    return cmd || o.help ? 0 : 2;
+  const { cmd, args, o } = parsed;
+  if (o.version) {
+    io.stdout(`onceflow ${version()}\n`);
+    return 0;
+  }
+  if (!cmd) {
+    io.stdout(`${usage()}\n`);
+    return o.help ? 0 : 2;
+  }
+  if (o.help) {
+    io.stdout(`${commandHelp(cmd)}\n`);
+    return 0;
   }
   const json = Boolean(o.json);
   const out = (human: string, data: unknown) => io.stdout(json ? `${JSON.stringify(data, null, 2)}\n` : `${human}\n`);
+  const logOptions = { ...(o['log-file'] ? { logFile: String(o['log-file']) } : {}), verbose: Boolean(o.verbose), echo: (l: string) => io.stderr(`${l}\n`) };
+  installCliLog(logOptions);
   try {
-    if (cmd === 'init') return initCommand(need(arg, 'directory'), o.onceflow as string | undefined, out);
-    const fromFile = cmd === 'start' || cmd === 'run' || (cmd === 'config' && arg !== undefined);
-    const base = fromFile ? loadPipelineConfig(need(arg, 'config file')).settings : loadSettings();
+    const configFile = cmd === 'topics' ? args[1] : args[0];
+    const fromFile = cmd === 'start' || cmd === 'run' || cmd === 'topics' || (cmd === 'config' && configFile !== undefined);
+    const base = fromFile ? loadPipelineConfig(need(configFile, 'config file', cmd)).settings : loadSettings();
     const settings = o.transforms ? { ...base, transformsModule: String(o.transforms) } : base;
     const ctx: Ctx = { settings, json, out };
-    return await run(cmd, arg, o, ctx, io);
+    return await run(cmd, args, o, ctx, io, logOptions);
   } catch (e) {
     if (e instanceof UsageError) {
       io.stderr(`onceflow: ${e.message}\n`);
@@ -152,14 +134,15 @@ export async function main(argv: string[], io: { stdout: (s: string) => void; st
     }
     io.stderr(`onceflow ${cmd}: ${errorMessage(e)}\n`);
     return 1;
+  } finally {
+    setLogSink(undefined);
   }
 }
 
 /** A summary line of the pipeline every 5 s until SIGINT/SIGTERM or the pipeline ends. */
 async function followPipeline(s: Connections, spec: PipelineSpec, write: (line: string) => void): Promise<void> {
   let stop = false;
-  const onSignal = () => (stop = true);
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, onSignal);
+  const off = onStopSignal(() => (stop = true));
   const closed = s.client.workflow
     .getHandle(pipelineWorkflowId(spec.name))
     .result()
@@ -183,29 +166,27 @@ async function followPipeline(s: Connections, spec: PipelineSpec, write: (line: 
     }
     if (ended) write(`pipeline ${spec.name} ${ended}\n`);
   } finally {
-    for (const sig of ['SIGINT', 'SIGTERM'] as const) process.off(sig, onSignal);
+    off();
   }
 }
 
 function initCommand(dir: string, dependency: string | undefined, out: Ctx['out']): number {
-  const version = (require('../../package.json') as { version: string }).version;
-  const { name, files } = initProject(dir, dependency ?? `^${version}`);
+  const { name, files } = initProject(dir, dependency ?? `^${version()}`);
   out(`created pipeline project '${name}' in ${dir}: ${files.join(', ')}\nnext: cd ${dir} && npm install && npm test && npm start`, { name, dir, files });
   return 0;
 }
 
-async function run(
-  cmd: string,
-  arg: string | undefined,
-  o: Record<string, string | boolean | undefined>,
-  { settings, out }: Ctx,
-  io: { stdout: (s: string) => void; stderr: (s: string) => void },
-): Promise<number> {
+async function run(cmd: string, args: string[], o: Partial<Record<OptionName, string | boolean>>, { settings, out }: Ctx, io: Io, logOptions: Parameters<typeof installWorkerLog>[0]): Promise<number> {
+  const [arg] = args;
+  /** A line for the terminal and the log file (worker and run). */
+  const say = (line: string) => log('INFO', 'onceflow', line);
   switch (cmd) {
+    case 'init':
+      return initCommand(need(arg, 'directory', cmd), o.onceflow as string | undefined, out);
     case 'run': {
-      const cfg = loadPipelineConfig(need(arg, 'config file'));
-      installWorkerLog({ ...(o['log-file'] ? { logFile: String(o['log-file']) } : {}), verbose: Boolean(o.verbose), echo: (l) => io.stderr(`${l}\n`) });
-      const results = await runPipeline({ ...cfg, settings: { ...cfg.settings, ...(settings.transformsModule ? { transformsModule: settings.transformsModule } : {}) } }, { drain: Boolean(o.drain), print: (l) => io.stderr(`${l}\n`) });
+      const cfg = loadPipelineConfig(need(arg, 'config file', cmd));
+      installWorkerLog(logOptions);
+      const results = await runPipeline({ ...cfg, settings: { ...cfg.settings, ...(settings.transformsModule ? { transformsModule: settings.transformsModule } : {}) } }, { drain: Boolean(o.drain), print: say });
       if (results) out(results.map((r) => `partition ${r.partition}: ${r.reason}, offset ${r.state.offset}`).join('\n'), results);
       return 0;
     }
@@ -222,16 +203,18 @@ async function run(
       return checks.every((c) => c.ok) ? 0 : 1;
     }
     case 'start': {
-      const cfg = loadPipelineConfig(need(arg, 'config file'));
+      const cfg = loadPipelineConfig(need(arg, 'config file', cmd));
       return withServices(cfg.settings, async (s) => {
         const h = await startPipeline(s.client, cfg.spec, cfg.taskQueue);
         const ui = workflowUrl(cfg.settings, h.workflowId);
-        out(`started pipeline ${cfg.spec.name}: workflow ${h.workflowId} on task queue ${cfg.taskQueue}\nWeb UI: ${ui}\nworkers: onceflow worker --task-queue ${cfg.taskQueue}`, {
+        const worker = `onceflow worker --task-queue ${cfg.taskQueue} --transforms ${settings.transformsModule ?? '<module exporting transforms>'}`;
+        out(`started pipeline ${cfg.spec.name}: workflow ${h.workflowId} on task queue ${cfg.taskQueue}\nWeb UI: ${ui}\nworkers: ${worker}`, {
           pipeline: cfg.spec.name,
           workflowId: h.workflowId,
           runId: h.firstExecutionRunId,
           taskQueue: cfg.taskQueue,
           ui,
+          worker,
         });
         // On a terminal: follow the pipeline until Ctrl-C (it runs on without this command).
         if (!o.json && !o.detach && process.stdout.isTTY) await followPipeline(s, cfg.spec, io.stderr);
@@ -249,6 +232,7 @@ async function run(
         if (!Number.isFinite(stalledAfterSec) || stalledAfterSec < 0) throw new UsageError(`--stalled-after must be a number of seconds ≥ 0, got '${o['stalled-after']}'`);
         const spec = await pipelineSpecOf(s.client, arg);
         const rows = await pipelineStatus(s, spec, (await pipelinePartitionIds(s, spec)).length, { stalledAfterSec });
+        const problem = await pipelineProblem(s.client, spec);
         const stalled = rows.filter((r) => r.stalled);
         const advice = stalled.length
           ? [
@@ -259,8 +243,9 @@ async function run(
               `(README.md, "Operating pipelines" → "When a partition stalls", also says how to stop a partition whose commit keeps failing).`,
             ]
           : [];
-        out(`pipeline ${spec.name} (source ${sourceTopics(spec).join(', ')} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${table(rows)}${advice.map((l) => `\n${l}`).join('')}`, {
+        out(`pipeline ${spec.name} (source ${sourceTopics(spec).join(', ')} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${problem ? `${problem}\n` : ''}${table(rows)}${advice.map((l) => `\n${l}`).join('')}`, {
           pipeline: spec.name,
+          problem,
           stalledAfterSec,
           partitions: rows,
         });
@@ -269,14 +254,14 @@ async function run(
     case 'pause':
     case 'resume':
       return withServices(settings, async (s) => {
-        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline', cmd));
         const res = await controlPartitions(s.client, spec.name, await pipelinePartitionIds(s, spec), cmd);
         out(res.map((r) => `partition ${r.partition}: ${r.ok ? 'ok' : 'rejected'} — ${r.message}`).join('\n'), res);
         return res.every((r) => r.ok) ? 0 : 1;
       });
     case 'stop':
       return withServices(settings, async (s) => {
-        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline', cmd));
         const partitions = await pipelinePartitionIds(s, spec);
         const action = o.drain ? 'drain' : 'stop';
         const res = await controlPartitions(s.client, spec.name, partitions, action);
@@ -301,14 +286,14 @@ async function run(
       });
     case 'verify':
       return withServices(settings, async (s) => {
-        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline', cmd));
         const report = await verifyPipeline({ ...s, transforms: transformsOf(settings) }, spec, o.json ? undefined : (done, total, p) => io.stderr(`  verified ${p} (${done}/${total})\n`));
         if (o.json) out('', report);
         else printReport(report, io.stdout);
         return report.ok ? 0 : 1;
       });
     case 'replay': {
-      const target = need(arg, 'history file or workflow id');
+      const target = need(arg, 'history file or workflow id', cmd);
       const isFile = target.endsWith('.json');
       const progress = o.json ? undefined : (done: number, total: number, run: string) => io.stderr(`  replayed ${run} (${done}/${total})\n`);
       const results = isFile ? await replay(null, target, settings.workflowBundle, progress) : await withServices(settings, (s) => replay(s.client, target, settings.workflowBundle, progress));
@@ -317,7 +302,7 @@ async function run(
     }
     case 'export-history':
       return withServices(settings, async (s) => {
-        const text = await exportHistory(s.client, need(arg, 'workflow id'), o['run-id'] as string | undefined);
+        const text = await exportHistory(s.client, need(arg, 'workflow id', cmd), o['run-id'] as string | undefined);
         if (o.out) {
           writeFileSync(String(o.out), text);
           io.stdout(`history of ${arg} written to ${o.out}\n`);
@@ -326,7 +311,7 @@ async function run(
       });
     case 'transactions':
       return withServices(settings, async (s) => {
-        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+        const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline', cmd));
         const partitions = await pipelinePartitionIds(s, spec);
         if (o.resolve) {
           const done = await resolveInDoubt(s, spec, partitions);
@@ -342,21 +327,41 @@ async function run(
       const metricsPort = o['metrics-port'] === undefined ? undefined : Number(o['metrics-port']);
       if (metricsPort !== undefined && (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535)) throw new UsageError(`--metrics-port must be a port number, got '${o['metrics-port']}'`);
       const taskQueue = (o['task-queue'] as string | undefined) ?? settings.temporal.taskQueue;
-      installWorkerLog({ ...(o['log-file'] ? { logFile: String(o['log-file']) } : {}), verbose: Boolean(o.verbose), echo: (l) => io.stderr(`${l}\n`) });
-      const progress = new ProgressView((l) => io.stderr(`${l}\n`));
+      installWorkerLog(logOptions);
+      const progress = new ProgressView(say);
       const w = await createOnceflowWorker({ settings, taskQueue, observe: progress.observe, ...(metricsPort !== undefined ? { metricsPort } : {}) });
-      for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => w.shutdown());
-      io.stderr(`onceflow worker on task queue '${taskQueue}'${w.metricsPort ? `, metrics at http://127.0.0.1:${w.metricsPort}/metrics` : ''}\n`);
+      const off = onStopSignal((signal) => {
+        say(`onceflow worker: ${signal}, stopping: the activities in flight finish first`);
+        w.shutdown();
+      });
+      say(`onceflow worker on task queue '${taskQueue}'${w.metricsPort ? `, metrics at http://127.0.0.1:${w.metricsPort}/metrics` : ''}`);
       progress.start();
       try {
         await w.run();
       } finally {
+        off();
         progress.stop();
       }
+      say('onceflow worker stopped');
+      return 0;
+    }
+    case 'topics': {
+      if (arg !== 'create') throw new UsageError(`unknown 'topics' command '${arg ?? ''}'\n\n${commandHelp(cmd)}`);
+      const cfg = loadPipelineConfig(need(args[1], 'config file', cmd));
+      const partitions = o.partitions === undefined ? 1 : Number(o.partitions);
+      if (!Number.isInteger(partitions) || partitions < 1) throw new UsageError(`--partitions must be a whole number ≥ 1, got '${o.partitions}'`);
+      const res = await createSourceTopics(cfg.settings, cfg.spec, partitions);
+      out(res.map((t) => `${t.created ? 'created' : 'exists '} ${t.topic} (${t.partitions} partition${t.partitions === 1 ? '' : 's'})`).join('\n'), res);
+      return 0;
+    }
+    case 'produce': {
+      const file = o.file === undefined ? undefined : String(o.file);
+      const res = await produceFile(settings, need(arg, 'topic', cmd), need(file, '--file <events.jsonl>', cmd), o.key === undefined ? undefined : String(o.key));
+      out(`produced ${res.records} record${res.records === 1 ? '' : 's'} from ${file} to ${res.topic}`, { ...res, file });
       return 0;
     }
     default:
-      throw new UsageError(`unknown command '${cmd}'\n\n${USAGE}`);
+      throw new UsageError(`unknown command '${cmd}'\n\n${usage()}`);
   }
 }
 

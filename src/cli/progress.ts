@@ -6,22 +6,38 @@
 import { appendFileSync } from 'node:fs';
 import { DefaultLogger, Runtime, type LogEntry } from '@temporalio/worker';
 import type { ObservedEvent } from '../activities/observe';
+import { formatLogLine, log, setLogSink, type LogLine } from '../log';
 
-/** Sends the Temporal runtime's log to `logFile` (or `echo` when verbose), a one-line summary of each warning to `echo`. */
-export function installWorkerLog(opts: { logFile?: string; verbose: boolean; echo: (line: string) => void }): void {
-  const { logFile, verbose, echo } = opts;
-  const full = (e: LogEntry) => `${new Date(Number(e.timestampNanos / 1_000_000n)).toISOString()} [${e.level}] ${e.message} ${JSON.stringify(e.meta ?? {}, (_k, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : typeof v === 'bigint' ? String(v) : v))}`;
-  Runtime.install({
-    logger: new DefaultLogger(verbose ? 'INFO' : 'WARN', (e) => {
-      if (verbose) return echo(full(e));
-      if (logFile) appendFileSync(logFile, `${full(e)}\n`);
-      if (e.level === 'WARN' || e.level === 'ERROR') echo(summarize(e));
-    }),
+export interface CliLogOptions {
+  logFile?: string;
+  verbose: boolean;
+  echo: (line: string) => void;
+}
+
+/**
+ * Points onceflow's log (src/log.ts) at this command's terminal and log file. The file — or,
+ * with verbose, the terminal — gets every line in full; otherwise the terminal gets onceflow's
+ * own lines and one line per Temporal warning or error (summarize). The Kafka client's lines go
+ * to the file only: a problem it has reaches the terminal as onceflow's own clear message (a
+ * wrong broker: "cannot reach Kafka at …"), or as a failed activity attempt.
+ */
+export function installCliLog({ logFile, verbose, echo }: CliLogOptions): void {
+  setLogSink((l: LogLine) => {
+    if (logFile) appendFileSync(logFile, `${formatLogLine(l)}\n`);
+    if (verbose) echo(l.source === 'onceflow' ? l.message : formatLogLine(l));
+    else if (l.source === 'onceflow') echo(l.message);
+    else if (l.source === 'temporal' && (l.level === 'WARN' || l.level === 'ERROR')) echo(summarize(l));
   });
 }
 
+/** installCliLog, and the Temporal runtime's log (the worker's, from INFO) into onceflow's log. */
+export function installWorkerLog(opts: CliLogOptions): void {
+  installCliLog(opts);
+  Runtime.install({ logger: new DefaultLogger('INFO', (e: LogEntry) => log(e.level, 'temporal', e.message, e.meta)) });
+}
+
 /** One line for a worker warning: the activity, its attempt and the first line of its error. */
-export function summarize(e: Pick<LogEntry, 'level' | 'message' | 'meta'>): string {
+export function summarize(e: { level: string; message: string; meta?: Record<string, unknown> }): string {
   const m = (e.meta ?? {}) as { activityType?: string; attempt?: number; workflowId?: string; error?: unknown };
   // An activity's own log line (no error attached, e.g. a halted pipeline's): its message is the news.
   const err = m.error instanceof Error ? m.error.message : m.error === undefined ? (m.activityType ? e.message : '') : String((m.error as { message?: unknown }).message ?? m.error);
@@ -37,6 +53,8 @@ export class ProgressView {
   private retries = 0;
   private redos = 0;
   private readonly lag = new Map<string, number>();
+  /** the newest epoch counted per pipeline/partition: a commit observed again (a retried activity) is not a new epoch */
+  private readonly counted = new Map<string, number>();
   /** prepared, not yet committed: records and dead letters by pipeline/partition/epoch */
   private readonly pending = new Map<string, { records: number; deadLetters: number }>();
   private last = { at: Date.now(), records: 0 };
@@ -53,6 +71,8 @@ export class ProgressView {
       const key = `${e.pipeline}/${e.partition}/${e.epoch}`;
       const p = this.pending.get(key);
       this.pending.delete(key);
+      if ((this.counted.get(`${e.pipeline}/${e.partition}`) ?? -1) >= e.epoch) return;
+      this.counted.set(`${e.pipeline}/${e.partition}`, e.epoch);
       this.epochs++;
       this.records += p?.records ?? 0;
       this.deadLetters += p?.deadLetters ?? 0;

@@ -6,10 +6,11 @@
  * partition has ended, and exits.
  */
 import type { PartitionResult } from '../workflows/partition';
-import { connectClient, controlPipeline, startPipeline } from '../client';
+import { connectClient, controlPipeline, startPipeline, workflowUrl } from '../client';
 import { createOnceflowWorker } from '../worker';
 import type { PipelineConfig } from './config-file';
 import { ProgressView } from './progress';
+import { onStopSignal } from './signals';
 
 export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; progressEveryMs?: number; print: (line: string) => void }): Promise<PartitionResult[] | null> {
   const progress = new ProgressView(opts.print);
@@ -19,6 +20,7 @@ export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; p
   try {
     const handle = await startPipeline(client, cfg.spec, cfg.taskQueue);
     opts.print(`pipeline ${cfg.spec.name} running on task queue ${cfg.taskQueue} (workflow ${handle.workflowId})${opts.drain ? '; draining: it ends once caught up with the source' : '; Ctrl-C stops this worker, the pipeline resumes with the next one'}`);
+    opts.print(`Web UI: ${workflowUrl(cfg.settings, handle.workflowId)}`);
     progress.start(opts.progressEveryMs);
     let results: PartitionResult[] | null = null;
     if (opts.drain) {
@@ -26,8 +28,14 @@ export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; p
       results = (await handle.result()) as PartitionResult[];
     } else {
       await new Promise<void>((resolve) => {
-        for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => resolve());
-        void running.finally(resolve);
+        const off = onStopSignal((signal) => {
+          opts.print(`${signal}: stopping the worker (the activities in flight finish first); the pipeline resumes with the next one`);
+          resolve();
+        });
+        void running.finally(() => {
+          off();
+          resolve();
+        });
       });
     }
     opts.print(progress.line());
@@ -41,5 +49,6 @@ export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; p
     }
     await running.catch(() => undefined);
     await client.connection.close();
+    opts.print('worker stopped');
   }
 }

@@ -8,7 +8,7 @@ import type { Pool } from 'mysql2/promise';
 import { ISOLATION, latestOffset, type KafkaCluster } from '../kafka/internals';
 import { lastLedgerRow } from '../mysql/ledger';
 import type { PartitionStatus } from '../protocol';
-import { runnerWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
+import { pipelineWorkflowId, runnerWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
 import { pipelineSources, type PipelineSourcePartition } from '../verify';
 import { QUERY_DEADLINE_MS } from './partitions';
 
@@ -78,7 +78,7 @@ interface PendingActivity {
   lastError: string | null;
 }
 
-/** A partition workflow's status, pending activities (most attempts first) and run start; null if it does not exist. */
+/** A workflow's status, pending activities (most attempts first) and run start; null if it does not exist. */
 async function describePartition(client: Client, id: string): Promise<{ status: string; startedAt: number; pending: PendingActivity[]; failure?: string } | null> {
   try {
     const d = await client.workflow.getHandle(id).describe();
@@ -105,6 +105,19 @@ async function failureOf(client: Client, id: string): Promise<string | undefined
   return undefined;
 }
 
+/**
+ * What keeps the pipeline's own workflow from starting partitions: its failure (e.g. a setup that
+ * found a table missing or the transform not registered on the worker), or the error of the setup
+ * activity it retries; null when there is none.
+ */
+export async function pipelineProblem(client: Client, spec: PipelineSpec): Promise<string | null> {
+  const wf = await describePartition(client, pipelineWorkflowId(spec.name));
+  if (!wf) return null;
+  if (wf.failure !== undefined || (wf.status !== 'RUNNING' && wf.status !== 'COMPLETED')) return `the pipeline workflow ${wf.status.toLowerCase()}${wf.failure ? `: ${wf.failure}` : ''}`;
+  const stuck = wf.status === 'RUNNING' ? wf.pending.find((a) => a.lastError) : undefined;
+  return stuck ? `the pipeline's ${stuck.type} attempt ${stuck.attempt} failed: ${stuck.lastError}` : null;
+}
+
 /** Partitions `status` looks at concurrently. */
 const STATUS_CONCURRENCY = 8;
 
@@ -125,6 +138,8 @@ export async function pipelineStatus(
     ? await pipelineSources({ admin: deps.admin, pool: deps.pool }, spec)
     : { sources: Array.from({ length: partitions }, (_, p) => ({ id: p, topic: spec.source.topic, partition: p })), goneTopics: [] as string[] };
   const several = sourceTopics(spec).length > 1 || new Set(sources.map((s) => s.topic)).size > 1;
+  // A partition without a workflow is not started: the pipeline's own problem says why, if it has one.
+  const notStartedBecause = await pipelineProblem(deps.client, spec);
   const rowOf = async (src: PipelineSourcePartition): Promise<PartitionRow> => {
     const p = src.id;
     const id = runnerWorkflowId(spec, p);
@@ -167,7 +182,7 @@ export async function pipelineStatus(
     // A closed run still lists the activities it had pending; only a running one waits on them.
     const top = wf?.status === 'RUNNING' ? wf.pending[0] : undefined;
     const retrying = top && top.attempt > 1 ? top : undefined;
-    const lastError = gone ?? top?.lastError ?? wf?.pending.map((a) => a.lastError).find((m) => m) ?? queryError ?? wf?.failure ?? workflowNote ?? null;
+    const lastError = gone ?? top?.lastError ?? wf?.pending.map((a) => a.lastError).find((m) => m) ?? queryError ?? wf?.failure ?? workflowNote ?? (wf ? null : notStartedBecause);
     const waitingOn = top ? `${top.type} attempt ${top.attempt}` : inFlight || (queryError ? 'a worker' : null);
     const row = {
       partition: p,

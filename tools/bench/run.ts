@@ -13,13 +13,13 @@ import { createTopicsReady } from '../../src/kafka/topics';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
-import { cpus, homedir, loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Admin } from 'kafkajs';
 import type { ObservedEvent } from '../../src/activities';
 import { controlPipeline, partitionStatus, startPipeline } from '../../src/client';
 import { openConnections, type Connections } from '../../src/connections';
-import { loadSettings, toolPaths } from '../../src/config';
+import { loadSettings, runDir, toolPaths } from '../../src/config';
 import type { Pool } from 'mysql2/promise';
 import { ISOLATION, fetchPartitions, type KafkaCluster } from '../../src/kafka/internals';
 import { recoverXids, rollbackXid } from '../../src/mysql/branch';
@@ -604,12 +604,12 @@ const cpuNow = () => ({ machine: machineCpu(), services: serviceCpu(), at: Date.
 
 /** CPU time (ms) used so far by the stack's servers, found by their command lines naming the run directory. */
 function serviceCpu(): ServiceCpu {
-  const runDir = process.env.ONCEFLOW_RUN_DIR || join(homedir(), '.cache', 'onceflow', 'run');
+  const dir = runDir();
   const out: ServiceCpu = { temporal: 0, kafka: 0, mariadb: 0 };
   for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
     try {
       const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      if (!cmd.includes(`${runDir}/`)) continue;
+      if (!cmd.includes(`${dir}/`)) continue;
       const kind: keyof ServiceCpu | undefined = cmd.includes('kafka.Kafka') ? 'kafka' : cmd.includes('mariadbd') ? 'mariadb' : cmd.includes('start-dev') ? 'temporal' : undefined;
       if (!kind) continue;
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');

@@ -2,11 +2,11 @@
 /* eslint-disable @typescript-eslint/no-var-requires, @typescript-eslint/no-explicit-any */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { logLevel as LogLevel, type KafkaConfig } from 'kafkajs';
+import { kafkaLogCreator } from '../log';
 import { coordinatorCache, type CoordinatorType } from './coordinators';
 
 const Cluster = require('kafkajs/src/cluster');
 const { createLogger } = require('kafkajs/src/loggers');
-const LoggerConsole = require('kafkajs/src/loggers/console');
 const defaultSocketFactory = require('kafkajs/src/network/socketFactory');
 
 export const ISOLATION = { READ_UNCOMMITTED: 0, READ_COMMITTED: 1 } as const;
@@ -37,21 +37,8 @@ export interface ClusterOptions {
   requestTimeout?: number;
 }
 
-/**
- * kafkajs logs every error response at ERROR before its retrier handles it (for example
- * CONCURRENT_TRANSACTIONS while a fenced transaction is being aborted). Those surface as
- * exceptions when they matter, so the per-response lines are dropped here.
- */
-const quietLogCreator = (level: number) => {
-  const log = LoggerConsole(level);
-  return (entry: { log: { message?: string } }) => {
-    if (/^(\[Connection\] )?Response /.test(entry.log.message ?? '')) return;
-    log(entry);
-  };
-};
-
 export async function connectCluster(opts: ClusterOptions): Promise<KafkaCluster> {
-  const logger = createLogger({ level: opts.logLevel ?? LogLevel.WARN, logCreator: quietLogCreator });
+  const logger = createLogger({ level: opts.logLevel ?? LogLevel.WARN, logCreator: kafkaLogCreator });
   const raw = new Cluster({
     logger,
     brokers: opts.brokers,

@@ -172,7 +172,7 @@ async function followPipeline(s: Connections, spec: PipelineSpec, write: (line: 
 
 function initCommand(dir: string, dependency: string | undefined, out: Ctx['out']): number {
   const { name, files } = initProject(dir, dependency ?? `^${version()}`);
-  out(`created pipeline project '${name}' in ${dir}: ${files.join(', ')}\nnext: cd ${dir} && npm install && npm test && npm start`, { name, dir, files });
+  out(`created pipeline project '${name}' in ${dir}: ${files.join(', ')}\nnext: cd ${dir} && npm install && npm test && npm run topics && npm run feed && npm start`, { name, dir, files });
   return 0;
 }
 
@@ -240,7 +240,7 @@ async function run(cmd: string, args: string[], o: Partial<Record<OptionName, st
               ...stalled.map(describeStall),
               `what to do: read the last error. 'onceflow transactions ${spec.name}' lists in-doubt XA branches and Kafka transactions and their decision.`,
               `A frozen (zombie) worker is fenced automatically. If the error persists: stop the pipeline, 'onceflow transactions ${spec.name} --resolve', start it again`,
-              `(README.md, "Operating pipelines" → "When a partition stalls", also says how to stop a partition whose commit keeps failing).`,
+              `(docs/usage.md, "When a partition stalls", also says how to stop a partition whose commit keeps failing).`,
             ]
           : [];
         out(`pipeline ${spec.name} (source ${sourceTopics(spec).join(', ')} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${problem ? `${problem}\n` : ''}${table(rows)}${advice.map((l) => `\n${l}`).join('')}`, {

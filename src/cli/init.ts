@@ -74,7 +74,8 @@ export function scaffold(name: string, onceflowDependency: string): Record<strin
       test: 'node --import tsx --test test/*.test.ts',
       topics: 'onceflow topics create pipeline.yaml',
       feed: `onceflow produce ${input} --file events.jsonl --key user`,
-      start: 'onceflow run pipeline.yaml --transforms src/transforms.ts',
+      // exec: no shell between npm and node, so npm's SIGTERM/SIGINT reach the worker (src/cli/signals.ts).
+      start: 'exec onceflow run pipeline.yaml --transforms src/transforms.ts',
       verify: `onceflow verify ${name} --transforms src/transforms.ts`,
     },
     dependencies: { onceflow: onceflowDependency },
@@ -88,7 +89,8 @@ export function scaffold(name: string, onceflowDependency: string): Record<strin
  *
  * A transform must be deterministic per record: onceflow may map a record again (a redo after
  * the broker aborted a transaction) and must then write exactly what it wrote the first time.
- * It may be async (e.g. a lookup), and a record it throws on goes to the dead-letter topic.
+ * It may be async (e.g. a lookup). A record it throws on goes to the dead-letter topic, within the
+ * pipeline's dead-letter budget (deadLetter in pipeline.yaml); past it, the partition halts.
  */
 import { defineTransform, TransformRegistry } from 'onceflow';
 

@@ -3,14 +3,14 @@
  *   --parallelism N: the campaign's pipeline runs in N partition groups (spec.parallelism)
  * `npm run chaos -- --cluster [--seed N] [--controllers 3]`: the cluster campaign (3 KRaft nodes, a
  *   node killed at every protocol step: transaction coordinator, partition leader, active
- *   controller), its own section of docs/reliability.md; --controllers 3: the nodes are brokers
+ *   controller), its own section of docs/reliability-runs.md; --controllers 3: the nodes are brokers
  *   and three more nodes are the KRaft controllers (Kafka's production layout)
  * `npm run soak  [-- --seed N] [--short] [--out FILE] [--keep-services]`  (this file with --soak)
  * `... --from RESULT.json`: no run; the report rendered again from a saved result (a soak's
  * bounded-state checks recomputed from its samples)
  * Runs the fault campaign (tools/chaos/) — or the soak, the same campaign over an hour with
  * faults minutes apart and its state sampled — on its own isolated service stack, prints the
- * verdict, writes its part of docs/reliability.md (full runs) and stops the stack. Exit code 1
+ * verdict, writes its part of docs/reliability-runs.md (full runs) and stops the stack. Exit code 1
  * on any failed check; a failing run prints its seed and the command that replays it.
  */
 import { execSync } from 'node:child_process';
@@ -34,7 +34,7 @@ async function main() {
   const seedArg = arg('--seed');
   const seed = seedArg !== undefined ? Number(seedArg) : Math.floor(Math.random() * 1_000_000);
   if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got ${seedArg}`);
-  const out = arg('--out') ?? (short ? undefined : join(__dirname, '..', 'docs', 'reliability.md'));
+  const out = arg('--out') ?? (short ? undefined : join(__dirname, '..', 'docs', 'reliability-runs.md'));
   const started = Date.now();
   const log = (s: string) => console.log(`[chaos +${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${s}`);
   const parallelismArg = arg('--parallelism');

@@ -1,6 +1,6 @@
 /**
  * onceflow's errors: each says whether retrying can help. Activities map them to
- * Temporal ApplicationFailures at their edge (`edge` in src/activities/edge.ts), so the
+ * Temporal ApplicationFailures at their edge (`edge` in src/activities/context.ts), so the
  * workflow's retry policy retries exactly the retryable ones.
  *
  * This module is pure (no Node built-ins) so workflow code may import the type names.

@@ -79,7 +79,7 @@ test(`short fault campaign on a grouped pipeline (parallelism 2, seed ${groupedS
   assert.ok(atSteps.every((f) => f.group === f.partition % 2 && f.epoch !== undefined), 'every protocol-step fault names its group and group epoch');
 });
 
-test('docs/reliability.md parts: the campaign, the soak and the cluster campaign are each replaced in place', () => {
+test('docs/reliability-runs.md parts: the campaign, the soak and the cluster campaign are each replaced in place', () => {
   const doc = `campaign v1\n\n${SOAK_MARKER}\nsoak v1\n`;
   const withCluster = spliceReport(doc, 'cluster', 'cluster v1\n');
   assert.equal(withCluster, `campaign v1\n\n${SOAK_MARKER}\nsoak v1\n\n${CLUSTER_MARKER}\ncluster v1\n`);

@@ -200,7 +200,7 @@ test('the log check costs one DescribeProducers request per leader broker of a 5
 /**
  * Cluster campaign run 8 (seed 20261202): one epoch's 15 outputs were written twice in ONE
  * transaction — two produce requests of the same producer id and epoch to the same leader, 16 ms
- * apart, sequences 0..14 then 15..29 (docs/reliability.md). kafkajs's sendMessages keys its
+ * apart, sequences 0..14 then 15..29 (docs/reliability-runs.md). kafkajs's sendMessages keys its
  * per-broker requests by Broker object while each request carries every partition of that NODE:
  * a node whose object the client's broker pool replaced during the send (removeBroker after a
  * connection closed, then a metadata refresh — the client is shared by every activity of a

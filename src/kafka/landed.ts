@@ -8,10 +8,10 @@
  * retry sends that broker nothing and the send resolves with the earlier responses only — the
  * moved partition's records are dropped, and their sequence numbers were rolled back on the
  * failure, so the next batch to the partition is accepted without a gap. A transaction holding
- * such a send would commit without those records (docs/reliability.md, cluster campaign).
+ * such a send would commit without those records (docs/reliability-runs.md, cluster campaign).
  *
  * The same code can also write a send's records TWICE in one transaction (the cluster campaign's
- * run of seed 20261202, docs/reliability.md): sendMessages keys its per-broker requests by Broker
+ * run of seed 20261202, docs/reliability-runs.md): sendMessages keys its per-broker requests by Broker
  * object, but builds each request from every partition that broker's NODE leads; when the
  * client's broker pool holds a node under a new object (kafkajs replaces one after removeBroker
  * or a metadata refresh without it, on a connection shared by every activity of the worker),

@@ -4,7 +4,7 @@
  *
  * Runs recorded before epoch-attribute-v1 upsert it after every committed epoch: one history
  * event and one visibility update per epoch (in a paced run of ~20 group epochs a second the
- * Temporal server used 0.38 cores with them, 0.35 without; docs/performance.md, change 21).
+ * Temporal server used 0.38 cores with them, 0.35 without; docs/performance-history.md, change 21).
  * Since the patch it is upserted at most once per
  * EPOCH_ATTRIBUTE_EVERY_MS of workflow time while epochs run, and whenever the phase attribute
  * changes (pause, stop, done, failure states), so a workflow that is not running shows its last

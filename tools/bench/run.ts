@@ -40,7 +40,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * How long the Temporal server goes on working for a run after it ended. Every workflow task
  * leaves a start-to-close and a sticky schedule-to-start timer task behind, every activity a
  * heartbeat-timeout one (10 s each by default); they fire about 10 s later and do nothing, but
- * the server reads and processes each. In a probe of 2026-12-03 (docs/performance.md, "Temporal
+ * the server reads and processes each. In a probe of 2026-12-03 (docs/performance-history.md, "Temporal
  * CPU: the previous run's timers"), 528 of them fired in the 11 s after the 64-partition
  * ungrouped latency run ended — inside the window of the grouped run that followed it. So after
  * every C run the bench waits this long: a run's Temporal CPU includes its own deferred timer

@@ -1,4 +1,4 @@
-/** Renders a campaign's result as docs/reliability.md (only measured figures). */
+/** Renders a campaign's result as its part of docs/reliability-runs.md (only measured figures); docs/reliability.md is the one-screen summary. */
 import { growthJudged, MIN_GROWTH_SPAN_S } from './bounds';
 import type { CampaignResult, Sample } from './campaign';
 
@@ -153,7 +153,7 @@ export function renderReport(r: CampaignResult): string {
   return out.join('\n');
 }
 
-/** docs/reliability.md holds the campaign's report, then the soak's from this line on… */
+/** docs/reliability-runs.md holds the campaign's report, then the soak's from this line on… */
 export const SOAK_MARKER = '<!-- soak report (npm run soak) -->';
 /** …and the cluster campaign's from this line on (each part runs to the next marker). */
 export const CLUSTER_MARKER = '<!-- cluster campaign report (npm run chaos -- --cluster) -->';

@@ -417,10 +417,15 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     await waitFor('every partition to commit a first epoch', async () => (await ledgerMax()).size === o.partitions, 120_000);
     await waitFor('both workers to be ready', async () => ready.size === o.workers, 60_000);
 
+    // A worker freeze is owed liveness from its start only while the other worker is healthy:
+    // the next freeze waits until the last one has thawed (seed 20261130 at 2da9e02 froze the
+    // second worker while the first was frozen, and fault #22 waited out the first one's thaw).
+    let workerThawAt = 0;
     for (const f of plan) {
       const rec: FaultRecord = { ...f, injected: false, affected: [], danglingAfter: 0, note: '' };
       faults.push(rec);
       await sleep(f.delayMs);
+      if (f.kind === 'worker-freeze' && Date.now() < workerThawAt) await sleep(workerThawAt - Date.now());
       let t0 = 0;
       let since = '';
       let before = new Map<number, number>();
@@ -437,6 +442,7 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
         // The epoch a transaction coordinator kill names the transactional id by: the partition's next, or its group's.
         const next = grouped && f.kind === 'kafka-txn-coordinator-kill' ? (await retryUntil(() => groupStatus(groupOf(spec, f.partition)), 60_000)).groupEpoch : (before.get(f.partition) ?? -1) + 1;
         const lasts = await inject(f.kind, f.worker, f, rec, next);
+        if (f.kind === 'worker-freeze') workerThawAt = Date.now() + FREEZE_MS + 1000;
         rec.faultMs = Math.max(Date.now() - t0, lasts);
         rec.injected = true;
       } else {
@@ -468,8 +474,10 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
           // A group epoch is every member's: each must progress again.
           partitions = grouped ? membersOf(groupOf(spec, f.partition)) : [f.partition];
           // The other worker is healthy: liveness is owed from the freeze's start, not from the thaw.
-          if (f.kind === 'worker-freeze') rec.faultMs = 0;
-          else if (f.kind === 'txn-timeout') rec.faultMs = T + 4000;
+          if (f.kind === 'worker-freeze') {
+            rec.faultMs = 0;
+            workerThawAt = Date.now() + FREEZE_MS + 1000;
+          } else if (f.kind === 'txn-timeout') rec.faultMs = T + 4000;
           else if (f.kind === 'worker-kill' || f.kind === SPLIT_KIND) rec.faultMs = 0;
           else {
             const lasts = await inject(f.kind, hit.worker, f, rec, e);

@@ -253,6 +253,24 @@ test('each WorkerMetrics has its own registry: two workers in one process count 
   assert.doesNotMatch(other, /^onceflow_records_total\{/m);
 });
 
+import { pollUntil } from '../src/poll';
+
+test('pollUntil returns the first defined answer, waits between calls, and throws the caller\'s error at the deadline', async () => {
+  let calls = 0;
+  let waits = 0;
+  const third = await pollUntil(() => (++calls === 3 ? false : undefined), { timeoutMs: 5_000, everyMs: 1, onWait: () => waits++, onTimeout: () => new Error('never') });
+  assert.deepEqual([third, calls, waits], [false, 3, 2], 'false is an answer; undefined is not');
+  class Late extends Error {}
+  calls = 0;
+  const t0 = Date.now();
+  await assert.rejects(
+    pollUntil(() => void calls++, { timeoutMs: 40, everyMs: 10, onTimeout: () => new Late(`no answer after ${calls} calls`) }),
+    (e: unknown) => e instanceof Late && /no answer after \d+ calls/.test(e.message),
+  );
+  assert.ok(Date.now() - t0 >= 40 && calls >= 2, `polled until the deadline: ${calls} calls in ${Date.now() - t0} ms`);
+  await assert.rejects(pollUntil(() => Promise.reject(new Error('broken')), { timeoutMs: 5_000, everyMs: 1, onTimeout: () => new Error('never') }), /broken/);
+});
+
 import { boundedStateChecks, growthJudged } from '../tools/chaos/bounds';
 import type { Sample } from '../tools/chaos/campaign';
 

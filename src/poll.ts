@@ -10,7 +10,7 @@ export interface PollOptions {
   /** Pause between calls. */
   everyMs: number;
   /** Called before each pause (an activity's heartbeat). */
-  onWait?: () => void;
+  onWait?: (() => void) | undefined;
   /** The error to throw at the deadline: each caller's own type and message. */
   onTimeout: () => Error;
 }

@@ -85,7 +85,7 @@ async function whenDecided<T>(cluster: KafkaCluster, part: TxnPart, producers: S
   return pollUntil(async () => decided(await transactionsOn(cluster, part, producers)), {
     timeoutMs: DECIDE_TIMEOUT_MS,
     everyMs: 250,
-    ...(onWait ? { onWait } : {}),
+    onWait,
     onTimeout: () => new TransientError(`${what} on ${partName(part)} from offset ${part.from} still undecided after ${DECIDE_TIMEOUT_MS} ms`),
   });
 }

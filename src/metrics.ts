@@ -1,132 +1,65 @@
 /**
- * The worker's Prometheus endpoint (text exposition format 0.0.4), fed by the activities'
- * observed events: records and epochs committed, epoch phase durations, lag, seconds since the
- * last commit (computed at scrape time), retries, redos, dead letters, halts, rolled-back leftovers.
- * No client library needed for this little.
+ * The worker's Prometheus endpoint (prom-client, text exposition format 0.0.4), fed by the
+ * activities' observed events: records and epochs committed, epoch phase durations, lag, seconds
+ * since the last commit (computed at scrape time), retries, redos, splits, dead letters, halts,
+ * rolled-back leftovers. Each WorkerMetrics has its own registry, so two workers in one process
+ * do not share (or collide on) series.
  */
 import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ObservedEvent } from './activities';
 
-type Labels = Record<string, string | number>;
-const key = (l: Labels) => JSON.stringify(Object.entries(l).sort());
-const fmt = (l: Labels) => {
-  const e = Object.entries(l);
-  return e.length ? `{${e.map(([k, v]) => `${k}="${String(v).replace(/["\\\n]/g, '_')}"`).join(',')}}` : '';
-};
-
-abstract class Metric {
-  constructor(readonly name: string, readonly help: string, readonly type: string) {}
-  abstract lines(): string[];
-  header(): string[] {
-    return [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} ${this.type}`];
-  }
-}
-
-export class Counter extends Metric {
-  private readonly values = new Map<string, { labels: Labels; v: number }>();
-  constructor(name: string, help: string) {
-    super(name, help, 'counter');
-  }
-  inc(labels: Labels, by = 1): void {
-    const k = key(labels);
-    const cur = this.values.get(k) ?? { labels, v: 0 };
-    cur.v += by;
-    this.values.set(k, cur);
-  }
-  get(labels: Labels): number {
-    return this.values.get(key(labels))?.v ?? 0;
-  }
-  lines(): string[] {
-    return [...this.values.values()].map(({ labels, v }) => `${this.name}${fmt(labels)} ${v}`);
-  }
-}
-
-export class Gauge extends Metric {
-  private readonly values = new Map<string, { labels: Labels; v: number }>();
-  constructor(name: string, help: string) {
-    super(name, help, 'gauge');
-  }
-  set(labels: Labels, v: number): void {
-    this.values.set(key(labels), { labels, v });
-  }
-  lines(): string[] {
-    return [...this.values.values()].map(({ labels, v }) => `${this.name}${fmt(labels)} ${v}`);
-  }
-}
-
-/**
- * Seconds since a mark, computed at scrape time. A mark counts only when its `version` differs
- * from the series' last one, so repeating a mark (a retried activity reporting the same epoch
- * again) does not reset the clock.
- */
-export class SecondsSince extends Metric {
-  private readonly values = new Map<string, { labels: Labels; version: number; at: number }>();
-  constructor(name: string, help: string, private readonly now: () => number = Date.now) {
-    super(name, help, 'gauge');
-  }
-  mark(labels: Labels, version: number): void {
-    const k = key(labels);
-    if (this.values.get(k)?.version === version) return;
-    this.values.set(k, { labels, version, at: this.now() });
-  }
-  lines(): string[] {
-    const now = this.now();
-    return [...this.values.values()].map(({ labels, at }) => `${this.name}${fmt(labels)} ${Math.max(0, (now - at) / 1000).toFixed(3)}`);
-  }
-}
-
-export class Histogram extends Metric {
-  private readonly values = new Map<string, { labels: Labels; buckets: number[]; sum: number; count: number }>();
-  constructor(name: string, help: string, readonly bounds: number[]) {
-    super(name, help, 'histogram');
-  }
-  observe(labels: Labels, v: number): void {
-    const k = key(labels);
-    const cur = this.values.get(k) ?? { labels, buckets: this.bounds.map(() => 0), sum: 0, count: 0 };
-    this.bounds.forEach((b, i) => {
-      if (v <= b) cur.buckets[i]!++;
-    });
-    cur.sum += v;
-    cur.count++;
-    this.values.set(k, cur);
-  }
-  lines(): string[] {
-    const out: string[] = [];
-    for (const { labels, buckets, sum, count } of this.values.values()) {
-      this.bounds.forEach((b, i) => out.push(`${this.name}_bucket${fmt({ ...labels, le: b })} ${buckets[i]}`));
-      out.push(`${this.name}_bucket${fmt({ ...labels, le: '+Inf' })} ${count}`);
-      out.push(`${this.name}_sum${fmt(labels)} ${sum}`);
-      out.push(`${this.name}_count${fmt(labels)} ${count}`);
-    }
-    return out;
-  }
-}
+const PARTITION = ['pipeline', 'partition'] as const;
 
 export class WorkerMetrics {
-  readonly records = new Counter('onceflow_records_total', 'Source records prepared in epochs (rate() gives records/s)');
-  readonly epochs = new Counter('onceflow_epochs_prepared_total', 'Epochs prepared');
-  readonly commits = new Counter('onceflow_commits_total', 'Commits by side (kafka, mysql)');
-  readonly phase = new Histogram('onceflow_epoch_phase_seconds', 'Duration of epoch phases on this worker', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]);
-  readonly lag = new Gauge('onceflow_lag_records', 'Source records not yet in an epoch, per partition (as of the last prepare)');
-  readonly retries = new Counter('onceflow_retries_total', 'Activity attempts after the first');
-  readonly redos = new Counter('onceflow_redos_total', 'Epochs redone (Kafka side aborted by the broker, or MySQL branch vanished)');
-  readonly splits = new Counter('onceflow_kafka_splits_total', 'Epochs whose Kafka transaction came out committed on some partitions and aborted on others (found after an ambiguous EndTxn; the aborted parts are redone)');
-  readonly deadLetters = new Counter('onceflow_dead_letters_total', 'Records sent to the dead-letter topic');
-  readonly halts = new Counter('onceflow_halts_total', 'Epochs refused and their partition stopped: dead letters over the budget, or a row for an undeclared table (cause label)');
-  readonly rolledBack = new Counter('onceflow_rolled_back_branches_total', 'Leftover XA branches rolled back by retried prepares');
+  readonly registry = new Registry();
+  private readonly counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) => new Counter<L>({ name, help, labelNames, registers: [this.registry] });
+
+  readonly records = this.counter('onceflow_records_total', 'Source records prepared in epochs (rate() gives records/s)', PARTITION);
+  readonly epochs = this.counter('onceflow_epochs_prepared_total', 'Epochs prepared', PARTITION);
+  readonly commits = this.counter('onceflow_commits_total', 'Commits by side (kafka, mysql)', [...PARTITION, 'side']);
+  readonly phase = new Histogram({
+    name: 'onceflow_epoch_phase_seconds',
+    help: 'Duration of epoch phases on this worker',
+    labelNames: ['pipeline', 'phase'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  readonly lag = new Gauge({ name: 'onceflow_lag_records', help: 'Source records not yet in an epoch, per partition (as of the last prepare)', labelNames: PARTITION, registers: [this.registry] });
+  /** Seconds since this worker last saw an epoch of the partition commit (see secondsSinceLastCommit). */
+  readonly sinceCommit = this.secondsSinceLastCommit();
+  readonly retries = this.counter('onceflow_retries_total', 'Activity attempts after the first', [...PARTITION, 'activity']);
+  readonly redos = this.counter('onceflow_redos_total', 'Epochs redone (Kafka side aborted by the broker, or MySQL branch vanished)', [...PARTITION, 'side']);
+  readonly splits = this.counter('onceflow_kafka_splits_total', 'Epochs whose Kafka transaction came out committed on some partitions and aborted on others (found after an ambiguous EndTxn; the aborted parts are redone)', PARTITION);
+  readonly deadLetters = this.counter('onceflow_dead_letters_total', 'Records sent to the dead-letter topic', PARTITION);
+  readonly halts = this.counter('onceflow_halts_total', 'Epochs refused and their partition stopped: dead letters over the budget, or a row for an undeclared table (cause label)', [...PARTITION, 'cause']);
+  readonly rolledBack = this.counter('onceflow_rolled_back_branches_total', 'Leftover XA branches rolled back by retried prepares', PARTITION);
+  /** Per partition: the epoch of the last commit seen, and when (`now()`) it was first seen. */
+  private readonly lastCommit = new Map<string, { labels: { pipeline: string; partition: number }; epoch: number; at: number }>();
+
+  constructor(private readonly now: () => number = Date.now) {}
+
   /**
    * Per partition, from the last epoch this worker saw commit (its first side's 'committed'
-   * event; a retried commit reporting the same epoch again does not count). Each worker reports
-   * its own view: take the minimum across workers. A partition appears once this worker has seen
-   * one of its epochs commit, and the value also grows while the pipeline is idle, paused or
-   * stopped: alert on it together with lag.
+   * event; a retried commit reporting the same epoch again does not reset it), computed at
+   * scrape time. Each worker reports its own view: take the minimum across workers. A partition
+   * appears once this worker has seen one of its epochs commit, and the value also grows while
+   * the pipeline is idle, paused or stopped: alert on it together with lag.
    */
-  readonly sinceCommit: SecondsSince;
-  private readonly all: Metric[];
-
-  constructor(now: () => number = Date.now) {
-    this.sinceCommit = new SecondsSince('onceflow_seconds_since_last_commit', 'Seconds since this worker last saw an epoch of the partition commit (take the min across workers)', now);
-    this.all = [this.records, this.epochs, this.commits, this.phase, this.lag, this.sinceCommit, this.retries, this.redos, this.splits, this.deadLetters, this.halts, this.rolledBack];
+  private secondsSinceLastCommit() {
+    const values = () => {
+      const t = this.now();
+      return [...this.lastCommit.values()].map(({ labels, at }) => [labels, Math.max(0, (t - at) / 1000)] as const);
+    };
+    return new Gauge({
+      name: 'onceflow_seconds_since_last_commit',
+      help: 'Seconds since this worker last saw an epoch of the partition commit (take the min across workers)',
+      labelNames: PARTITION,
+      registers: [this.registry],
+      collect() {
+        for (const [labels, v] of values()) this.set(labels, v);
+      },
+    });
   }
 
   observe = (e: ObservedEvent): void => {
@@ -139,11 +72,13 @@ export class WorkerMetrics {
         this.lag.set(l, e.lag);
         this.phase.observe({ pipeline: e.pipeline, phase: 'prepare' }, e.ms / 1000);
         break;
-      case 'committed':
+      case 'committed': {
         this.commits.inc({ ...l, side: e.side });
-        this.sinceCommit.mark(l, e.epoch);
+        const k = JSON.stringify([e.pipeline, e.partition]);
+        if (this.lastCommit.get(k)?.epoch !== e.epoch) this.lastCommit.set(k, { labels: l, epoch: e.epoch, at: this.now() });
         this.phase.observe({ pipeline: e.pipeline, phase: `commit_${e.side}` }, e.ms / 1000);
         break;
+      }
       case 'redo':
         this.redos.inc({ ...l, side: e.side });
         break;
@@ -162,8 +97,9 @@ export class WorkerMetrics {
     }
   };
 
-  text(): string {
-    return this.all.flatMap((m) => [...m.header(), ...m.lines()]).join('\n') + '\n';
+  /** The exposition text (what /metrics serves). */
+  text(): Promise<string> {
+    return this.registry.metrics();
   }
 }
 
@@ -173,7 +109,10 @@ export function serveMetrics(metrics: WorkerMetrics, port: number, host = '127.0
       res.writeHead(404).end('see /metrics\n');
       return;
     }
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(metrics.text());
+    metrics.text().then(
+      (text) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(text),
+      (e: unknown) => res.writeHead(500).end(`${e instanceof Error ? e.message : String(e)}\n`),
+    );
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);

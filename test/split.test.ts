@@ -93,7 +93,7 @@ for (const parallelism of [undefined, 1]) {
 
 /** Splits epoch 1's transaction on a worker that then stalls in the commit; the worker is killed and the workflows terminated. */
 async function splitThenAbandon(commits: 'markers' | 'outputs', parallelism?: number) {
-  const s = await prepareScenario(deps, { prefix: `split-log-${commits}${parallelism ? '-g' : ''}`, records: 600, partitions: 2, poisonEvery: 7, ...(parallelism ? { parallelism } : {}) });
+  const s = await prepareScenario(deps, { prefix: `split-log-${commits}${parallelism ? '-g' : ''}`, records: 600, partitions: 2, poisonEvery: 7, deadLetter: { maxRatio: 0.2 }, ...(parallelism ? { parallelism } : {}) });
   const at = 'commit.before@epoch=1@partition=0@attempt=1';
   const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: `${at}:split=${commits},${at}:stall=120000`, ONCEFLOW_WORKFLOW_BUNDLE: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' });
   try {

@@ -210,30 +210,65 @@ test('a partition is stalled when it has lag and no commit for longer than the t
   );
 });
 
-test('onceflow_seconds_since_last_commit: per partition, at scrape time, a retried commit of the same epoch does not reset it', () => {
+test('onceflow_seconds_since_last_commit: per partition, at scrape time, a retried commit of the same epoch does not reset it', async () => {
   let now = 1_000_000;
   const m = new WorkerMetrics(() => now);
   const committed = (partition: number, epoch: number, side: 'kafka' | 'mysql') => m.observe({ kind: 'committed', pipeline: 'p', partition, epoch, side, ms: 5, startedAt: now });
-  const value = (partition: number) => {
-    const line = m.text().split('\n').find((l) => l.startsWith(`onceflow_seconds_since_last_commit{pipeline="p",partition="${partition}"}`));
+  const value = async (partition: number) => {
+    const line = (await m.text()).split('\n').find((l) => l.startsWith(`onceflow_seconds_since_last_commit{pipeline="p",partition="${partition}"}`));
     return line === undefined ? undefined : Number(line.split(' ').pop());
   };
-  assert.match(m.text(), /# TYPE onceflow_seconds_since_last_commit gauge/);
-  assert.equal(value(0), undefined, 'no series before a commit was seen');
+  assert.match(await m.text(), /# TYPE onceflow_seconds_since_last_commit gauge/);
+  assert.equal(await value(0), undefined, 'no series before a commit was seen');
   committed(0, 7, 'kafka');
   committed(0, 7, 'mysql');
   committed(1, 3, 'kafka');
   now += 2_500;
-  assert.equal(value(0), 2.5);
+  assert.equal(await value(0), 2.5);
   // Epoch 8: the Kafka side commits on every attempt while the MySQL side keeps failing.
   committed(0, 8, 'kafka');
   now += 30_000;
   committed(0, 8, 'kafka');
   now += 40_000;
-  assert.equal(value(0), 70);
-  assert.equal(value(1), 72.5);
+  assert.equal(await value(0), 70);
+  assert.equal(await value(1), 72.5);
   committed(0, 9, 'kafka');
-  assert.equal(value(0), 0);
+  assert.equal(await value(0), 0);
+});
+
+test('each WorkerMetrics has its own registry: two workers in one process count apart', async () => {
+  const [a, b] = [new WorkerMetrics(), new WorkerMetrics()];
+  a.observe({ kind: 'split', pipeline: 'p', partition: 1, epoch: 4, split: { producerId: 1, producerEpoch: 0, committed: ['out-0'], aborted: ['out-1'] } });
+  a.observe({ kind: 'prepared', pipeline: 'p', partition: 1, epoch: 4, records: 3, deadLetters: 0, ms: 70, end: 3, lag: 9, startedAt: 0, split: { readMs: 0, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 } });
+  const text = await a.text();
+  assert.match(text, /^# TYPE onceflow_kafka_splits_total counter$/m);
+  assert.match(text, /^onceflow_kafka_splits_total\{pipeline="p",partition="1"\} 1$/m);
+  assert.match(text, /^onceflow_lag_records\{pipeline="p",partition="1"\} 9$/m);
+  assert.match(text, /^onceflow_epoch_phase_seconds_bucket\{le="0.05",pipeline="p",phase="prepare"\} 0$/m);
+  assert.match(text, /^onceflow_epoch_phase_seconds_bucket\{le="0.1",pipeline="p",phase="prepare"\} 1$/m);
+  assert.match(text, /^onceflow_epoch_phase_seconds_count\{pipeline="p",phase="prepare"\} 1$/m);
+  const other = await b.text();
+  assert.match(other, /^# TYPE onceflow_kafka_splits_total counter$/m);
+  assert.doesNotMatch(other, /^onceflow_kafka_splits_total\{/m);
+  assert.doesNotMatch(other, /^onceflow_records_total\{/m);
+});
+
+import { pollUntil } from '../src/poll';
+
+test('pollUntil returns the first defined answer, waits between calls, and throws the caller\'s error at the deadline', async () => {
+  let calls = 0;
+  let waits = 0;
+  const third = await pollUntil(() => (++calls === 3 ? false : undefined), { timeoutMs: 5_000, everyMs: 1, onWait: () => waits++, onTimeout: () => new Error('never') });
+  assert.deepEqual([third, calls, waits], [false, 3, 2], 'false is an answer; undefined is not');
+  class Late extends Error {}
+  calls = 0;
+  const t0 = Date.now();
+  await assert.rejects(
+    pollUntil(() => void calls++, { timeoutMs: 40, everyMs: 10, onTimeout: () => new Late(`no answer after ${calls} calls`) }),
+    (e: unknown) => e instanceof Late && /no answer after \d+ calls/.test(e.message),
+  );
+  assert.ok(Date.now() - t0 >= 40 && calls >= 2, `polled until the deadline: ${calls} calls in ${Date.now() - t0} ms`);
+  await assert.rejects(pollUntil(() => Promise.reject(new Error('broken')), { timeoutMs: 5_000, everyMs: 1, onTimeout: () => new Error('never') }), /broken/);
 });
 
 import { boundedStateChecks, growthJudged } from '../tools/chaos/bounds';
@@ -782,10 +817,10 @@ test("verify's dead-letter line counts per reason, and the run fails above its b
   assert.equal(deadLetterLine(deadLetterSummary(spec, [], 0)), 'dead letters: 0 (budget 1)');
 });
 
-test('a halt is a metric and a terminal line of its own', () => {
+test('a halt is a metric and a terminal line of its own', async () => {
   const m = new WorkerMetrics();
   m.observe({ kind: 'halted', pipeline: 'p', partition: 2, epoch: 0, cause: 'dead-letter-budget' });
-  assert.match(m.text(), /onceflow_halts_total\{[^}]*cause="dead-letter-budget"[^}]*\} 1/);
+  assert.match(await m.text(), /onceflow_halts_total\{[^}]*cause="dead-letter-budget"[^}]*\} 1/);
   assert.equal(summarize({ level: 'ERROR', message: "pipeline 'p' halted at partition 2 epoch 0: …", meta: { activityType: 'prepareEpoch', attempt: 1, workflowId: 'onceflow/p/2' } }), "  error: prepareEpoch attempt 1 of onceflow/p/2 — pipeline 'p' halted at partition 2 epoch 0: …");
 });
 

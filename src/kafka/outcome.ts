@@ -17,7 +17,7 @@
  * transaction (a restarted pipeline's reconcile, `onceflow transactions`), `splitsInLog` finds
  * where it wrote from the log itself.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
+import { pollUntil } from '../poll';
 import { TransientError } from '../errors';
 import type { KafkaSplit, WrittenParts } from '../protocol';
 import type { PipelineSpec } from '../spec';
@@ -82,14 +82,12 @@ async function transactionsOn(cluster: KafkaCluster, part: TxnPart, producers: S
 
 /** transactionsOn, read again every 250 ms until `decided` holds or DECIDE_TIMEOUT_MS passed (a TransientError: the activity retries). */
 async function whenDecided<T>(cluster: KafkaCluster, part: TxnPart, producers: Set<string>, decided: (txns: TxnOnPart[]) => T | undefined, what: string, onWait?: () => void): Promise<T> {
-  const deadline = Date.now() + DECIDE_TIMEOUT_MS;
-  for (;;) {
-    const r = decided(await transactionsOn(cluster, part, producers));
-    if (r !== undefined) return r;
-    if (Date.now() > deadline) throw new TransientError(`${what} on ${partName(part)} from offset ${part.from} still undecided after ${DECIDE_TIMEOUT_MS} ms`);
-    onWait?.();
-    await sleep(250);
-  }
+  return pollUntil(async () => decided(await transactionsOn(cluster, part, producers)), {
+    timeoutMs: DECIDE_TIMEOUT_MS,
+    everyMs: 250,
+    onWait,
+    onTimeout: () => new TransientError(`${what} on ${partName(part)} from offset ${part.from} still undecided after ${DECIDE_TIMEOUT_MS} ms`),
+  });
 }
 
 /** How the transaction of `handle` ended on each of `parts`, in their order (waits for each part's marker). */

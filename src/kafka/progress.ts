@@ -4,7 +4,7 @@
  * transaction. A committed marker is the definitive proof that the Kafka side of the epoch
  * committed; its absence once the LSO has passed the transaction proves it aborted.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
+import { pollUntil } from '../poll';
 import { fetchPartition, ISOLATION, latestOffset, type KafkaCluster } from './internals';
 
 export interface Marker {
@@ -42,16 +42,14 @@ export async function waitDecided(
   offset: number,
   opts: { timeoutMs: number; onWait?: () => void },
 ): Promise<void> {
-  const deadline = Date.now() + opts.timeoutMs;
-  for (;;) {
-    const lso = await latestOffset(cluster, topic, partition, ISOLATION.READ_COMMITTED);
-    if (lso > offset) return;
-    if (Date.now() > deadline) {
-      throw new Error(`transaction at ${topic}[${partition}]@${offset} still undecided after ${opts.timeoutMs} ms (LSO ${lso})`);
-    }
-    opts.onWait?.();
-    await sleep(250);
-  }
+  let lso = -1;
+  await pollUntil(
+    async () => {
+      lso = await latestOffset(cluster, topic, partition, ISOLATION.READ_COMMITTED);
+      return lso > offset ? true : undefined;
+    },
+    { ...opts, everyMs: 250, onTimeout: () => new Error(`transaction at ${topic}[${partition}]@${offset} still undecided after ${opts.timeoutMs} ms (LSO ${lso})`) },
+  );
 }
 
 /** Committed markers of `pipeline` on `partition` in [fromOffset, LSO). */

@@ -13,29 +13,31 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admin, ITopicConfig } from 'kafkajs';
 import { errorMessage, TransientError } from '../errors';
+import { pollUntil } from '../poll';
 
 /** Creates `topics` (false if one existed already) and waits until every partition of each has a leader that answers for it. */
 export async function createTopicsReady(admin: Admin, topics: ITopicConfig[], timeoutMs = 60_000): Promise<boolean> {
   const created = await admin.createTopics({ waitForLeaders: false, topics });
   const want = new Map(topics.map((t) => [t.topic, t.numPartitions ?? 1]));
-  const deadline = Date.now() + timeoutMs;
   let last = 'no metadata yet';
-  for (;;) {
-    try {
-      const meta = await admin.fetchTopicMetadata({ topics: [...want.keys()] });
-      const notReady = meta.topics.filter((t) => t.partitions.length < (want.get(t.name) ?? 1) || t.partitions.some((p) => p.leader < 0));
-      if (meta.topics.length === want.size && notReady.length === 0) {
-        // Every leader answers for its partitions (a ListOffsets per topic), or the catch waits.
-        for (const t of want.keys()) await admin.fetchTopicOffsets(t);
-        return created;
+  return pollUntil(
+    async () => {
+      try {
+        const meta = await admin.fetchTopicMetadata({ topics: [...want.keys()] });
+        const notReady = meta.topics.filter((t) => t.partitions.length < (want.get(t.name) ?? 1) || t.partitions.some((p) => p.leader < 0));
+        if (meta.topics.length === want.size && notReady.length === 0) {
+          // Every leader answers for its partitions (a ListOffsets per topic), or the catch waits.
+          for (const t of want.keys()) await admin.fetchTopicOffsets(t);
+          return created;
+        }
+        last = `no leader yet for ${notReady.map((t) => t.name).join(', ') || 'every topic'}`;
+      } catch (e) {
+        last = errorMessage(e); // e.g. UNKNOWN_TOPIC_OR_PARTITION while the metadata propagates, NOT_LEADER while leadership settles
       }
-      last = `no leader yet for ${notReady.map((t) => t.name).join(', ') || 'every topic'}`;
-    } catch (e) {
-      last = errorMessage(e); // e.g. UNKNOWN_TOPIC_OR_PARTITION while the metadata propagates, NOT_LEADER while leadership settles
-    }
-    if (Date.now() > deadline) throw new Error(`topics ${[...want.keys()].join(', ')} were created but not every partition has a leader that answers after ${timeoutMs / 1000} s: ${last}`);
-    await sleep(200);
-  }
+      return undefined;
+    },
+    { timeoutMs, everyMs: 200, onTimeout: () => new Error(`topics ${[...want.keys()].join(', ')} were created but not every partition has a leader that answers after ${timeoutMs / 1000} s: ${last}`) },
+  );
 }
 
 /** Partitions of each topic; 0 for a topic that does not exist. */
@@ -55,20 +57,21 @@ export async function partitionCounts(admin: Admin, topics: string[]): Promise<M
  * `known` still invisible is a TransientError (retryable), never a configuration error.
  */
 export async function partitionCountsOfKnown(admin: Admin, topics: string[], known: string[] = topics, timeoutMs = 30_000): Promise<Map<string, number>> {
-  const deadline = Date.now() + timeoutMs;
   let last = '';
-  for (;;) {
-    try {
-      const counts = await partitionCounts(admin, topics);
-      const invisible = known.filter((t) => (counts.get(t) ?? 0) === 0);
-      if (invisible.length === 0) return counts;
-      last = `not yet listed with partitions: ${invisible.join(', ')}`;
-    } catch (e) {
-      last = errorMessage(e); // e.g. UNKNOWN_TOPIC_OR_PARTITION from a node that has not caught up
-    }
-    if (Date.now() > deadline) throw new TransientError(`topics exist but the brokers' metadata does not show them after ${timeoutMs / 1000} s (${last}); retrying`, { topics: known });
-    await sleep(250);
-  }
+  return pollUntil(
+    async () => {
+      try {
+        const counts = await partitionCounts(admin, topics);
+        const invisible = known.filter((t) => (counts.get(t) ?? 0) === 0);
+        if (invisible.length === 0) return counts;
+        last = `not yet listed with partitions: ${invisible.join(', ')}`;
+      } catch (e) {
+        last = errorMessage(e); // e.g. UNKNOWN_TOPIC_OR_PARTITION from a node that has not caught up
+      }
+      return undefined;
+    },
+    { timeoutMs, everyMs: 250, onTimeout: () => new TransientError(`topics exist but the brokers' metadata does not show them after ${timeoutMs / 1000} s (${last}); retrying`, { topics: known }) },
+  );
 }
 
 /**

@@ -25,10 +25,8 @@ import {
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
-  type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { NON_RETRYABLE_TYPES } from '../errors';
 import {
   advancePositions,
   afterEpoch,
@@ -51,6 +49,7 @@ import {
   type PreparedGroupEpoch,
 } from '../protocol';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
+import { epochActivityOptions } from './activity-options';
 import { epochAttribute } from './epoch-attribute';
 import { pipelineWorkflowId } from '../spec';
 import { controlSignal, controlUpdate, failureOf, partitionEndedSignal, partitionsEndedSignal, type PartitionEnd, type PartitionResult } from './partition';
@@ -73,13 +72,6 @@ export interface GroupStatus {
 export const groupStatusQuery = defineQuery<GroupStatus | PartitionStatus, [number?]>('status');
 /** Sent by the pipeline workflow: source partitions (discovered while it runs) that belong to this group. */
 export const addMembersSignal = defineSignal<[GroupMember[]]>('addMembers');
-
-const retry = {
-  initialInterval: '500ms',
-  backoffCoefficient: 2,
-  maximumInterval: '5s',
-  nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES],
-};
 
 type MemberState = PartitionState & { id: number };
 const zero = (p: MemberPosition): MemberState => ({ id: p.id, epoch: p.epoch, offset: p.offset, committedEpochs: 0, records: 0, deadLetters: 0, redos: 0, mysqlRedos: 0 });
@@ -115,9 +107,8 @@ export async function groupWorkflow(input: GroupInput): Promise<PartitionResult[
 
 async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void): Promise<PartitionResult[]> {
   const { spec, group } = input;
-  const prepareOptions: ActivityOptions = { startToCloseTimeout: spec.epoch.maxWaitMs + 120_000, heartbeatTimeout: '10s', retry };
-  const acts = proxyActivities<Activities>({ startToCloseTimeout: '180s', heartbeatTimeout: '10s', retry });
-  const admin: ActivityOptions = { startToCloseTimeout: '120s', heartbeatTimeout: '10s', retry };
+  const opts = epochActivityOptions(spec);
+  const acts = proxyActivities<Activities>(opts.commit);
 
   let members: GroupMember[] = [...input.members];
   let joins: GroupMember[] = [];
@@ -175,7 +166,7 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
   });
 
   const carried = new Map((input.state?.members ?? []).map((m) => [m.id, m]));
-  const reconciled = await acts.reconcileGroup.executeWithOptions({ ...admin, summary: `reconcile group ${group}: partitions ${members.map((m) => m.id).join(' ')}` }, [
+  const reconciled = await acts.reconcileGroup.executeWithOptions({ ...opts.admin, summary: `reconcile group ${group}: partitions ${members.map((m) => m.id).join(' ')}` }, [
     { spec, group, members, ...(input.state ? { expected: input.state.members.map(({ id, epoch, offset }) => ({ id, epoch, offset })) } : {}) },
   ]);
   state = reconciled.positions.map((p) => ({ ...(carried.get(p.id) ?? zero(p)), epoch: p.epoch, offset: p.offset }));
@@ -186,7 +177,7 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
     const covering = describeMembers(state);
     inFlight.set(groupEpoch, { members: covering, step: 'preparing' });
     return acts.prepareGroup
-      .executeWithOptions({ ...prepareOptions, summary: `group ${group} epoch ${groupEpoch}: prepare (partitions ${covering})` }, [
+      .executeWithOptions({ ...opts.prepare, summary: `group ${group} epoch ${groupEpoch}: prepare (partitions ${covering})` }, [
         { spec, group, members, groupEpoch, positions: positions(), noWait: control.drain },
       ])
       .then((r) => {
@@ -205,7 +196,7 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
     const covering = describeMembers(p.members);
     const commitOnly = () =>
       CancellationScope.nonCancellable(() =>
-        acts.commitGroup.executeWithOptions({ startToCloseTimeout: '180s', heartbeatTimeout: '10s', retry, summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering})` }, [{ spec, group, members, prepared: p }]),
+        acts.commitGroup.executeWithOptions({ ...opts.commit, summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering})` }, [{ spec, group, members, prepared: p }]),
       );
     if (!overlapNext) return commitOnly();
     const after = advancePositions(positions(), p);
@@ -213,7 +204,7 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
     try {
       const a = await CancellationScope.nonCancellable(() =>
         acts.advanceGroup.executeWithOptions(
-          { ...prepareOptions, startToCloseTimeout: spec.epoch.maxWaitMs + 180_000, summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering}), prepare epoch ${p.groupEpoch + 1}` },
+          { ...opts.advance, summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering}), prepare epoch ${p.groupEpoch + 1}` },
           [{ spec, group, members, prepared: p, positions: positions(), noWait: control.drain }],
         ),
       );
@@ -230,7 +221,7 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
     setPhase('redoing');
     lastError = redoReason(`group ${group} epoch ${p.groupEpoch}`, split);
     return CancellationScope.nonCancellable(() =>
-      acts.redoGroupKafka.executeWithOptions({ startToCloseTimeout: '180s', heartbeatTimeout: '10s', retry, summary: `group ${group} epoch ${p.groupEpoch}: redo Kafka side (partitions ${describeMembers(p.members)})` }, [
+      acts.redoGroupKafka.executeWithOptions({ ...opts.commit, summary: `group ${group} epoch ${p.groupEpoch}: redo Kafka side (partitions ${describeMembers(p.members)})` }, [
         { spec, group, members, prepared: p },
       ]),
     );
@@ -246,7 +237,7 @@ async function runGroup(input: GroupInput, membersNow: (ids: number[]) => void):
         const joining = joins;
         joins = [];
         setPhase('preparing');
-        const r = await acts.reconcileGroup.executeWithOptions({ ...admin, summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}` }, [
+        const r = await acts.reconcileGroup.executeWithOptions({ ...opts.admin, summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}` }, [
           { spec, group, members: joining, joining: true },
         ]);
         members = [...members, ...joining];

@@ -23,10 +23,8 @@ import {
   upsertSearchAttributes,
   workflowInfo,
   allHandlersFinished,
-  type ActivityOptions,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { NON_RETRYABLE_TYPES } from '../errors';
 import {
   afterEpoch,
   applyControl,
@@ -47,6 +45,7 @@ import {
 } from '../protocol';
 import { afterCommit, describe, nextStep, openEpoch, prepared as preparedEpoch, type EpochState } from '../protocol/epoch';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
+import { epochActivityOptions } from './activity-options';
 import { epochAttribute } from './epoch-attribute';
 import { pipelineWorkflowId } from '../spec';
 
@@ -67,22 +66,6 @@ export interface PartitionEnd {
 export const partitionEndedSignal = defineSignal<[PartitionEnd]>('partitionEnded');
 /** Sent by a group workflow to its pipeline workflow when it ends: every member's end in one signal (since group-ends-v1). */
 export const partitionsEndedSignal = defineSignal<[PartitionEnd[]]>('partitionsEnded');
-
-const retry = {
-  initialInterval: '500ms',
-  backoffCoefficient: 2,
-  maximumInterval: '5s',
-  nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES],
-};
-
-function activityOptions(spec: PartitionInput['spec']): { prepare: ActivityOptions; commit: ActivityOptions; admin: ActivityOptions } {
-  return {
-    // A dead worker is noticed by the heartbeat timeout; a hung one by start-to-close.
-    prepare: { startToCloseTimeout: spec.epoch.maxWaitMs + 120_000, heartbeatTimeout: '10s', retry },
-    commit: { startToCloseTimeout: '180s', heartbeatTimeout: '10s', retry },
-    admin: { startToCloseTimeout: '120s', heartbeatTimeout: '10s', retry },
-  };
-}
 
 /**
  * Pipelined epochs: prepare(e+1) runs while epoch e commits, so the Temporal round trips and
@@ -167,7 +150,7 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
   const { spec, partition } = input;
   // Where to read and how to partition outputs; passed to every activity (absent in older runs).
   const src = input.source ? { source: input.source } : {};
-  const opts = activityOptions(spec);
+  const opts = epochActivityOptions(spec);
   const acts = proxyActivities<Activities>(opts.commit);
   const pipelined = patched(PIPELINED_EPOCHS_PATCH);
   const oneCommit = patched(COMMIT_EPOCH_PATCH);
@@ -334,7 +317,7 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
     inFlight.set(p.epoch + 1, openEpoch(p.epoch + 1, staged));
     const a = await CancellationScope.nonCancellable(() =>
       acts.advanceEpoch.executeWithOptions(
-        { ...opts.prepare, startToCloseTimeout: spec.epoch.maxWaitMs + 180_000, summary: `epoch ${p.epoch}: commit, and prepare epoch ${p.epoch + 1} from offset ${p.end}` },
+        { ...opts.advance, summary: `epoch ${p.epoch}: commit, and prepare epoch ${p.epoch + 1} from offset ${p.end}` },
         [{ spec, partition, ...src, prepared: p, noWait: control.drain }],
       ),
     ).catch(async (e: unknown) => {

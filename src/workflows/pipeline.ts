@@ -45,10 +45,10 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities';
-import { NON_RETRYABLE_TYPES } from '../errors';
 import { applyControl, validateControl, type Control, type ControlAction, type SourceRef } from '../protocol';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
 import { SPEC_DEFAULTS, groupOf, groupWorkflowId, partitionWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
+import { PIPELINE_ACTIVITY_OPTIONS } from './activity-options';
 import { addMembersSignal, groupWorkflow } from './group';
 import { controlSignal, failureOf, partitionEndedSignal, partitionsEndedSignal, partitionWorkflow, type PartitionEnd, type PartitionResult } from './partition';
 
@@ -93,11 +93,7 @@ export interface PipelineCarry {
   roundsPerRun?: number;
 }
 
-const { describeSource } = proxyActivities<Activities>({
-  startToCloseTimeout: '120s',
-  heartbeatTimeout: '10s',
-  retry: { initialInterval: '500ms', maximumInterval: '5s', nonRetryableErrorTypes: [...NON_RETRYABLE_TYPES] },
-});
+const { describeSource } = proxyActivities<Activities>(PIPELINE_ACTIVITY_OPTIONS);
 
 const memoOf = (spec: PipelineSpec, partition: number, topic: string, topicPartition: number) => ({
   pipeline: spec.name,

@@ -5,7 +5,7 @@ import { ASYNC_TRANSFORM_WINDOW, applyTransform, tableMap } from '../src/activit
 import { parseEnvFile } from '../src/config';
 import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
-import { COORDINATOR, coordinatorCache, decodeDescribeProducers, decodeWriteTxnMarkers, describeProducersRequest, writeTxnMarkersRequest } from '../src/kafka/internals';
+import { COORDINATOR, coordinatorCache, decodeDescribeProducers, decodeWriteTxnMarkers, describeProducersRequest, withoutAborted, writeTxnMarkersRequest } from '../src/kafka/internals';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
@@ -476,6 +476,19 @@ import { createRequire } from 'node:module';
 import { groupMessagesLinear, messageProducerWith } from '../src/kafka/internals/message-producer';
 
 const kafkajsRequire = createRequire(require.resolve('kafkajs'));
+
+test('withoutAborted: enters every aborted transaction reached, leaves it at its ABORT marker, keeps committed ones', () => {
+  const ABORT = Buffer.from([0, 0, 0, 0]);
+  const COMMIT = Buffer.from([0, 0, 0, 1]);
+  const rec = (offset: number, producerId: string, inTransaction = true) => ({ offset: String(offset), batchContext: { producerId, inTransaction } });
+  const ctl = (offset: number, producerId: string, key: Buffer) => ({ offset: String(offset), isControlRecord: true, key, batchContext: { producerId, inTransaction: true } });
+  const messages = [rec(10, '1'), rec(11, '2'), rec(12, '3'), ctl(13, '2', ABORT), ctl(14, '1', ABORT), ctl(15, '3', COMMIT), rec(16, '1'), rec(17, '4', false)];
+  // Listed in abort order, not by first offset (as the broker does).
+  const visible = withoutAborted(messages, [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]);
+  assert.deepEqual(visible.map((m) => m.offset), ['12', '16', '17']);
+  // A fetch starting inside both aborted transactions.
+  assert.deepEqual(withoutAborted(messages.slice(2), [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]).map((m) => m.offset), ['12', '16', '17']);
+});
 
 test("our transactions' sends group by partition as kafkajs does (same partitions, same order), while kafkajs keeps its own grouping", () => {
   const kafkajsGrouping = kafkajsRequire('./src/producer/groupMessagesPerPartition');

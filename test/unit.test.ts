@@ -282,7 +282,7 @@ import { initProject, projectName } from '../src/cli/init';
 import { ProgressView, summarize } from '../src/cli/progress';
 import { loadTransforms } from '../src/transforms/load';
 import { orders, parseOrder } from '../examples/orders/transforms';
-import { loadPipelineConfig } from '../src/cli/config-file';
+import { loadPipelineConfig } from '../src/pipeline-file';
 
 test('onceflow init: a valid pipeline from the directory name, a scaffold whose config is valid, and no overwriting', () => {
   assert.equal(projectName('/x/My Project!'), 'my-project-');
@@ -698,7 +698,7 @@ import { deadLettersAllowed, haltIfOverBudget, type EpochPart } from '../src/act
 import { PipelineHalted } from '../src/errors';
 import { budgetCheck, deadLetterSummary } from '../src/verify';
 import { deadLetterLine } from '../src/cli/report';
-import { checkSchema } from '../src/cli/config-file';
+import { checkSchema } from '../src/pipeline-file';
 
 test('the dead-letter budget: one bad record in a small epoch passes, a transform failing on every record does not', () => {
   const d = definePipeline(base).deadLetter!;
@@ -837,4 +837,35 @@ test('README.md stays at most 12 KB and every relative link in it points at a fi
   assert.ok(links.length > 0, 'found no relative links in README.md: is the link pattern still right?');
   const broken = links.filter((l) => !fileExists(resolvePath(dirOf(readme), decodeURIComponent(l.split('#')[0]!))));
   assert.deepEqual(broken, [], 'README.md links to files that do not exist');
+});
+
+import { readdirSync } from 'node:fs';
+
+/** The src/ modules a module reaches through its relative imports (static, `export … from`, require), itself included. */
+function reachable(entry: string): Set<string> {
+  const seen = new Set<string>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const text = readFileSync(file, 'utf8');
+    for (const m of text.matchAll(/(?:from\s+|require\(|import\()'(\.{1,2}\/[^']*)'/g)) {
+      const base = resolvePath(dirOf(file), m[1]!);
+      // A relative path that is no module here is text (e.g. a scaffold's source in src/cli/init.ts).
+      const next = [`${base}.ts`, resolvePath(base, 'index.ts')].find((f) => fileExists(f));
+      if (next) visit(next);
+    }
+  };
+  visit(entry);
+  return seen;
+}
+
+test('the public API (the package root and onceflow/workflows) reaches nothing in src/cli/, and only src/config.ts reads process.env', () => {
+  const src = resolvePath(__dirname, '..', 'src');
+  for (const [entry, deep] of [['index.ts', 'kafka/internals/cluster.ts'], ['workflows/index.ts', 'protocol/epoch.ts']] as const) {
+    const modules = [...reachable(resolvePath(src, entry))].map((f) => f.slice(src.length + 1));
+    assert.ok(modules.includes(deep), `the walk from src/${entry} did not reach src/${deep}: is it still following imports?`);
+    assert.deepEqual(modules.filter((f) => f.startsWith('cli/')), [], `src/${entry} reaches CLI modules`);
+  }
+  const files = (readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts'));
+  assert.deepEqual(files.filter((f) => f !== 'config.ts' && readFileSync(resolvePath(src, f), 'utf8').includes('process.env')), [], 'process.env outside src/config.ts');
 });

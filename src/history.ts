@@ -1,4 +1,7 @@
-/** `onceflow export-history` and `onceflow replay`: workflow histories out of the server, and replayed against the current workflow code. */
+/**
+ * Workflow histories: out of the server (`onceflow export-history`) and replayed against the
+ * current workflow code (`onceflow replay`, replayHistories in the public API).
+ */
 import type { Client } from '@temporalio/client';
 import { historyFromJSON, historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
@@ -16,7 +19,7 @@ export async function loadHistoryFile(file: string) {
 }
 
 function replayOptions(workflowBundle: string | undefined) {
-  return workflowBundle ? { workflowBundle: { codePath: workflowBundle } } : { workflowsPath: require.resolve('../workflows') };
+  return workflowBundle ? { workflowBundle: { codePath: workflowBundle } } : { workflowsPath: require.resolve('./workflows') };
 }
 
 /**

@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { connectionSettings, type Settings } from './config';
 import { ValidationError } from './errors';
-import { definePipeline, type PipelineInput, type PipelineSpec } from './spec';
+import { definePipeline, REMOVED_SETTINGS, type PipelineInput, type PipelineSpec } from './spec';
 
 interface SchemaNode {
   type?: string;
@@ -64,7 +64,10 @@ export function checkSchema(value: unknown, node: SchemaNode, path: string, prob
       const child = node.properties[k];
       const f = path ? `${path}.${k}` : k;
       if (!child) {
-        if (node.additionalProperties === false) {
+        // A field the pipeline definition no longer has: say it was removed, not that it is unknown.
+        const removed = REMOVED_SETTINGS[f.replace(/^pipeline\./, '')];
+        if (removed) problems.push({ field: f, problem: removed });
+        else if (node.additionalProperties === false) {
           const hint = closest(k, Object.keys(node.properties));
           problems.push({ field: f, problem: `is not a known field${hint ? ` — did you mean '${hint}'?` : ''} (known: ${Object.keys(node.properties).join(', ')})` });
         }

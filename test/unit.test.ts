@@ -56,15 +56,19 @@ test('definePipeline names every wrong field and the fix', () => {
       return true;
     },
   );
-  assert.throws(
-    () => definePipeline({ ...base, epoch: { maxWaitMs: 100, commitWithNextPrepare: 'yes' as unknown as boolean } }),
-    (e: unknown) => {
-      assert.ok(e instanceof ValidationError);
-      assert.match(e.message, /epoch\.commitWithNextPrepare: must be true or false, got "yes"/);
-      return true;
-    },
-  );
-  assert.throws(() => definePipeline({ ...base, epoch: { maxWait: 5 } as never }), /epoch\.maxWait: is not a setting; the epoch settings are maxRecords, maxBytes, maxWaitMs, commitWithNextPrepare/);
+  // A benchmark knob that was a setting: refused by name, as removed, whatever its value.
+  for (const value of [false, true]) {
+    assert.throws(
+      () => definePipeline({ ...base, epoch: { maxWaitMs: 100, commitWithNextPrepare: value } as never }),
+      (e: unknown) => {
+        assert.ok(e instanceof ValidationError);
+        assert.deepEqual(e.problems.map((p) => p.field), ['epoch.commitWithNextPrepare']);
+        assert.match(e.message, /epoch\.commitWithNextPrepare: was removed: .*Delete the field/);
+        return true;
+      },
+    );
+  }
+  assert.throws(() => definePipeline({ ...base, epoch: { maxWait: 5 } as never }), /epoch\.maxWait: is not a setting; the epoch settings are maxRecords, maxBytes, maxWaitMs$/m);
   assert.throws(() => definePipeline({ ...base, parallelism: 0 }), /parallelism: must be an integer from 1 to 1024/);
   assert.equal(definePipeline({ ...base, parallelism: 4 }).parallelism, 4);
 });
@@ -629,6 +633,14 @@ test('table modes in definitions: newest needs a version column of the table, ou
   const file = join(dir, 'p.json');
   writeFileSync(file, JSON.stringify({ pipeline: { ...base, mysqlSink: { tables: [{ ...NEWEST, onDuplicate: { kind: 'newest', verison: 'v' } }] } } }));
   assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), /pipeline\.mysqlSink\.tables\[0\]\.onDuplicate\.verison: is not a known field — did you mean 'version'\?/);
+  // A config file that still sets a removed field: told it was removed, not that it is unknown.
+  writeFileSync(file, JSON.stringify({ pipeline: { ...base, epoch: { maxRecords: 1000, commitWithNextPrepare: false } } }));
+  assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), (e: unknown) => {
+    assert.ok(e instanceof ValidationError);
+    assert.deepEqual(e.problems.map((p) => p.field), ['pipeline.epoch.commitWithNextPrepare']);
+    assert.match(e.message, /pipeline\.epoch\.commitWithNextPrepare: was removed: .*Delete the field/);
+    return true;
+  });
 });
 
 test('table modes in SQL: newest assigns each column only when the incoming version is greater, the version last; both dialects and the staged apply', () => {

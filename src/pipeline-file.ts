@@ -1,5 +1,6 @@
 /**
- * Pipeline config files (YAML or JSON) for `onceflow start`. Structure is checked against
+ * Pipeline config files (YAML or JSON), for the CLI (`onceflow start`, `run`, …) and library
+ * users (loadPipelineConfig in the public API). Structure is checked against
  * schema/pipeline-config.schema.json (the single source of truth for field names, shared
  * with editors), values by definePipeline; every problem names its field and the fix.
  * `connections` may carry credentials: they are used by this process only and never enter

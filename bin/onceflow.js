@@ -12,7 +12,7 @@ try {
   throw e;
 }
 // Under `npm start` or `npx onceflow`, npm signals the shell it started, not this process: stop
-// when that shell is gone (src/cli/signals.ts says why).
+// when that shell is gone (src/signals.ts says why).
 cli.stopWithParent();
 cli.main(process.argv.slice(2)).then(
   (code) => process.exit(code),

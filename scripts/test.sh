@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 # The unit tier: the test files that need no service (the one place that says so). Everything
 # else under test/*.test.ts needs the services of scripts/services.sh.
-UNIT_TIER=(test/unit.test.ts test/protocol.test.ts test/replay.test.ts test/docs.test.ts)
+UNIT_TIER=(test/unit.test.ts test/protocol.test.ts test/replay.test.ts test/docs.test.ts test/harness.test.ts)
 
 files=()
 for arg in "$@"; do

@@ -21,14 +21,14 @@ export type { Transform, TransformContext, TransformResult, SourceRecord, Output
 export type { RowOp, SqlValue } from './mysql/sink';
 export { definePipeline, SPEC_DEFAULTS, pipelineWorkflowId, partitionWorkflowId } from './spec';
 export type { PipelineSpec, PipelineInput, TableSpec, EpochBounds, DeadLetterBudget } from './spec';
-export { loadPipelineConfig, type PipelineConfig } from './cli/config-file';
+export { loadPipelineConfig, type PipelineConfig } from './pipeline-file';
 export { loadSettings, type Settings } from './config';
 export { createOnceflowWorker, type WorkerHandle } from './worker';
 export { connectClient, startPipeline, controlPipeline, partitionStatus, pipelineSpecOf } from './client';
 export type { ControlAction, PartitionStatus } from './protocol';
 export { openConnections, type Connections } from './connections';
 export { verifyPipeline, type VerifyReport, type Check } from './verify';
-export { replay as replayHistories } from './cli/history';
+export { replay as replayHistories } from './history';
 export { OnceflowError, ConfigError, ValidationError, MissingTransform, PipelineHalted } from './errors';
 export { withSchemaRegistry, UndecodableRecord, SchemaRegistryUnavailable } from './serde/schema-registry';
 export type { SchemaRegistryClient, SchemaRegistryOptions, SchemaRef, SchemaRegistryTransform, DecodedRecord, EncodableOutputRecord, EncodableResult } from './serde/schema-registry';

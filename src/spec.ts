@@ -38,12 +38,16 @@ export interface EpochBounds {
   maxBytes: number;
   /** Longest wait for data before an epoch closes (or, empty, before the workflow polls again). */
   maxWaitMs: number;
-  /**
-   * true (default): one activity commits epoch e and prepares e+1 (advanceEpoch); false: two
-   * activities, the loop before advance-epoch-v1 (kept to measure one against the other).
-   */
-  commitWithNextPrepare?: boolean;
 }
+
+/**
+ * Fields a pipeline definition may no longer set, each with the reason and what to do; a
+ * definition that still sets one is refused with this text (also from a config file).
+ */
+export const REMOVED_SETTINGS: Readonly<Record<string, string>> = {
+  'epoch.commitWithNextPrepare':
+    'was removed: it was a benchmark knob that kept the two-activity epoch loop alive; every new run commits epoch e and prepares e+1 in one activity. Delete the field',
+};
 
 /**
  * How many of an epoch's records may go to the dead-letter topic before the epoch is refused
@@ -245,15 +249,14 @@ export function definePipeline(input: PipelineInput): PipelineSpec {
   }
 
   const epoch = { ...SPEC_DEFAULTS.epoch, ...(i.epoch ?? {}) };
-  const EPOCH_FIELDS = ['maxRecords', 'maxBytes', 'maxWaitMs', 'commitWithNextPrepare'];
+  const EPOCH_FIELDS = Object.keys(SPEC_DEFAULTS.epoch);
   for (const k of Object.keys(i.epoch ?? {})) {
-    if (!EPOCH_FIELDS.includes(k)) bad(`epoch.${k}`, `is not a setting; the epoch settings are ${EPOCH_FIELDS.join(', ')}`);
+    const removed = REMOVED_SETTINGS[`epoch.${k}`];
+    if (removed) bad(`epoch.${k}`, removed);
+    else if (!EPOCH_FIELDS.includes(k)) bad(`epoch.${k}`, `is not a setting; the epoch settings are ${EPOCH_FIELDS.join(', ')}`);
   }
   for (const k of ['maxRecords', 'maxBytes', 'maxWaitMs'] as const) {
     if (!positiveInt(epoch[k])) bad(`epoch.${k}`, `must be a positive integer, got ${JSON.stringify(epoch[k])}`);
-  }
-  if (epoch.commitWithNextPrepare !== undefined && typeof epoch.commitWithNextPrepare !== 'boolean') {
-    bad('epoch.commitWithNextPrepare', `must be true or false, got ${JSON.stringify(epoch.commitWithNextPrepare)}`);
   }
   if (positiveInt(epoch.maxWaitMs) && positiveInt(txTimeout) && epoch.maxWaitMs * 2 >= txTimeout) {
     bad('epoch.maxWaitMs', `must be well below kafkaSink.transactionTimeoutMs (${txTimeout}); lower it or raise the timeout`);

@@ -21,7 +21,7 @@ import type { KafkaCluster } from './kafka/internals';
 import { serveMetrics, WorkerMetrics } from './metrics';
 import { loadTransforms } from './transforms/load';
 import { TransformRegistry } from './transforms/registry';
-import { onStopSignal } from './cli/signals';
+import { onStopSignal } from './signals';
 
 export interface WorkerHandle {
   worker: Worker;

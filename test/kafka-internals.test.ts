@@ -1,12 +1,13 @@
 /**
  * The one module that uses kafkajs internals, against the real broker: a transaction prepared
  * on one connection is committed by EndTxn from another; the answers to retried, aborted and
- * fenced commits are the ones docs/design.md §6.1 relies on; reads filter aborted records; a
- * partition whose leadership is still settling is asked again.
+ * fenced commits are the ones docs/design.md §6.1 relies on; reads filter aborted records (the
+ * filter alone, withoutAborted: test/unit.test.ts); a partition whose leadership is still
+ * settling is asked again.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectCluster, COORDINATOR, describeProducers, endTxn, fetchPartition, ISOLATION, latestOffset, onLeader, PreparedTransaction, withoutAborted, type KafkaCluster } from '../src/kafka/internals';
+import { connectCluster, COORDINATOR, describeProducers, endTxn, fetchPartition, ISOLATION, latestOffset, onLeader, PreparedTransaction, type KafkaCluster } from '../src/kafka/internals';
 import { checkLanded, CountedTransaction } from '../src/kafka/landed';
 import { TransientError } from '../src/errors';
 import { kafkaClientConfig } from '../src/kafka/client-config';
@@ -148,19 +149,6 @@ test('read_committed drops interleaved aborted transactions whatever order they 
   }
   const all = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED });
   assert.deepEqual(all.records.map((x) => x.value?.toString()), ['a1', 'b1', 'a2', 'c1'], 'read_uncommitted shows the aborted records too');
-});
-
-test('withoutAborted: enters every aborted transaction reached, leaves it at its ABORT marker, keeps committed ones', () => {
-  const ABORT = Buffer.from([0, 0, 0, 0]);
-  const COMMIT = Buffer.from([0, 0, 0, 1]);
-  const rec = (offset: number, producerId: string, inTransaction = true) => ({ offset: String(offset), batchContext: { producerId, inTransaction } });
-  const ctl = (offset: number, producerId: string, key: Buffer) => ({ offset: String(offset), isControlRecord: true, key, batchContext: { producerId, inTransaction: true } });
-  const messages = [rec(10, '1'), rec(11, '2'), rec(12, '3'), ctl(13, '2', ABORT), ctl(14, '1', ABORT), ctl(15, '3', COMMIT), rec(16, '1'), rec(17, '4', false)];
-  // Listed in abort order, not by first offset (as the broker does).
-  const visible = withoutAborted(messages, [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]);
-  assert.deepEqual(visible.map((m) => m.offset), ['12', '16', '17']);
-  // A fetch starting inside both aborted transactions.
-  assert.deepEqual(withoutAborted(messages.slice(2), [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]).map((m) => m.offset), ['12', '16', '17']);
 });
 
 test('DescribeProducers: the leader states the producer epoch, last sequence and open transaction; checkLanded is exact both ways (real broker)', async () => {

@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { Worker, bundleWorkflowCode } from '@temporalio/worker';
-import { committedEpochs, GROUP_COMMIT_ACTIVITIES, PARTITION_COMMIT_ACTIVITIES, type HistoryEventLike } from '../tools/bench/analyze';
+import { committedEpochs, GROUP_COMMIT_ACTIVITIES, PARTITION_COMMIT_ACTIVITIES, type HistoryEventLike } from '../src/history';
 import { quietRuntime } from './support/env';
 
 const dir = join(__dirname, 'histories');

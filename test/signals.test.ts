@@ -1,7 +1,7 @@
 /**
  * SIGTERM and SIGINT as a supervisor sends them — to the npm or npx process it started, not to
  * onceflow's own — stop the worker cleanly and leave no process behind (issue 38: npm exited 143
- * and the worker, reparented to init, kept processing; src/cli/signals.ts says why).
+ * and the worker, reparented to init, kept processing; src/signals.ts says why).
  *
  * A project made by `onceflow init`, with this repository as its `file:` dependency (npm links
  * it) and the scaffold's own `npm install`; its source topic made and fed with `npx onceflow

@@ -5,7 +5,7 @@ import { ASYNC_TRANSFORM_WINDOW, applyTransform, tableMap } from '../src/activit
 import { parseEnvFile } from '../src/config';
 import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
-import { COORDINATOR, coordinatorCache, decodeDescribeProducers, decodeWriteTxnMarkers, describeProducersRequest, writeTxnMarkersRequest } from '../src/kafka/internals';
+import { COORDINATOR, coordinatorCache, decodeDescribeProducers, decodeWriteTxnMarkers, describeProducersRequest, withoutAborted, writeTxnMarkersRequest } from '../src/kafka/internals';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
@@ -56,15 +56,19 @@ test('definePipeline names every wrong field and the fix', () => {
       return true;
     },
   );
-  assert.throws(
-    () => definePipeline({ ...base, epoch: { maxWaitMs: 100, commitWithNextPrepare: 'yes' as unknown as boolean } }),
-    (e: unknown) => {
-      assert.ok(e instanceof ValidationError);
-      assert.match(e.message, /epoch\.commitWithNextPrepare: must be true or false, got "yes"/);
-      return true;
-    },
-  );
-  assert.throws(() => definePipeline({ ...base, epoch: { maxWait: 5 } as never }), /epoch\.maxWait: is not a setting; the epoch settings are maxRecords, maxBytes, maxWaitMs, commitWithNextPrepare/);
+  // A benchmark knob that was a setting: refused by name, as removed, whatever its value.
+  for (const value of [false, true]) {
+    assert.throws(
+      () => definePipeline({ ...base, epoch: { maxWaitMs: 100, commitWithNextPrepare: value } as never }),
+      (e: unknown) => {
+        assert.ok(e instanceof ValidationError);
+        assert.deepEqual(e.problems.map((p) => p.field), ['epoch.commitWithNextPrepare']);
+        assert.match(e.message, /epoch\.commitWithNextPrepare: was removed: .*Delete the field/);
+        return true;
+      },
+    );
+  }
+  assert.throws(() => definePipeline({ ...base, epoch: { maxWait: 5 } as never }), /epoch\.maxWait: is not a setting; the epoch settings are maxRecords, maxBytes, maxWaitMs$/m);
   assert.throws(() => definePipeline({ ...base, parallelism: 0 }), /parallelism: must be an integer from 1 to 1024/);
   assert.equal(definePipeline({ ...base, parallelism: 4 }).parallelism, 4);
 });
@@ -271,45 +275,6 @@ test('pollUntil returns the first defined answer, waits between calls, and throw
   await assert.rejects(pollUntil(() => Promise.reject(new Error('broken')), { timeoutMs: 5_000, everyMs: 1, onTimeout: () => new Error('never') }), /broken/);
 });
 
-import { boundedStateChecks, growthJudged } from '../tools/chaos/bounds';
-import type { Sample } from '../tools/chaos/campaign';
-
-/** A soak's samples: `n` minutes of 4 partitions, history restarting every 10 samples. */
-function soakSamples(n: number, change: (s: Sample, i: number) => Partial<Sample> = () => ({})): Sample[] {
-  return Array.from({ length: n }, (_, i) => {
-    const s: Sample = {
-      atS: 60 * i,
-      produced: 39_000 * i,
-      committedRecords: 39_000 * i,
-      workerRssMb: [250, 240],
-      loopDelayP99Ms: [30, 30],
-      historyEvents: [0, 1, 2, 3].map((p) => 100 + 300 * ((i + p) % 10)),
-      historyBytes: [0, 1, 2, 3].map((p) => 40_000 + 100_000 * ((i + p) % 10)),
-      ledgerRows: 400 + (i % 5) * 80,
-      stagedRows: 200,
-      tableBytes: 300_000,
-      progressTopicRecords: 500 * i,
-    };
-    return { ...s, ...change(s, i) };
-  });
-}
-const failing = (samples: Sample[]) => boundedStateChecks(samples, { partitions: 4, maxRecords: 500 }).filter((c) => !c.ok).map((c) => c.name);
-
-test('soak bounds: a steady run passes; each kind of growth fails its own check', () => {
-  assert.deepEqual(failing(soakSamples(60)), []);
-  assert.deepEqual(failing(soakSamples(60, (_, i) => ({ ledgerRows: 100 + 20 * i }))), ['ledger rows within the pruning rule']);
-  assert.deepEqual(failing(soakSamples(60, () => ({ stagedRows: 4001 }))), ['staged rows within two epochs per partition']);
-  assert.deepEqual(failing(soakSamples(60, (_, i) => ({ workerRssMb: [250 + 5 * i, 240] }))), ['worker RSS does not grow']);
-  assert.deepEqual(failing(soakSamples(60, (_, i) => ({ tableBytes: 300_000 + 20_000 * i }))), ['table bytes do not grow']);
-  const neverRestarted = failing(soakSamples(60, (s, i) => ({ historyEvents: s.historyEvents.map((e, p) => (p === 2 ? 100 + 200 * i : e)) })));
-  assert.deepEqual(neverRestarted, ['every partition workflow continued as new', 'history per run does not grow']);
-  // Too short to judge growth (the short soak): only the rule bounds are checked.
-  const short = boundedStateChecks(soakSamples(20, (_, i) => ({ workerRssMb: [100 + 50 * i, null] })), { partitions: 4, maxRecords: 500 });
-  assert.deepEqual(short.map((c) => c.name), ['ledger rows within the pruning rule', 'staged rows within two epochs per partition']);
-  assert.equal(growthJudged(soakSamples(20)), false);
-  assert.equal(growthJudged(soakSamples(31)), true);
-});
-
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -317,7 +282,7 @@ import { initProject, projectName } from '../src/cli/init';
 import { ProgressView, summarize } from '../src/cli/progress';
 import { loadTransforms } from '../src/transforms/load';
 import { orders, parseOrder } from '../examples/orders/transforms';
-import { loadPipelineConfig } from '../src/cli/config-file';
+import { loadPipelineConfig } from '../src/pipeline-file';
 
 test('onceflow init: a valid pipeline from the directory name, a scaffold whose config is valid, and no overwriting', () => {
   assert.equal(projectName('/x/My Project!'), 'my-project-');
@@ -512,6 +477,19 @@ import { groupMessagesLinear, messageProducerWith } from '../src/kafka/internals
 
 const kafkajsRequire = createRequire(require.resolve('kafkajs'));
 
+test('withoutAborted: enters every aborted transaction reached, leaves it at its ABORT marker, keeps committed ones', () => {
+  const ABORT = Buffer.from([0, 0, 0, 0]);
+  const COMMIT = Buffer.from([0, 0, 0, 1]);
+  const rec = (offset: number, producerId: string, inTransaction = true) => ({ offset: String(offset), batchContext: { producerId, inTransaction } });
+  const ctl = (offset: number, producerId: string, key: Buffer) => ({ offset: String(offset), isControlRecord: true, key, batchContext: { producerId, inTransaction: true } });
+  const messages = [rec(10, '1'), rec(11, '2'), rec(12, '3'), ctl(13, '2', ABORT), ctl(14, '1', ABORT), ctl(15, '3', COMMIT), rec(16, '1'), rec(17, '4', false)];
+  // Listed in abort order, not by first offset (as the broker does).
+  const visible = withoutAborted(messages, [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]);
+  assert.deepEqual(visible.map((m) => m.offset), ['12', '16', '17']);
+  // A fetch starting inside both aborted transactions.
+  assert.deepEqual(withoutAborted(messages.slice(2), [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]).map((m) => m.offset), ['12', '16', '17']);
+});
+
 test("our transactions' sends group by partition as kafkajs does (same partitions, same order), while kafkajs keeps its own grouping", () => {
   const kafkajsGrouping = kafkajsRequire('./src/producer/groupMessagesPerPartition');
   const { DefaultPartitioner } = kafkajsRequire('./src/producer/partitioners');
@@ -651,6 +629,14 @@ test('table modes in definitions: newest needs a version column of the table, ou
   const file = join(dir, 'p.json');
   writeFileSync(file, JSON.stringify({ pipeline: { ...base, mysqlSink: { tables: [{ ...NEWEST, onDuplicate: { kind: 'newest', verison: 'v' } }] } } }));
   assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), /pipeline\.mysqlSink\.tables\[0\]\.onDuplicate\.verison: is not a known field — did you mean 'version'\?/);
+  // A config file that still sets a removed field: told it was removed, not that it is unknown.
+  writeFileSync(file, JSON.stringify({ pipeline: { ...base, epoch: { maxRecords: 1000, commitWithNextPrepare: false } } }));
+  assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), (e: unknown) => {
+    assert.ok(e instanceof ValidationError);
+    assert.deepEqual(e.problems.map((p) => p.field), ['pipeline.epoch.commitWithNextPrepare']);
+    assert.match(e.message, /pipeline\.epoch\.commitWithNextPrepare: was removed: .*Delete the field/);
+    return true;
+  });
 });
 
 test('table modes in SQL: newest assigns each column only when the incoming version is greater, the version last; both dialects and the staged apply', () => {
@@ -720,7 +706,7 @@ import { deadLettersAllowed, haltIfOverBudget, type EpochPart } from '../src/act
 import { PipelineHalted } from '../src/errors';
 import { budgetCheck, deadLetterSummary } from '../src/verify';
 import { deadLetterLine } from '../src/cli/report';
-import { checkSchema } from '../src/cli/config-file';
+import { checkSchema } from '../src/pipeline-file';
 
 test('the dead-letter budget: one bad record in a small epoch passes, a transform failing on every record does not', () => {
   const d = definePipeline(base).deadLetter!;
@@ -824,8 +810,8 @@ test('a halt is a metric and a terminal line of its own', async () => {
   assert.equal(summarize({ level: 'ERROR', message: "pipeline 'p' halted at partition 2 epoch 0: …", meta: { activityType: 'prepareEpoch', attempt: 1, workflowId: 'onceflow/p/2' } }), "  error: prepareEpoch attempt 1 of onceflow/p/2 — pipeline 'p' halted at partition 2 epoch 0: …");
 });
 
-import { mkdirSync, statSync } from 'node:fs';
-import { resolve as resolvePath } from 'node:path';
+import { mkdirSync, existsSync as fileExists, statSync } from 'node:fs';
+import { dirname as dirOf, resolve as resolvePath } from 'node:path';
 import { installedFromTarball, onceflowDependency } from '../src/cli/init';
 
 test('onceflow init run from a local tarball depends on that tarball; from a checkout or with --onceflow, on what was asked', () => {
@@ -854,4 +840,35 @@ test('README.md stays at most 12 KB (its links and the names it mentions: test/d
   const readme = resolvePath(__dirname, '..', 'README.md');
   const size = statSync(readme).size;
   assert.ok(size <= 12_288, `README.md is ${size} bytes, over 12,288: move details to docs/ and link them`);
+});
+
+import { readdirSync } from 'node:fs';
+
+/** The src/ modules a module reaches through its relative imports (static, `export … from`, require), itself included. */
+function reachable(entry: string): Set<string> {
+  const seen = new Set<string>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    const text = readFileSync(file, 'utf8');
+    for (const m of text.matchAll(/(?:from\s+|require\(|import\()'(\.{1,2}\/[^']*)'/g)) {
+      const base = resolvePath(dirOf(file), m[1]!);
+      // A relative path that is no module here is text (e.g. a scaffold's source in src/cli/init.ts).
+      const next = [`${base}.ts`, resolvePath(base, 'index.ts')].find((f) => fileExists(f));
+      if (next) visit(next);
+    }
+  };
+  visit(entry);
+  return seen;
+}
+
+test('the public API (the package root and onceflow/workflows) reaches nothing in src/cli/, and only src/config.ts reads process.env', () => {
+  const src = resolvePath(__dirname, '..', 'src');
+  for (const [entry, deep] of [['index.ts', 'kafka/internals/cluster.ts'], ['workflows/index.ts', 'protocol/epoch.ts']] as const) {
+    const modules = [...reachable(resolvePath(src, entry))].map((f) => f.slice(src.length + 1));
+    assert.ok(modules.includes(deep), `the walk from src/${entry} did not reach src/${deep}: is it still following imports?`);
+    assert.deepEqual(modules.filter((f) => f.startsWith('cli/')), [], `src/${entry} reaches CLI modules`);
+  }
+  const files = (readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts'));
+  assert.deepEqual(files.filter((f) => f !== 'config.ts' && readFileSync(resolvePath(src, f), 'utf8').includes('process.env')), [], 'process.env outside src/config.ts');
 });

@@ -18,17 +18,17 @@ import { initProject } from './init';
 import { checkConnections, redactedSettings } from './config-check';
 import { installCliLog, installWorkerLog, ProgressView } from './progress';
 import { runPipeline } from './run';
-import { loadPipelineConfig } from './config-file';
-import { exportHistory, replay } from './history';
+import { loadPipelineConfig } from '../pipeline-file';
+import { exportHistory, replay } from '../history';
 import { controlPartitions, pipelinePartitionIds } from './partitions';
 import { STALLED_AFTER_SEC, describeStall, listPipelines, pipelineProblem, pipelineStatus, type PartitionRow } from './status';
 import { describeInDoubt, inDoubt, resolveInDoubt } from './transactions';
 import { COMMANDS, GLOBAL_OPTIONS, OPTIONS, commandHelp, usage, type OptionName } from './commands';
-import { onStopSignal } from './signals';
+import { onStopSignal } from '../signals';
 import { createSourceTopics, produceFile } from './topics';
 import { log, setLogSink } from '../log';
 
-export { stopWithParent } from './signals';
+export { stopWithParent } from '../signals';
 
 export class UsageError extends Error {}
 

@@ -74,7 +74,7 @@ export function scaffold(name: string, onceflowDependency: string): Record<strin
       test: 'node --import tsx --test test/*.test.ts',
       topics: 'onceflow topics create pipeline.yaml',
       feed: `onceflow produce ${input} --file events.jsonl --key user`,
-      // exec: no shell between npm and node, so npm's SIGTERM/SIGINT reach the worker (src/cli/signals.ts).
+      // exec: no shell between npm and node, so npm's SIGTERM/SIGINT reach the worker (src/signals.ts).
       start: 'exec onceflow run pipeline.yaml --transforms src/transforms.ts',
       verify: `onceflow verify ${name} --transforms src/transforms.ts`,
     },

@@ -8,9 +8,9 @@
 import type { PartitionResult } from '../workflows/partition';
 import { connectClient, controlPipeline, startPipeline, workflowUrl } from '../client';
 import { createOnceflowWorker } from '../worker';
-import type { PipelineConfig } from './config-file';
+import type { PipelineConfig } from '../pipeline-file';
 import { ProgressView } from './progress';
-import { onStopSignal } from './signals';
+import { onStopSignal } from '../signals';
 
 export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; progressEveryMs?: number; print: (line: string) => void }): Promise<PartitionResult[] | null> {
   const progress = new ProgressView(opts.print);

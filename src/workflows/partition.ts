@@ -47,7 +47,7 @@ import { afterCommit, describe, nextStep, openEpoch, prepared as preparedEpoch, 
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
 import { epochActivityOptions } from './activity-options';
 import { epochAttribute } from './epoch-attribute';
-import { pipelineWorkflowId } from '../spec';
+import { pipelineWorkflowId, type PipelineSpec } from '../spec';
 
 export const statusQuery = defineQuery<PartitionStatus>('status');
 export const controlUpdate = defineUpdate<Control, [ControlAction]>('control');
@@ -99,11 +99,18 @@ export const COMMIT_EPOCH_PATCH = 'commit-epoch-v1';
  * instead of commitEpoch(e) ∥ prepareEpoch(e+1): per epoch one activity dispatch and one
  * workflow task less, and one activity slot per partition instead of two. The same guarantees
  * as the pipelined loop above; e+1 is withdrawn inside the activity when e must be redone, so
- * the loop never holds a prepared e+1 across a redo. A spec with
- * `epoch.commitWithNextPrepare: false` keeps the two-activity loop (for side-by-side
- * measurement). Runs recorded before replay the two-activity loop.
+ * the loop never holds a prepared e+1 across a redo. Runs recorded before replay the
+ * two-activity loop, and so do runs whose spec says twoActivityLoop (below).
  */
 export const ADVANCE_EPOCH_PATCH = 'advance-epoch-v1';
+
+/**
+ * `epoch.commitWithNextPrepare: false`, a benchmark knob that is no longer a setting
+ * (definePipeline refuses it, REMOVED_SETTINGS in src/spec.ts): specs recorded while it was one
+ * may still carry it, and their runs — replayed, or continued as new — keep the two-activity
+ * loop they ran (ADVANCE_EPOCH_PATCH is not even asked then, as it was not when they ran).
+ */
+const twoActivityLoop = (spec: PipelineSpec): boolean => (spec.epoch as { commitWithNextPrepare?: unknown }).commitWithNextPrepare === false;
 
 export interface PartitionResult {
   pipeline: string;
@@ -154,7 +161,7 @@ async function runPartition(input: PartitionInput): Promise<PartitionResult> {
   const acts = proxyActivities<Activities>(opts.commit);
   const pipelined = patched(PIPELINED_EPOCHS_PATCH);
   const oneCommit = patched(COMMIT_EPOCH_PATCH);
-  const merged = spec.epoch.commitWithNextPrepare !== false && patched(ADVANCE_EPOCH_PATCH);
+  const merged = !twoActivityLoop(spec) && patched(ADVANCE_EPOCH_PATCH);
 
   let control: Control = input.control ?? { paused: false, drain: false, stop: false };
   let phase: Phase = 'reconciling';

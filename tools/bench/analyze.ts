@@ -3,6 +3,7 @@
  * of onceflow's epochs (from the activities' observed events).
  */
 import type { ObservedEvent, PrepareSplit } from '../../src/activities';
+import type { HistoryEventLike } from '../../src/history';
 
 export function percentile(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -238,43 +239,6 @@ export interface TemporalCost {
    * the poll answer's and the completion's trips (absent in results from before it was measured).
    */
   workflowTaskMs?: { scheduleToStart: { p50: number; p99: number }; startToComplete: { p50: number; p99: number } };
-}
-
-/** The parts of a history event this module reads (a subset of temporal.api.history.v1.HistoryEvent). */
-export interface HistoryEventLike {
-  eventId?: unknown;
-  eventTime?: { seconds?: unknown; nanos?: number | null } | null;
-  workflowTaskScheduledEventAttributes?: unknown;
-  workflowTaskStartedEventAttributes?: { scheduledEventId?: unknown } | null;
-  workflowTaskCompletedEventAttributes?: { startedEventId?: unknown } | null;
-  activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null;
-  activityTaskStartedEventAttributes?: { scheduledEventId?: unknown } | null;
-  activityTaskCompletedEventAttributes?: { scheduledEventId?: unknown } | null;
-}
-
-/** The activities of a group workflow (src/workflows/group.ts) that commit a group epoch: advanceGroup commits e (and prepares e+1), commitGroup commits e alone. */
-export const GROUP_COMMIT_ACTIVITIES: readonly string[] = ['advanceGroup', 'commitGroup'];
-/** The same for a partition workflow (src/workflows/partition.ts) since commit-epoch-v1. */
-export const PARTITION_COMMIT_ACTIVITIES: readonly string[] = ['advanceEpoch', 'commitEpoch'];
-
-/**
- * Committed epochs in workflow histories (one list of events per run): every completed
- * activity of `commits` committed one epoch (a redo after it redoes that same epoch's Kafka
- * side; a failed attempt is retried within the activity, which completes once). With
- * GROUP_COMMIT_ACTIVITIES over a pipeline's group workflows: its committed group epochs.
- */
-export function committedEpochs(runs: HistoryEventLike[][], commits: readonly string[]): number {
-  let n = 0;
-  for (const run of runs) {
-    const types = new Map<string, string>();
-    for (const e of run) {
-      const s = e.activityTaskScheduledEventAttributes;
-      if (s) types.set(String(e.eventId), s.activityType?.name ?? '?');
-      const c = e.activityTaskCompletedEventAttributes;
-      if (c && commits.includes(types.get(String(c.scheduledEventId)) ?? '')) n++;
-    }
-  }
-  return n;
 }
 
 const eventMs = (e: HistoryEventLike) => Number(e.eventTime?.seconds ?? NaN) * 1000 + (e.eventTime?.nanos ?? 0) / 1e6;

@@ -29,7 +29,8 @@ import { compareSpec, makeEvents, produceRecords } from '../../examples/flink-co
 import { groupWorkflowId, partitionWorkflowId, pipelineWorkflowId, type EpochBounds, type PipelineSpec } from '../../src/spec';
 import { readAll, verifyPipeline } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
-import { activeSpan, commitStartWait, committedEpochs, epochSplit, GROUP_COMMIT_ACTIVITIES, percentiles, temporalCost, type EpochSplit, type HistoryEventLike, type Percentiles, type TemporalCost } from './analyze';
+import { activeSpan, commitStartWait, epochSplit, percentiles, temporalCost, type EpochSplit, type Percentiles, type TemporalCost } from './analyze';
+import { committedEpochs, GROUP_COMMIT_ACTIVITIES, type HistoryEventLike } from '../../src/history';
 import type { BaselineArgs, BaselineBatch } from './baseline';
 import type { FromChild, ToChild, Usage } from './ipc';
 

@@ -16,6 +16,7 @@
  * itself and waits until it has stopped.
  */
 import { readFileSync } from 'node:fs';
+import { npmLifecycleEvent } from './config';
 
 export const STOP_SIGNALS = ['SIGINT', 'SIGTERM'] as const;
 
@@ -57,16 +58,16 @@ function proc(pid: number): Proc | undefined {
 }
 
 /**
- * When npm started this process (npm_lifecycle_event is set for scripts and npx), stops it (a
- * signal to itself) once what npm was told can no longer reach it (see above): its parent is
+ * When npm started this process (startedByNpm: npm_lifecycle_event is set, for scripts and
+ * npx alike), stops it (a signal to itself) once what npm was told can no longer reach it (see above): its parent is
  * gone (the shell died of SIGTERM: SIGTERM), or, with a shell between npm and this process, npm is
  * gone (killed: SIGTERM) or the shell woke up (SIGINT: a shell asleep in wait() for its only
  * child wakes only for a signal it catches, and in `sh -c` mode that is SIGINT alone). A process
  * started otherwise — e.g. `nohup onceflow worker &` — outlives its parent on purpose and is left
  * alone. Linux only (it reads /proc); elsewhere a no-op.
  */
-export function stopWithParent(env: NodeJS.ProcessEnv = process.env, everyMs = 250): () => void {
-  const self = env.npm_lifecycle_event ? proc(process.pid) : undefined;
+export function stopWithParent(startedByNpm = npmLifecycleEvent() !== undefined, everyMs = 250): () => void {
+  const self = startedByNpm ? proc(process.pid) : undefined;
   const parent = self ? proc(self.ppid) : undefined;
   if (!self || !parent) return () => undefined;
   const shell = SHELL.test(parent.comm);

@@ -732,7 +732,7 @@ case $cmd in
         kafka:*) install_kafka ;;
       esac
     done
-    [[ " ${svcs[*]} " == *" kafka:"* ]] && log "Kafka $KAFKA_VERSION jars: $KAFKA_LIBS"
+    if [[ " ${svcs[*]} " == *" kafka:"* ]]; then log "Kafka $KAFKA_VERSION jars: $KAFKA_LIBS"; fi
     ;;
   down | kill)
     [[ $cmd == kill ]] && { (($#)) || die "kill needs a service name"; }

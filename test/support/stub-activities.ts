@@ -7,7 +7,8 @@
  *
  * The scripted world: a source partition of `sourceEnd` records; an epoch takes up to
  * `perEpoch` of them from where it starts; an epoch listed in `aborted` has its Kafka commit
- * reported as aborted by the broker (the workflow must redo it). Prepares never wait for data:
+ * reported as aborted by the broker (the workflow must redo it), one in `mysqlRedone` its MySQL
+ * side as redone (counted, nothing to do). Prepares never wait for data:
  * with nothing left they answer 'empty' (a workflow that is not draining then prepares again).
  */
 import { advancePositions, type GroupPrepareResult, type MemberPosition, type PrepareResult, type PreparedEpoch, type PreparedGroupEpoch } from '../../src/protocol';
@@ -26,6 +27,8 @@ export interface PartitionScript {
   perEpoch: number;
   /** Epochs whose Kafka transaction the broker aborted (their commit answers 'aborted'). */
   aborted?: number[];
+  /** Epochs whose XA branch was gone at commit (their commit answers MySQL 'redone'). */
+  mysqlRedone?: number[];
   /** reconcile's answer; default: the caller's `expected`, or epoch 0 at offset 0 on a fresh start. */
   reconcile?: (args: Args<'reconcile'>) => { epoch: number; offset: number };
   /** Runs inside advanceEpoch before it answers (e.g. to signal the workflow while the epoch is in flight). */
@@ -45,6 +48,7 @@ export function partitionStubs(script: PartitionScript) {
   const calls: string[] = [];
   const args: { name: keyof PartitionActivities; args: unknown }[] = [];
   const aborted = new Set(script.aborted ?? []);
+  const mysqlOutcome = (p: PreparedEpoch) => ((script.mysqlRedone ?? []).includes(p.epoch) ? ('redone' as const) : ('committed' as const));
   const log = (name: keyof PartitionActivities, a: unknown, line: string) => {
     calls.push(line);
     args.push({ name, args: a });
@@ -75,11 +79,11 @@ export function partitionStubs(script: PartitionScript) {
       // As src/activities/advance.ts: the next epoch is withdrawn inside when this one must be redone.
       const next = kafka === 'aborted' ? undefined : prepared(a.prepared.epoch + 1, a.prepared.end);
       log('advanceEpoch', a, `advance ${a.prepared.epoch} → ${describeNext(next)}`);
-      return { kafka, mysql: 'committed', ...(next ? { next } : {}) };
+      return { kafka, mysql: mysqlOutcome(a.prepared), ...(next ? { next } : {}) };
     },
     async commitEpoch(a) {
       log('commitEpoch', a, `commit ${a.prepared.epoch}`);
-      return { kafka: kafkaOutcome(a.prepared), mysql: 'committed' };
+      return { kafka: kafkaOutcome(a.prepared), mysql: mysqlOutcome(a.prepared) };
     },
     async abortPrepared(a) {
       log('abortPrepared', a, `withdraw ${a.prepared.epoch}`);

@@ -12,6 +12,7 @@
 #   scripts/services.sh status                  one line per service (per Kafka node); exit 0 iff all up
 #   scripts/services.sh env                     print the endpoints/credentials file path
 #   scripts/services.sh pid     <service>       the pid (process-group leader) of a running service
+#   scripts/services.sh bin     temporal        the path of the Temporal CLI that install builds
 #   scripts/services.sh grant <pipeline> <source>[,<source>...] <output> [--principal <name>] [--no-txn]
 #                                               Kafka ACLs for one pipeline (secured stack only)
 # Services: temporal, kafka (every Kafka node), kafka-0, kafka-1, kafka-2 (one node), mariadb.
@@ -731,7 +732,7 @@ case $cmd in
         kafka:*) install_kafka ;;
       esac
     done
-    [[ " ${svcs[*]} " == *" kafka:"* ]] && log "Kafka $KAFKA_VERSION jars: $KAFKA_LIBS"
+    if [[ " ${svcs[*]} " == *" kafka:"* ]]; then log "Kafka $KAFKA_VERSION jars: $KAFKA_LIBS"; fi
     ;;
   down | kill)
     [[ $cmd == kill ]] && { (($#)) || die "kill needs a service name"; }
@@ -777,5 +778,9 @@ case $cmd in
     exit $rc
     ;;
   grant) grant_cmd "$@" ;;
-  *) die "unknown command '$cmd' (expected up, install, down, kill, restart, status, env, pid or grant)" ;;
+  bin)
+    [[ ${1:-} == temporal ]] || die "bin: expected 'temporal' (the only tool whose path is asked for), got '${1:-}'"
+    echo "$TEMPORAL_BIN"
+    ;;
+  *) die "unknown command '$cmd' (expected up, install, down, kill, restart, status, env, pid, bin or grant)" ;;
 esac

@@ -23,16 +23,11 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { Worker, bundleWorkflowCode } from '@temporalio/worker';
 import { committedEpochs, GROUP_COMMIT_ACTIVITIES, PARTITION_COMMIT_ACTIVITIES, type HistoryEventLike } from '../src/history';
-import { quietRuntime } from './support/env';
+import { quietRuntime, workflowCode } from './support/env';
 
 const dir = join(__dirname, 'histories');
 const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
 const load = (f: string) => historyFromJSON(JSON.parse(readFileSync(join(dir, f), 'utf8')));
-
-function currentBundle() {
-  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
-  return codePath ? { workflowBundle: { codePath } } : { workflowsPath: require.resolve('../src/workflows') };
-}
 
 test('checked-in histories cover retries, a redo and continue-as-new, for every generation of the loop', () => {
   const text = (f: string) => readFileSync(join(dir, f), 'utf8');
@@ -102,7 +97,7 @@ function patchIds(histories: string): string[] {
 test('every recorded history replays with the current workflow code', async () => {
   quietRuntime();
   for (const f of files) {
-    await Worker.runReplayHistory(currentBundle(), load(f), f);
+    await Worker.runReplayHistory(workflowCode(), load(f), f);
   }
 });
 
@@ -145,7 +140,7 @@ test('recorded partition-group histories (retries, a per-partition redo, continu
   assert.deepEqual(patchIds(current), ['epoch-attribute-v1', 'group-ends-v1']);
   assert.ok(epochUpserts(current) < epochsCommitted(current), 'current: the epoch attribute held back between committed group epochs');
   for (const f of groupFiles) {
-    await Worker.runReplayHistory(currentBundle(), historyFromJSON(JSON.parse(readFileSync(join(groupDir, f), 'utf8'))), f);
+    await Worker.runReplayHistory(workflowCode(), historyFromJSON(JSON.parse(readFileSync(join(groupDir, f), 'utf8'))), f);
   }
 });
 
@@ -160,6 +155,6 @@ test('recorded pipeline histories (partition discovery, continue-as-new) replay 
   assert.match(all, /"partitionEnded"/, 'a partition reporting its end by signal');
   assert.match(all, /"partitionsEnded"/, 'a group reporting its members\' ends in one signal');
   for (const f of pipelineFiles) {
-    await Worker.runReplayHistory(currentBundle(), historyFromJSON(JSON.parse(readFileSync(join(pipelineDir, f), 'utf8'))), f);
+    await Worker.runReplayHistory(workflowCode(), historyFromJSON(JSON.parse(readFileSync(join(pipelineDir, f), 'utf8'))), f);
   }
 });

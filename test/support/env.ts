@@ -59,3 +59,9 @@ export const bundle = () => {
   if (!codePath) throw new Error('ONCEFLOW_WORKFLOW_BUNDLE is not set; run the tests with npm test');
   return { codePath };
 };
+
+/** Workflow code for a worker or a replay: the prebuilt bundle of the test run if there is one, else src/workflows (bundled on the spot). */
+export function workflowCode(): { workflowBundle: { codePath: string } } | { workflowsPath: string } {
+  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
+  return codePath ? { workflowBundle: { codePath } } : { workflowsPath: require.resolve('../../src/workflows') };
+}

@@ -63,7 +63,7 @@ fi
 if ((needs_services)); then
   npx tsc --noEmit -p .
   # The onceflow bin runs the compiled package (dist/), as an installed copy would.
-  npx tsc -p tsconfig.build.json
+  rm -rf dist && npx tsc -p tsconfig.build.json
   npx eslint src scripts test tools examples --ext .ts
 fi
 mkdir -p test/.tmp

@@ -21,6 +21,11 @@ import { createOnceflowWorker } from '../src/worker';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { compareTransform } from '../examples/flink-compare/transform';
 import { controlPipeline } from '../src/client';
+import { pipelineWorkflowId } from '../src/spec';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { Worker } from '@temporalio/worker';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import type { PartitionResult } from '../src/workflows/partition';
 import { bundle, openDeps, quietRuntime, waitUntil, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
@@ -138,6 +143,12 @@ test('a row for a table the pipeline does not declare halts its partition, never
     await controlPipeline(deps.client, s.spec.name, 'resume');
     return drainAndWait(deps, s, handle);
   });
+  // The pipeline run that took the restart signal replays with the current code;
+  // ONCEFLOW_RECORD_HISTORIES=1 keeps it for test/replay.test.ts.
+  const history = await deps.client.workflow.getHandle(pipelineWorkflowId(s.spec.name)).fetchHistory();
+  assert.match(JSON.stringify(history), /restartHalted/, 'the pipeline workflow received the restart signal');
+  await Worker.runReplayHistory({ workflowBundle: bundle() }, history, pipelineWorkflowId(s.spec.name));
+  if (process.env.ONCEFLOW_RECORD_HISTORIES) writeFileSync(join(__dirname, 'histories', 'pipeline', 'pipeline-restart-halted-0.json'), historyToJSON(history));
 });
 
 test('within the budget poison records are dead-lettered and verify counts them per reason; above the run budget verify fails', { timeout: 120_000 }, async () => {

@@ -154,6 +154,7 @@ test('recorded pipeline histories (partition discovery, continue-as-new) replay 
   assert.match(all, /ContinuedAsNew/, 'a pipeline run that continued as new');
   assert.match(all, /"partitionEnded"/, 'a partition reporting its end by signal');
   assert.match(all, /"partitionsEnded"/, 'a group reporting its members\' ends in one signal');
+  assert.ok(patchIds(all).includes('restart-halted-v1'), 'a pipeline that restarted a halted partition (test/deadletter.test.ts)');
   for (const f of pipelineFiles) {
     await Worker.runReplayHistory(workflowCode(), historyFromJSON(JSON.parse(readFileSync(join(pipelineDir, f), 'utf8'))), f);
   }

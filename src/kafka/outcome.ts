@@ -22,7 +22,7 @@ import { TransientError } from '../errors';
 import type { KafkaSplit, WrittenParts } from '../protocol';
 import type { PipelineSpec } from '../spec';
 import { mapLimit } from '../limit';
-import { ISOLATION, endTxn, fetchProducerRecords, latestOffset, offsetForTime, partitionCount, type KafkaCluster, type TxnHandle } from './internals';
+import { ISOLATION, endTxn, latestOffset, offsetForTime, partitionCount, producerPages, type KafkaCluster, type TxnHandle } from './internals';
 import { decodeMarker, findCommittedMarker, type Marker } from './progress';
 
 /** How long a read waits for a transaction to be decided before it fails (and is retried). */
@@ -60,8 +60,7 @@ interface TxnOnPart {
 async function transactionsOn(cluster: KafkaCluster, part: TxnPart, producers: Set<string>): Promise<TxnOnPart[]> {
   const out: TxnOnPart[] = [];
   const open = new Map<string, TxnOnPart>();
-  for (let offset = part.from; ; ) {
-    const f = await fetchProducerRecords(cluster, { topic: part.topic, partition: part.partition, fromOffset: offset, maxBytes: 1 << 20 });
+  for await (const f of producerPages(cluster, { topic: part.topic, partition: part.partition, fromOffset: part.from })) {
     const events = [...f.records.map((r) => ({ ...r, control: undefined })), ...f.controls.map((c) => ({ ...c, control: c }))].sort((a, b) => a.offset - b.offset);
     for (const e of events) {
       if (!producers.has(e.producerId)) continue;
@@ -75,9 +74,8 @@ async function transactionsOn(cluster: KafkaCluster, part: TxnPart, producers: S
         out.push(n);
       }
     }
-    if (f.nextOffset <= offset || f.nextOffset >= f.highWatermark) return out;
-    offset = f.nextOffset;
   }
+  return out;
 }
 
 /** transactionsOn, read again every 250 ms until `decided` holds or DECIDE_TIMEOUT_MS passed (a TransientError: the activity retries). */
@@ -210,17 +208,15 @@ interface LoggedMarker {
 /** The progress marker records of `partition` at or after `from` (read_uncommitted: aborted ones too), in log order. */
 async function markerRecords(cluster: KafkaCluster, spec: PipelineSpec, partition: number, from: number): Promise<LoggedMarker[]> {
   const out: LoggedMarker[] = [];
-  for (let offset = from; ; ) {
-    const f = await fetchProducerRecords(cluster, { topic: spec.progressTopic, partition, fromOffset: offset, maxBytes: 1 << 20, values: true });
+  for await (const f of producerPages(cluster, { topic: spec.progressTopic, partition, fromOffset: from, values: true })) {
     for (const r of f.records) {
       const marker = decodeMarker(r.value ?? null);
       if (marker && marker.pipeline === spec.name && marker.partition === partition) {
         out.push({ marker, offset: r.offset, timestamp: r.timestamp, producer: { producerId: Number(r.producerId), producerEpoch: r.producerEpoch } });
       }
     }
-    if (f.nextOffset <= offset || f.nextOffset >= f.highWatermark) return out;
-    offset = f.nextOffset;
   }
+  return out;
 }
 
 /**
@@ -237,16 +233,14 @@ async function writtenInLog(cluster: KafkaCluster, spec: PipelineSpec, m: Logged
   for (const topic of [spec.kafkaSink.topic, spec.deadLetterTopic]) {
     const partitions = Array.from({ length: await partitionCount(cluster, topic) }, (_, i) => i);
     const first = await mapLimit(partitions, SCAN_LANES, async (partition) => {
-      for (let offset = await offsetForTime(cluster, topic, partition, from); ; ) {
-        const f = await fetchProducerRecords(cluster, { topic, partition, fromOffset: offset, maxBytes: 1 << 20 });
+      for await (const f of producerPages(cluster, { topic, partition, fromOffset: await offsetForTime(cluster, topic, partition, from) })) {
         for (const r of f.records) {
           if (r.producerId === pid && r.producerEpoch === m.producer.producerEpoch) return r.offset;
           if (r.timestamp > to) return null;
         }
-        if (f.nextOffset <= offset || f.nextOffset >= f.highWatermark) return null;
-        offset = f.nextOffset;
         onWait?.();
       }
+      return null;
     });
     const found = partitions.flatMap((p, i) => (first[i] === null ? [] : [[p, first[i]!] as [number, number]]));
     if (found.length) written[topic] = found;

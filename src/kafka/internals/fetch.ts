@@ -238,3 +238,20 @@ export async function fetchProducerRecords(
     highWatermark: Number(pd.highWatermark),
   };
 }
+
+/**
+ * fetchProducerRecords page after page from `fromOffset` up to the high watermark (read when
+ * the scan began and re-read each page); a caller that found what it needs stops early (break or
+ * return out of the for-await).
+ */
+export async function* producerPages(
+  cluster: KafkaCluster,
+  args: { topic: string; partition: number; fromOffset: number; maxBytes?: number; values?: boolean },
+): AsyncGenerator<ProducerFetch> {
+  for (let offset = args.fromOffset; ; ) {
+    const f = await fetchProducerRecords(cluster, { ...args, fromOffset: offset, maxBytes: args.maxBytes ?? 1 << 20 });
+    yield f;
+    if (f.nextOffset <= offset || f.nextOffset >= f.highWatermark) return;
+    offset = f.nextOffset;
+  }
+}

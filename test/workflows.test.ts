@@ -1,6 +1,7 @@
 /**
- * The workflow tier: the partition and group loops (src/workflows/partition.ts, group.ts) run
- * unchanged on a Temporal dev server (TestWorkflowEnvironment.createLocal, started from the
+ * The workflow tier: the epoch engine (src/workflows/engine.ts) — as an ungrouped partition's
+ * group of one and as a partition group — and the legacy partition loop that runs without a
+ * SourceRef still take (src/workflows/legacy/partition.ts) run unchanged on a Temporal dev server (TestWorkflowEnvironment.createLocal, started from the
  * Temporal CLI that scripts/services.sh builds — never downloaded) against stub activities
  * (test/support/stub-activities.ts) instead of Kafka and MySQL. Each test checks which
  * activities the loop scheduled, in which order, with which epochs and offsets, and what the
@@ -17,7 +18,7 @@ import type { Control, GroupMember, PartitionState } from '../src/protocol';
 import { controlSignal, partitionWorkflow } from '../src/workflows/partition';
 import { groupWorkflow } from '../src/workflows/group';
 import { quietRuntime, uniqueName, workflowCode } from './support/env';
-import { groupStubs, partitionStubs } from './support/stub-activities';
+import { engineStubs, partitionStubs } from './support/stub-activities';
 
 let env: TestWorkflowEnvironment | undefined;
 
@@ -67,7 +68,7 @@ async function run<I, R>(workflow: (input: I) => Promise<R>, input: I, activitie
 
 const state = (s: Partial<PartitionState> & { epoch: number; offset: number }): PartitionState => ({ committedEpochs: 0, records: 0, deadLetters: 0, redos: 0, mysqlRedos: 0, ...s });
 
-test('partition: epochs are prepared, decided and committed in order until the source is drained', async () => {
+test('legacy partition loop (no SourceRef): epochs are prepared, decided and committed in order until the source is drained', async () => {
   const spec = stubSpec();
   const stubs = partitionStubs({ sourceEnd: 30, perEpoch: 10 });
   const result = await run(partitionWorkflow, { spec, partition: 3, control: DRAIN }, stubs.activities);
@@ -92,7 +93,7 @@ test('partition: epochs are prepared, decided and committed in order until the s
   assert.deepEqual(result, { pipeline: spec.name, partition: 3, reason: 'drained', state: state({ epoch: 3, offset: 30, committedEpochs: 3, records: 30 }) });
 });
 
-test("partition: the run starts at reconcile's epoch and offset", async () => {
+test("legacy partition loop (no SourceRef): the run starts at reconcile's epoch and offset", async () => {
   const spec = stubSpec();
   const stubs = partitionStubs({ sourceEnd: 90, perEpoch: 10, reconcile: () => ({ epoch: 7, offset: 70 }) });
   const result = await run(partitionWorkflow, { spec, partition: 0, control: DRAIN }, stubs.activities);
@@ -101,7 +102,7 @@ test("partition: the run starts at reconcile's epoch and offset", async () => {
   assert.deepEqual(result.state, state({ epoch: 9, offset: 90, committedEpochs: 2, records: 20 }));
 });
 
-test('partition: an epoch whose Kafka commit the broker aborted is redone before the next epoch is prepared', async () => {
+test('legacy partition loop (no SourceRef): an epoch whose Kafka commit the broker aborted is redone before the next epoch is prepared', async () => {
   const spec = stubSpec();
   const stubs = partitionStubs({ sourceEnd: 30, perEpoch: 10, aborted: [1], mysqlRedone: [2] });
   const result = await run(partitionWorkflow, { spec, partition: 0, control: DRAIN }, stubs.activities);
@@ -113,7 +114,7 @@ test('partition: an epoch whose Kafka commit the broker aborted is redone before
   assert.deepEqual(result.state, state({ epoch: 3, offset: 30, committedEpochs: 3, records: 30, redos: 1, mysqlRedos: 1 }));
 });
 
-test('partition, two-activity loop: a prepared next epoch is withdrawn before the aborted one is redone, then prepared again', async () => {
+test('legacy partition loop, two-activity: a prepared next epoch is withdrawn before the aborted one is redone, then prepared again', async () => {
   const spec = stubSpec({ twoActivityLoop: true });
   const stubs = partitionStubs({ sourceEnd: 30, perEpoch: 10, aborted: [1] });
   const result = await run(partitionWorkflow, { spec, partition: 0, control: DRAIN }, stubs.activities);
@@ -141,7 +142,7 @@ test('partition, two-activity loop: a prepared next epoch is withdrawn before th
   assert.deepEqual(result.state, state({ epoch: 3, offset: 30, committedEpochs: 3, records: 30, redos: 1 }));
 });
 
-test('partition: a stop while an epoch is in flight ends the run at the next boundary with every prepared epoch committed', async () => {
+test('legacy partition loop (no SourceRef): a stop while an epoch is in flight ends the run at the next boundary with every prepared epoch committed', async () => {
   const spec = stubSpec();
   const workflowId = uniqueName('wft');
   const stubs = partitionStubs({
@@ -159,7 +160,7 @@ test('partition: a stop while an epoch is in flight ends the run at the next bou
   assert.deepEqual(result.state, state({ epoch: 3, offset: 30, committedEpochs: 3, records: 30 }));
 });
 
-test("partition: continue-as-new carries the state into the next run's reconcile", async () => {
+test("legacy partition loop (no SourceRef): continue-as-new carries the state into the next run's reconcile", async () => {
   const spec = stubSpec({ epochsPerRun: 2 });
   const stubs = partitionStubs({ sourceEnd: 50, perEpoch: 10, aborted: [3] });
   const result = await run(partitionWorkflow, { spec, partition: 0, control: DRAIN }, stubs.activities);
@@ -183,10 +184,97 @@ test("partition: continue-as-new carries the state into the next run's reconcile
 });
 
 const members = (spec: PipelineSpec, ids: number[]): GroupMember[] => ids.map((id) => ({ id, source: { topic: spec.source.topic, partition: id, outputPartitions: 1, deadLetterPartitions: 1 } }));
+const source = (spec: PipelineSpec, id: number) => members(spec, [id])[0]!.source!;
 
-test("group: group epochs are prepared and committed for every member from reconcile's positions until drained", async () => {
+test('engine, group of one: epochs are prepared, decided and committed in order until drained, with the partition as the unit', async () => {
+  const spec = stubSpec();
+  const stubs = engineStubs({ sourceEnd: { 3: 30 }, perEpoch: 10 });
+  const result = await run(partitionWorkflow, { spec, partition: 3, source: source(spec, 3), control: DRAIN }, stubs.activities);
+
+  assert.deepEqual(stubs.calls, ['reconcile fresh', 'prepare 0 3:0@0', 'advance 0 → 3:1@10', 'advance 1 → 3:2@20', 'advance 2 → empty']);
+  // Each commit is handed the decision its prepare returned (from history); every call names the partition as a group of one; a draining run never waits.
+  const advanced = stubs.args.filter((c) => c.name === 'advanceMembers').map((c) => c.args as { prepared: { members: { start: number; end: number }[]; xid: string } });
+  assert.deepEqual(
+    advanced.map((a) => [a.prepared.members[0]!.start, a.prepared.members[0]!.end, a.prepared.xid]),
+    [
+      [0, 10, 'xid-0'],
+      [10, 20, 'xid-1'],
+      [20, 30, 'xid-2'],
+    ],
+  );
+  for (const { name, args } of stubs.args) {
+    const a = args as { spec: PipelineSpec; group: number; solo?: boolean; members: GroupMember[]; noWait?: boolean };
+    assert.deepEqual([a.spec.name, a.group, a.solo, a.members.map((m) => m.id)], [spec.name, 3, true, [3]], name);
+    if (name === 'prepareMembers' || name === 'advanceMembers') assert.equal(a.noWait, true, `${name} of a draining run`);
+  }
+  assert.deepEqual(result, { pipeline: spec.name, partition: 3, reason: 'drained', state: state({ epoch: 3, offset: 30, committedEpochs: 3, records: 30 }) });
+});
+
+test("engine, group of one: the unit's epoch is the partition's epoch from reconcile", async () => {
+  const spec = stubSpec();
+  const stubs = engineStubs({ sourceEnd: { 0: 90 }, perEpoch: 10, reconcile: () => [{ id: 0, epoch: 7, offset: 70 }] });
+  const result = await run(partitionWorkflow, { spec, partition: 0, source: source(spec, 0), control: DRAIN }, stubs.activities);
+
+  assert.deepEqual(stubs.calls, ['reconcile fresh', 'prepare 7 0:7@70', 'advance 7 → 0:8@80', 'advance 8 → empty']);
+  assert.deepEqual(result.state, state({ epoch: 9, offset: 90, committedEpochs: 2, records: 20 }));
+});
+
+test('engine, group of one: an aborted epoch is redone (its prepared successor withdrawn inside the advance) before the next is prepared', async () => {
+  const spec = stubSpec();
+  const stubs = engineStubs({ sourceEnd: { 0: 30 }, perEpoch: 10, aborted: [1], mysqlRedone: [2] });
+  const result = await run(partitionWorkflow, { spec, partition: 0, source: source(spec, 0), control: DRAIN }, stubs.activities);
+
+  assert.deepEqual(stubs.calls, ['reconcile fresh', 'prepare 0 0:0@0', 'advance 0 → 0:1@10', 'advance 1 → withdrawn', 'redo 1', 'prepare 2 0:2@20', 'advance 2 → empty']);
+  const redo = stubs.args.find((c) => c.name === 'redoMembers')?.args as { prepared: { groupEpoch: number; members: { start: number; end: number }[]; xid: string } };
+  assert.deepEqual([redo.prepared.groupEpoch, redo.prepared.members[0]!.start, redo.prepared.members[0]!.end, redo.prepared.xid], [1, 10, 20, 'xid-1']);
+  // A MySQL side redone inside the commit (epoch 2) is only counted.
+  assert.deepEqual(result.state, state({ epoch: 3, offset: 30, committedEpochs: 3, records: 30, redos: 1, mysqlRedos: 1 }));
+});
+
+test('engine, group of one: a stop while an epoch is in flight ends the run at the next boundary with every prepared epoch committed', async () => {
+  const spec = stubSpec();
+  const workflowId = uniqueName('wft');
+  const stubs = engineStubs({
+    sourceEnd: { 0: 1000 },
+    perEpoch: 10,
+    duringAdvance: async (a) => {
+      if (a.prepared.groupEpoch === 1) await env!.client.workflow.getHandle(workflowId).signal(controlSignal, 'stop');
+    },
+  });
+  const result = await run(partitionWorkflow, { spec, partition: 0, source: source(spec, 0) }, stubs.activities, workflowId);
+
+  // Epoch 2 was prepared with epoch 1's commit: it is committed on its own, and nothing after it is prepared.
+  assert.deepEqual(stubs.calls, ['reconcile fresh', 'prepare 0 0:0@0', 'advance 0 → 0:1@10', 'advance 1 → 0:2@20', 'commit 2']);
+  assert.equal(result.reason, 'stopped');
+  assert.deepEqual(result.state, state({ epoch: 3, offset: 30, committedEpochs: 3, records: 30 }));
+});
+
+test("engine, group of one: continue-as-new carries the state into the next run's reconcile", async () => {
+  const spec = stubSpec({ epochsPerRun: 2 });
+  const stubs = engineStubs({ sourceEnd: { 0: 50 }, perEpoch: 10, aborted: [3] });
+  const result = await run(partitionWorkflow, { spec, partition: 0, source: source(spec, 0), control: DRAIN }, stubs.activities);
+
+  // The last epoch of a run commits on its own (nothing prepared crosses continue-as-new); a redo in run 2 is counted in the end.
+  assert.deepEqual(stubs.calls, [
+    'reconcile fresh',
+    'prepare 0 0:0@0',
+    'advance 0 → 0:1@10',
+    'commit 1',
+    'reconcile expected=0:2@20',
+    'prepare 2 0:2@20',
+    'advance 2 → 0:3@30',
+    'commit 3',
+    'redo 3',
+    'reconcile expected=0:4@40',
+    'prepare 4 0:4@40',
+    'advance 4 → empty',
+  ]);
+  assert.deepEqual(result, { pipeline: spec.name, partition: 0, reason: 'drained', state: state({ epoch: 5, offset: 50, committedEpochs: 5, records: 50, redos: 1 }) });
+});
+
+test("engine, partition group: epochs are prepared and committed for every member from reconcile's positions until drained", async () => {
   const spec = stubSpec({ parallelism: 2 });
-  const stubs = groupStubs({
+  const stubs = engineStubs({
     sourceEnd: { 0: 20, 2: 35 },
     perEpoch: 10,
     reconcile: () => [
@@ -197,36 +285,37 @@ test("group: group epochs are prepared and committed for every member from recon
   const results = await run(groupWorkflow, { spec, group: 0, members: members(spec, [0, 2]), control: DRAIN }, stubs.activities);
 
   // Member 0 runs out after two group epochs; member 2 alone makes the third.
-  assert.deepEqual(stubs.calls, ['reconcileGroup fresh', 'prepareGroup 0 0:0@0 2:3@5', 'advanceGroup 0 → 0:1@10 2:4@15', 'advanceGroup 1 → 2:5@25', 'advanceGroup 2 → empty']);
+  assert.deepEqual(stubs.calls, ['reconcile fresh', 'prepare 0 0:0@0 2:3@5', 'advance 0 → 0:1@10 2:4@15', 'advance 1 → 2:5@25', 'advance 2 → empty']);
+  for (const { name, args } of stubs.args) assert.deepEqual([(args as { group: number }).group, (args as { solo?: boolean }).solo], [0, undefined], name);
   assert.deepEqual(results, [
     { pipeline: spec.name, partition: 0, reason: 'drained', state: state({ epoch: 2, offset: 20, committedEpochs: 2, records: 20 }) },
     { pipeline: spec.name, partition: 2, reason: 'drained', state: state({ epoch: 6, offset: 35, committedEpochs: 3, records: 30 }) },
   ]);
 });
 
-test('group: an aborted group epoch is redone before the next is prepared', async () => {
+test('engine, partition group: an aborted group epoch is redone before the next is prepared', async () => {
   const spec = stubSpec({ parallelism: 2 });
-  const stubs = groupStubs({ sourceEnd: { 1: 20 }, perEpoch: 10, aborted: [0] });
+  const stubs = engineStubs({ sourceEnd: { 1: 20 }, perEpoch: 10, aborted: [0] });
   const results = await run(groupWorkflow, { spec, group: 1, members: members(spec, [1]), control: DRAIN }, stubs.activities);
 
-  assert.deepEqual(stubs.calls, ['reconcileGroup fresh', 'prepareGroup 0 1:0@0', 'advanceGroup 0 → withdrawn', 'redoGroup 0', 'prepareGroup 1 1:1@10', 'advanceGroup 1 → empty']);
+  assert.deepEqual(stubs.calls, ['reconcile fresh', 'prepare 0 1:0@0', 'advance 0 → withdrawn', 'redo 0', 'prepare 1 1:1@10', 'advance 1 → empty']);
   assert.deepEqual(results.map((r) => r.state), [state({ epoch: 2, offset: 20, committedEpochs: 2, records: 20, redos: 1 })]);
 });
 
-test("group: continue-as-new carries the group epoch and every member's state into the next run", async () => {
+test("engine, partition group: continue-as-new carries the group epoch and every member's state into the next run", async () => {
   const spec = stubSpec({ parallelism: 2, epochsPerRun: 2 });
-  const stubs = groupStubs({ sourceEnd: { 1: 30, 3: 30 }, perEpoch: 10, aborted: [1] });
+  const stubs = engineStubs({ sourceEnd: { 1: 30, 3: 30 }, perEpoch: 10, aborted: [1] });
   const results = await run(groupWorkflow, { spec, group: 1, members: members(spec, [1, 3]), control: DRAIN }, stubs.activities);
 
   assert.deepEqual(stubs.calls, [
-    'reconcileGroup fresh',
-    'prepareGroup 0 1:0@0 3:0@0',
-    'advanceGroup 0 → 1:1@10 3:1@10',
-    'commitGroup 1',
-    'redoGroup 1',
-    'reconcileGroup expected=1:2@20 3:2@20',
-    'prepareGroup 2 1:2@20 3:2@20',
-    'advanceGroup 2 → empty',
+    'reconcile fresh',
+    'prepare 0 1:0@0 3:0@0',
+    'advance 0 → 1:1@10 3:1@10',
+    'commit 1',
+    'redo 1',
+    'reconcile expected=1:2@20 3:2@20',
+    'prepare 2 1:2@20 3:2@20',
+    'advance 2 → empty',
   ]);
   const after = state({ epoch: 3, offset: 30, committedEpochs: 3, records: 30, redos: 1 });
   assert.deepEqual(results, [

@@ -1,8 +1,8 @@
 /**
- * Commit epoch e and prepare e+1 in one activity (the workflow's advance-epoch-v1 loop, and
- * every epoch of a partition group): per epoch one activity and one workflow task instead of
- * two of each, and a workflow holds one activity slot at a time instead of two (the prepare of
- * e+1 waiting for data no longer keeps another partition's commit from starting).
+ * Commit epoch e and prepare e+1 in one activity (every epoch of the engine's loop but the last
+ * of a run): per epoch one activity and one workflow task instead of two of each, and a
+ * workflow holds one activity slot at a time instead of two (the prepare of e+1 waiting for
+ * data no longer keeps another unit's commit from starting).
  *
  * e's decision is already in history; e+1's enters history with this activity's result. So
  * nothing of e+1 may outlive a failed or aborted attempt: when e's commit fails, or the broker
@@ -10,7 +10,7 @@
  * withdrawn here before the activity returns.
  */
 import { notAuthorized } from '../errors';
-import type { AdvanceArgs, AdvanceResult, KafkaCommitOutcome, PrepareResult } from '../protocol';
+import { advancePositions, type GroupAdvanceArgs, type GroupAdvanceResult, type GroupPrepareResult, type KafkaCommitOutcome } from '../protocol';
 import { committer } from './commit';
 import { edge, type ActivityContext } from './context';
 import { preparer } from './prepare';
@@ -18,10 +18,10 @@ import { preparer } from './prepare';
 type Settled<P> = { ok: true; r: P } | { ok: false; e: unknown };
 
 /**
- * The overlap itself, for an ungrouped partition and a group alike: `prepare` runs beside
- * `commit`, told to give up (`givenUp`) once the commit failed; `withdraw` takes back a
- * prepared next epoch. Errors of `prepare` keep prepareEpoch's meaning: a refused permission
- * ends the workflow (the caller then still commits e on its own).
+ * The overlap itself: `prepare` runs beside `commit`, told to give up (`givenUp`) once the
+ * commit failed; `withdraw` takes back a prepared next epoch. Errors of `prepare` keep the
+ * prepare activity's meaning: a refused permission ends the workflow (the caller then still
+ * commits e on its own).
  */
 export async function overlap<C extends { kafka: KafkaCommitOutcome }, P extends { kind: string }>(
   commit: () => Promise<C>,
@@ -55,23 +55,40 @@ export async function overlap<C extends { kafka: KafkaCommitOutcome }, P extends
   return { ...committed, next: n.r };
 }
 
-export function createAdvance(ctx: ActivityContext) {
+/** The advance without the activity edge: commit `prepared`, prepare the unit's next epoch from `positions` moved past it. */
+export function advancer(ctx: ActivityContext) {
   const prepare = preparer(ctx);
   const commit = committer(ctx);
+  return (args: GroupAdvanceArgs): Promise<GroupAdvanceResult> => {
+    const { spec, group, solo, members, prepared } = args;
+    const lead = prepared.members[0]!;
+    return overlap<Omit<GroupAdvanceResult, 'next'>, GroupPrepareResult>(
+      () => commit.both(args),
+      (givenUp) =>
+        prepare(
+          {
+            spec,
+            group,
+            ...(solo ? { solo } : {}),
+            members,
+            groupEpoch: prepared.groupEpoch + 1,
+            positions: advancePositions(args.positions, prepared),
+            ...(args.noWait !== undefined ? { noWait: args.noWait } : {}),
+            afterCommitOf: { id: lead.id, epoch: lead.epoch },
+          },
+          givenUp,
+        ),
+      (next) => (next.kind === 'prepared' ? commit.withdraw({ spec, prepared: next }) : Promise.resolve()),
+    );
+  };
+}
+
+export function createAdvance(ctx: ActivityContext) {
+  const advance = advancer(ctx);
   return {
-    async advanceEpoch(args: AdvanceArgs): Promise<AdvanceResult> {
-      return edge(() => {
-        const { spec, partition, prepared } = args;
-        return overlap<Omit<AdvanceResult, 'next'>, PrepareResult>(
-          () => commit.both(args),
-          (givenUp) =>
-            prepare(
-              { spec, partition, ...(args.source ? { source: args.source } : {}), epoch: prepared.epoch + 1, offset: prepared.end, noWait: args.noWait, afterCommitOf: prepared.epoch },
-              givenUp,
-            ),
-          (next) => (next.kind === 'prepared' ? commit.withdraw({ spec, prepared: next }) : Promise.resolve()),
-        );
-      });
+    /** Commits epoch e of the unit and prepares e+1. */
+    async advanceMembers(args: GroupAdvanceArgs): Promise<GroupAdvanceResult> {
+      return edge(() => advance(args));
     },
   };
 }

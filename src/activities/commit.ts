@@ -1,14 +1,25 @@
-/** Phase 3 of an epoch: commit both sides of the decision in history, from any worker; withdraw an undecided one. */
+/**
+ * Phase 3 of an epoch: commit both sides of the decision in history, from any worker; redo a
+ * Kafka side the broker aborted; withdraw a prepared epoch that will not be committed. Over the
+ * unit's members (src/protocol/group.ts): a group of one is an ungrouped partition.
+ *
+ * Every step asks the protocol first (src/protocol/epoch.ts, `move`): the activity states what
+ * it observed, and a move the table does not allow fails the activity loudly (IllegalMove,
+ * not retried) instead of acting.
+ */
 import type { SplitCommits } from '../faults';
 import { forceSplit, PreparedTransaction, type TxnHandle } from '../kafka/internals';
-import { commitOrFindOut, txnParts, type KafkaVerdict } from '../kafka/outcome';
+import { commitOrFindOut, txnParts } from '../kafka/outcome';
 import { rollbackXid } from '../mysql/branch';
+import { mysqlMode } from '../mysql/stage';
 import { xidFromString } from '../mysql/xid';
-import type { CommitArgs, KafkaCommitOutcome, KafkaSplit, MysqlCommitOutcome, WrittenParts } from '../protocol';
+import type { GroupCommitArgs, GroupCommitResult, KafkaSplit, MysqlCommitOutcome, WrittenParts } from '../protocol';
+import { move, prepared as preparedState, type EpochState } from '../protocol/epoch';
 import type { PipelineSpec } from '../spec';
 import { edge, type ActivityContext } from './context';
-import { commitMysqlSide } from './mysql-side';
-import { sourceOf } from './source';
+import { redoKafkaSide } from './kafka-side';
+import { memberOf, srcOf } from './members';
+import { applyEpoch, commitDecided, finishMysqlSide, redoMysqlSide } from './mysql-side';
 
 /**
  * A split found by a commit (src/kafka/outcome.ts): a metric, and a line in the worker's log with
@@ -31,67 +42,106 @@ export function splitter(ctx: ActivityContext, spec: PipelineSpec, handle: TxnHa
   return (commits: SplitCommits) => forceSplit(ctx.cluster, handle, txnParts(spec, commits === 'markers' ? markers : [], commits === 'markers' ? undefined : handle.written));
 }
 
-/** The commit steps without the activity edge (advanceEpoch runs them beside the next prepare). */
+/** A decided epoch's state as the commit finds it: both sides prepared (the prepare result is in history). */
+const decided = (spec: PipelineSpec, groupEpoch: number): EpochState => preparedState(groupEpoch, mysqlMode(spec) === 'staged');
+
+/** A prepared epoch as either result shape names it (the unit's, or an ungrouped run's of an older version). */
+type Withdrawable = { kafka: { transactionalId: string }; xid: string; groupEpoch?: number; epoch?: number };
+
+/** The commit steps without the activity edge (the advance runs them beside the next prepare). */
 export function committer(ctx: ActivityContext) {
-  /** EndTxn(commit); 'aborted' (the broker aborted it, wholly or split) means the workflow must redo the Kafka side. */
-  async function commitKafkaSide({ spec, partition, prepared }: CommitArgs): Promise<KafkaVerdict> {
+  const { cluster } = ctx;
+
+  /** EndTxn(commit), or the outcome found out; 'aborted' (wholly, or split) means the workflow must redo the Kafka side. */
+  async function kafkaSide({ spec, group, prepared: p }: GroupCommitArgs): Promise<{ state: EpochState; split?: KafkaSplit }> {
     const started = Date.now();
-    const at = { partition, epoch: prepared.epoch };
-    const markers = [{ partition, offset: prepared.kafka.markerOffset }];
-    await ctx.hit('commit.before', at, splitter(ctx, spec, prepared.kafka, markers));
-    const verdict = await commitOrFindOut(ctx.cluster, spec, { handle: prepared.kafka, markers }, ctx.heartbeat);
-    if (verdict.outcome === 'committed') ctx.observe({ kind: 'committed', pipeline: spec.name, partition, epoch: prepared.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
-    if (verdict.split) reportSplit(ctx, spec, [{ id: partition, epoch: prepared.epoch }], verdict.split);
-    await ctx.hit('commit.between', at);
-    return verdict;
+    const markers = p.members.map((m) => ({ partition: m.id, offset: m.markerOffset }));
+    const k = await commitOrFindOut(cluster, spec, { handle: p.kafka, markers }, ctx.heartbeat);
+    // What the commit observed, stated to the protocol: aborted on some partition it wrote, or not.
+    const state = move(decided(spec, p.groupEpoch), 'kafka', k.outcome, { committedEverywhere: k.outcome === 'committed' });
+    if (k.outcome === 'committed') for (const m of p.members) ctx.observe({ kind: 'committed', pipeline: spec.name, partition: m.id, epoch: m.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
+    if (k.split) reportSplit(ctx, spec, p.members, k.split);
+    await ctx.hit('commit.between', { partition: group, epoch: p.groupEpoch });
+    return { state, ...(k.split ? { split: k.split } : {}) };
   }
 
-  const commitMysql = (args: CommitArgs): Promise<MysqlCommitOutcome> => commitMysqlSide(ctx, args.spec, args.partition, args.prepared, sourceOf(args));
+  /** XA COMMIT of the decided branch, then the staged rows; per member a redo if the branch was rolled back behind our back. */
+  async function mysqlSide({ spec, group, members, prepared: p }: GroupCommitArgs): Promise<MysqlCommitOutcome> {
+    const started = Date.now();
+    const lead = p.members[0]!;
+    const at = { partition: group, epoch: p.groupEpoch };
+    await ctx.hit('commit.mysql', at);
+    // The branch named by the prepare result in history is the decided one.
+    const committing = move(decided(spec, p.groupEpoch), 'mysql', 'committed', { decidedBranch: true });
+    const r = await commitDecided(ctx, p.xid, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch });
+    if (r === 'gone') {
+      // Observed: no ledger row of the epoch (commitBranch looked): the MySQL side is written again.
+      move(move(decided(spec, p.groupEpoch), 'mysql', 'gone', { ledgerRow: false }), 'mysql', 'redone', { ledgerRow: false });
+      let outcome: MysqlCommitOutcome = 'committed';
+      for (const m of p.members) {
+        if ((await redoMysqlSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid }, srcOf(spec, memberOf(members, m.id)))) === 'redone') outcome = 'redone';
+      }
+      return outcome;
+    }
+    await ctx.hit('commit.mysql-committed', at);
+    if (committing.staged) move(committing, 'mysql', 'applied');
+    await applyEpoch(ctx, spec, lead.id, lead.epoch);
+    for (const m of p.members) await finishMysqlSide(ctx, spec, m.id, m.epoch, started, { applied: true });
+    return 'committed';
+  }
 
-  return {
-    kafka: async (args: CommitArgs): Promise<KafkaCommitOutcome> => (await commitKafkaSide(args)).outcome,
-    mysql: commitMysql,
-    /** Both sides at once; each is idempotent, so a retry after one side failed redoes nothing the other did. */
-    async both(args: CommitArgs): Promise<{ kafka: KafkaCommitOutcome; mysql: MysqlCommitOutcome; split?: KafkaSplit }> {
-      const [k, mysql] = await Promise.all([commitKafkaSide(args), commitMysql(args)]);
-      return { kafka: k.outcome, mysql, ...(k.split ? { split: k.split } : {}) };
-    },
-    /**
-     * Withdraws a prepared epoch that was never committed: fences its transactional id
-     * (InitProducerId aborts the open transaction) and rolls back its XA branch.
-     */
-    async withdraw({ spec, prepared }: { spec: PipelineSpec; prepared: { kafka: { transactionalId: string }; xid: string } }): Promise<void> {
-      await new PreparedTransaction(ctx.cluster, prepared.kafka.transactionalId, spec.kafkaSink.transactionTimeoutMs).begin();
-      await rollbackXid(ctx.pool, xidFromString(prepared.xid));
-    },
-  };
+  /** Both sides of a decided epoch at once; each is idempotent, so a retry after one side failed redoes nothing the other did. */
+  async function both(args: GroupCommitArgs): Promise<GroupCommitResult> {
+    const { spec, group, prepared: p } = args;
+    const markers = p.members.map((m) => ({ partition: m.id, offset: m.markerOffset }));
+    await ctx.hit('commit.before', { partition: group, epoch: p.groupEpoch }, splitter(ctx, spec, p.kafka, markers));
+    const [kafka, mysql] = await Promise.all([kafkaSide(args), mysqlSide(args)]);
+    return { kafka: kafka.state.kafka === 'committed' ? 'committed' : 'aborted', mysql, ...(kafka.split ? { split: kafka.split } : {}) };
+  }
+
+  /**
+   * The broker aborted the epoch's transaction (the commit said so, in history): each member's
+   * part is produced again in a transaction of its own (redoKafkaSide: it first checks which
+   * parts already hold a committed copy). Members are independent streams, so their redos need
+   * not be one transaction; each keeps its own order, and the unit's next epoch follows them.
+   */
+  async function redo({ spec, group, members, prepared: p }: GroupCommitArgs): Promise<boolean> {
+    move(move(decided(spec, p.groupEpoch), 'kafka', 'aborted', { committedEverywhere: false }), 'kafka', 'redone', { committedEverywhere: false });
+    await ctx.hit('redo.start', { partition: group, epoch: p.groupEpoch });
+    let redone = false;
+    for (const m of p.members) {
+      const src = srcOf(spec, memberOf(members, m.id));
+      if (await redoKafkaSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid, markerFrom: m.markerOffset, original: p.kafka }, src)) redone = true;
+    }
+    return redone;
+  }
+
+  /**
+   * Withdraws a prepared epoch that will never be committed (its successor's commit failed, or
+   * the epoch before it must be redone first): fences its transactional id (InitProducerId aborts
+   * the open transaction) and rolls back its XA branch.
+   */
+  async function withdraw({ spec, prepared: p }: { spec: PipelineSpec; prepared: Withdrawable }): Promise<void> {
+    const s = preparedState(p.groupEpoch ?? p.epoch ?? -1, false);
+    move(s, 'kafka', 'withdrawn');
+    move(s, 'mysql', 'rolled-back', { decidedBranch: false });
+    await new PreparedTransaction(ctx.cluster, p.kafka.transactionalId, spec.kafkaSink.transactionTimeoutMs).begin();
+    await rollbackXid(ctx.pool, xidFromString(p.xid));
+  }
+
+  return { kafkaSide, mysqlSide, both, redo, withdraw };
 }
 
 export function createCommit(ctx: ActivityContext) {
   const commit = committer(ctx);
   return {
-    /** Kafka side alone (runs scheduled before commitEpoch existed). */
-    async commitKafka(args: CommitArgs): Promise<KafkaCommitOutcome> {
-      return edge(() => commit.kafka(args));
-    },
-
-    /** MySQL side alone (runs scheduled before commitEpoch existed). */
-    async commitMysql(args: CommitArgs): Promise<MysqlCommitOutcome> {
-      return edge(() => commit.mysql(args));
-    },
-
-    /** Both commits in one activity (one dispatch and one completion less per epoch than two). */
-    async commitEpoch(args: CommitArgs): Promise<{ kafka: KafkaCommitOutcome; mysql: MysqlCommitOutcome; split?: KafkaSplit }> {
+    /** Both commits of a decided epoch of the unit, in one activity. */
+    async commitMembers(args: GroupCommitArgs): Promise<GroupCommitResult> {
       return edge(() => commit.both(args));
     },
-
-    /**
-     * Withdraws a prepared epoch e+1 when epoch e must be redone, so that e's redo lands in the
-     * output log before e+1 and source order holds; e+1 is then prepared again (runs before
-     * advanceEpoch; advanceEpoch withdraws inside itself).
-     */
-    async abortPrepared(args: CommitArgs): Promise<void> {
-      return edge(() => commit.withdraw(args));
+    /** The Kafka side of a decided epoch the broker aborted, produced again (never "log and lose"). */
+    async redoMembers(args: GroupCommitArgs): Promise<{ redone: boolean }> {
+      return edge(async () => ({ redone: await commit.redo(args) }));
     },
   };
 }

@@ -5,18 +5,16 @@ import { CountedTransaction, checkLanded, writtenParts } from '../kafka/landed';
 import { committedCopies, epochMarker, partName, txnParts } from '../kafka/outcome';
 import { encodeMarker, type Marker } from '../kafka/progress';
 import type { WrittenParts } from '../protocol';
-import { consumerGroupId, transactionalId, type PipelineSpec } from '../spec';
+import { consumerGroupId, type PipelineSpec } from '../spec';
 import { applyTransform, tableMap, type Applied, type KafkaMessage } from './apply';
 import type { ActivityContext } from './context';
+import { unitTxnId } from './members';
 import { readingSource, readRange, type Src } from './source';
 
 /** Bytes of records per produce request: below the broker's default message.max.bytes (1 MiB) per batch. */
 const REQUEST_BYTES = 512 * 1024;
 const messageBytes = (m: KafkaMessage) =>
   64 + (m.key?.length ?? 0) + (m.value?.length ?? 0) + (m.headers ? Object.entries(m.headers).reduce((a, [k, v]) => a + k.length + v.length, 0) : 0);
-
-/** The transaction of epoch `epoch` uses slot epoch mod pool (a pool ≥ 2 lets e+1 prepare while e awaits its commit). */
-export const epochTransactionalId = (spec: PipelineSpec, partition: number, epoch: number) => transactionalId(spec.name, partition, epoch % spec.kafkaSink.transactionalIdPool);
 
 /** One source partition's part of a transaction: its progress marker and where it read. */
 export interface SentPart {
@@ -104,7 +102,7 @@ export interface RedoEpoch {
 export async function redoKafkaSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, e: RedoEpoch, src: Src): Promise<boolean> {
   // Counted, like prepare's (src/kafka/landed.ts): every send acknowledges each partition it
   // carried exactly once, and before the commit the log holds exactly the records sent.
-  const txn = new CountedTransaction(ctx.cluster, epochTransactionalId(spec, partition, e.epoch), spec.kafkaSink.transactionTimeoutMs);
+  const txn = new CountedTransaction(ctx.cluster, unitTxnId(spec, { group: partition, solo: true }, e.epoch), spec.kafkaSink.transactionTimeoutMs);
   const handle = await txn.begin();
   const markerDone = !!(await epochMarker(ctx.cluster, spec, partition, e.epoch, e.markerFrom, ctx.heartbeat));
   const parts = e.original?.written ? txnParts(spec, [], e.original.written) : undefined;

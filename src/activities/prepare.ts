@@ -1,4 +1,8 @@
-/** Phase 1 of an epoch: read [offset, end), pre-commit the Kafka transaction and the XA branch. */
+/**
+ * Phase 1 of an epoch: read every member from its position, write all of them in ONE Kafka
+ * transaction and ONE XA branch (the unit's: src/activities/members.ts), prepare both. A group
+ * of one (an ungrouped partition) is the same steps with one member.
+ */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { endTxn } from '../kafka/internals';
@@ -6,32 +10,29 @@ import { CountedTransaction } from '../kafka/landed';
 import type { Marker } from '../kafka/progress';
 import { LOCK_WAIT_SEC, prepareBranch } from '../mysql/branch';
 import { insertLedger, ledgerRow } from '../mysql/ledger';
-import { writeRows } from '../mysql/sink';
+import { writeRows, type RowOp } from '../mysql/sink';
 import { mysqlMode, stageRows } from '../mysql/stage';
-import { attemptBqual, epochGtrid, xidToString } from '../mysql/xid';
-import type { EpochArgs, PrepareResult } from '../protocol';
+import { attemptBqual, xidToString } from '../mysql/xid';
+import type { GroupPrepareArgs, GroupPrepareResult, MemberEpoch } from '../protocol';
 import type { PipelineSpec } from '../spec';
-import { applyTransform, tableMap } from './apply';
-import { haltIfOverBudget } from './budget';
+import { applyTransform, tableMap, type KafkaMessage } from './apply';
+import { haltIfOverBudget, type EpochPart } from './budget';
 import { attempt, attemptToken, edge, type ActivityContext } from './context';
-import { epochTransactionalId, sendEpoch } from './kafka-side';
-import { rollbackBranches } from './mysql-side';
+import { sendEpoch, type SentPart } from './kafka-side';
+import { memberOf, srcOf, unitEpochName, unitGtrid, unitTxnId } from './members';
+import { rollbackGtrid } from './mysql-side';
 import type { PrepareSplit } from './observe';
-import { readEpoch, readingSource, sourceOf } from './source';
-
-/**
- * Arguments of prepareEpoch. `afterCommitOf`: the previous epoch of the partition may still be
- * committing (pipelined epochs). In direct mode its prepared XA branch holds row locks on the
- * keys this epoch writes, so this prepare opens its own branch only once that epoch's ledger row
- * is committed. (Blocking on the locks instead would deadlock when the previous epoch's MySQL
- * side must be redone: the redo would wait for this branch's locks, this branch for the redo's
- * commit.) Staged writes lock nothing shared and do not wait.
- */
-export type PrepareArgs = EpochArgs & { afterCommitOf?: number };
+import { readGroup, readingSource } from './source';
 
 const CHUNK = 1000;
 
-/** Waits until the ledger row of (partition, epoch) is committed (pipelined direct-mode epochs), unless the caller gave up. */
+/**
+ * Direct MySQL writes with pipelined epochs: waits until the ledger row of (partition, epoch) —
+ * the previous epoch's — is committed, unless the caller gave up. Its prepared branch holds row
+ * locks on keys this epoch writes; blocking on them instead would deadlock when that epoch's
+ * MySQL side must be redone (the redo would wait for this branch's locks, this branch for the
+ * redo's commit). Staged writes lock nothing shared and do not wait.
+ */
 export async function awaitLedger(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number, givenUp: () => boolean): Promise<void> {
   for (let delay = 2; !(await ledgerRow(ctx.pool, spec.name, partition, epoch)); delay = Math.min(50, delay * 2)) {
     if (givenUp()) throw new Error(`partition ${partition}: the next epoch is not prepared, the commit of epoch ${epoch} failed`);
@@ -53,77 +54,113 @@ export function timer(split: PrepareSplit) {
 }
 
 /**
- * Phase 1 without the activity edge: advanceEpoch runs it beside the previous epoch's commit.
- * Errors come out raw; the caller's edge turns them into activity failures (decided: false).
+ * The prepare steps without the activity edge (the advance runs them beside the previous
+ * epoch's commit). Errors come out raw; the caller's edge turns them into activity failures
+ * (decided: false).
  */
-export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: () => boolean) => Promise<PrepareResult> {
+export function preparer(ctx: ActivityContext) {
   const { cluster, pool } = ctx;
 
-  return async (args: PrepareArgs, givenUp: () => boolean = () => false): Promise<PrepareResult> => {
-    const { spec, partition, epoch, offset } = args;
-    const src = sourceOf(args);
+  /** Reads every member; a read that fails because a member's topic was deleted fails with SourceTopicGone. */
+  function read(args: GroupPrepareArgs) {
+    const { spec, members, positions } = args;
+    const srcs = positions.map((p) => srcOf(spec, memberOf(members, p.id)));
+    const parts = positions.map((p, i) => ({ topic: srcs[i]!.topic, partition: srcs[i]!.partition, from: p.offset }));
+    const fetch = () => readGroup(cluster, parts, spec.epoch, args.noWait ? 0 : spec.epoch.maxWaitMs, ctx.heartbeat);
+    return srcs.reduceRight<typeof fetch>((inner, src) => () => readingSource(ctx.admin, spec, src, inner), fetch)();
+  }
+
+  return async function prepare(args: GroupPrepareArgs, givenUp: () => boolean = () => false): Promise<GroupPrepareResult> {
+    const { spec, group, members, groupEpoch, positions } = args;
     const started = Date.now();
-    const at = { partition, epoch };
+    const at = { partition: group, epoch: groupEpoch };
     const token = attemptToken();
     await ctx.hit('prepare.start', at);
     if (attempt() > 1) {
       // A retried prepare: roll back this epoch's branches left by OLDER attempts. None of them
       // can be the decided one (this attempt runs because they failed or timed out); a newer
       // branch may be, if this attempt is itself a zombie, so it is never touched.
-      await rollbackBranches(ctx, spec, partition, epoch, { olderThan: token });
-      ctx.observe({ kind: 'retry', pipeline: spec.name, partition, activity: 'prepareEpoch' });
+      await rollbackGtrid(ctx, unitGtrid(spec, args, groupEpoch), { olderThan: token }, (xid) =>
+        positions.forEach((p) => ctx.observe({ kind: 'rolled-back', pipeline: spec.name, partition: p.id, epoch: p.epoch, xid })),
+      );
+      for (const p of positions) ctx.observe({ kind: 'retry', pipeline: spec.name, partition: p.id, activity: 'prepare' });
     }
-    const waitMs = args.noWait ? 0 : spec.epoch.maxWaitMs;
-    const { records, end, sourceEnd } = await readingSource(ctx.admin, spec, src, () => readEpoch(cluster, src.topic, src.partition, offset, spec.epoch, waitMs, ctx.heartbeat));
-    if (end === offset) return { kind: 'empty', offset };
+    const reads = await read(args);
     const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
     const timed = timer(split);
+    // Members whose offset moved take part (records, or only aborted/control records skipped).
+    const taking = positions.map((p, i) => ({ p, r: reads[i]!, member: memberOf(members, p.id) })).filter(({ p, r }) => r.end > p.offset);
+    if (!taking.length) return { kind: 'empty' };
 
     const transform = ctx.transforms.get(spec.transform, spec.name);
     const tables = tableMap(spec);
-    const tctx = ctx.transformCtx(spec, partition, epoch);
-    const xid = { gtrid: epochGtrid(spec.name, partition, epoch), bqual: attemptBqual(attempt(), token, randomBytes(4).toString('hex')) };
-    // The marker names the branch: a committed marker tells recovery which branch was decided.
-    const marker: Marker = { pipeline: spec.name, partition, epoch, start: offset, end, records: records.length, redo: false, xid: xidToString(xid) };
-    // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
-    const applied = await timed('transformMs', () => applyTransform(spec, transform, records, tctx, tables, src.layout));
-    const deadLetters = applied.deadLetters.length;
+    const xid = { gtrid: unitGtrid(spec, args, groupEpoch), bqual: attemptBqual(attempt(), token, randomBytes(4).toString('hex')) };
+    const outputs: KafkaMessage[] = [];
+    const deadLetters: KafkaMessage[] = [];
+    const rows: RowOp[] = [];
+    const parts: (SentPart & { m: Omit<MemberEpoch, 'markerOffset'>; sink: () => void })[] = [];
+    const judged: EpochPart[] = [];
+    for (const { p, r, member } of taking) {
+      const tctx = ctx.transformCtx(spec, p.id, p.epoch);
+      const src = srcOf(spec, member);
+      const applied = await timed('transformMs', () => applyTransform(spec, transform, r.records, tctx, tables, src.layout));
+      outputs.push(...applied.outputs);
+      deadLetters.push(...applied.deadLetters);
+      rows.push(...applied.rows);
+      judged.push({ partition: p.id, epoch: p.epoch, applied, records: r.records.length });
+      const m = { id: p.id, epoch: p.epoch, start: p.offset, end: r.end, records: r.records.length, deadLetters: applied.deadLetters.length };
+      // Each member's marker names the branch: a committed marker of any member decides it.
+      const marker: Marker = { pipeline: spec.name, partition: p.id, epoch: p.epoch, start: p.offset, end: r.end, records: r.records.length, redo: false, xid: xidToString(xid) };
+      // The transform's own sink sees the processed records once both sides hold them.
+      const sink = () => {
+        for (let i = 0; i < applied.processed.length; i += CHUNK) {
+          transform.sink?.(applied.processed.slice(i, i + CHUNK), { ...tctx, writtenInAttempt: Math.min(i + CHUNK, applied.processed.length) });
+        }
+      };
+      parts.push({ marker, src, m, sink });
+    }
     // Before anything is written: an epoch over the dead-letter budget is never committed.
-    haltIfOverBudget(ctx, spec, `partition ${partition} epoch ${epoch}`, [{ partition, epoch, applied, records: records.length }]);
-    // InitProducerId on this epoch's transactional id: fences zombies and aborts their open transaction.
+    haltIfOverBudget(ctx, spec, unitEpochName(args, groupEpoch, judged.map((j) => ({ id: j.partition, epoch: j.epoch }))), judged);
+    // InitProducerId on the unit's id of this epoch: fences zombies and aborts their open transaction.
     // Counted: each send must acknowledge every partition it carried (src/kafka/landed.ts).
-    const txn = new CountedTransaction(cluster, epochTransactionalId(spec, partition, epoch), spec.kafkaSink.transactionTimeoutMs);
+    const txn = new CountedTransaction(cluster, unitTxnId(spec, args, groupEpoch), spec.kafkaSink.transactionTimeoutMs);
     const handle = await timed('initMs', () => txn.begin());
     try {
       // Checked before it returns: the log holds exactly what was sent (src/kafka/landed.ts).
-      const sent = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, applied, [{ marker, src }]));
+      const sent = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, { outputs, deadLetters }, parts));
       await ctx.hit('prepare.kafka-sent', at);
       const staged = mysqlMode(spec) === 'staged';
-      if (!staged && args.afterCommitOf !== undefined) await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, partition, args.afterCommitOf!, givenUp));
+      const previous = args.afterCommitOf;
+      if (!staged && previous) await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, previous.id, previous.epoch, givenUp));
       const dialect = await ctx.dialect();
+      const lead = parts[0]!.m;
       let bodyDone = 0;
+      // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
       await prepareBranch(
         pool,
         xid,
         async (conn) => {
-          if (staged) await timed('mysqlMs', () => stageRows(conn, { pipeline: spec.name, partition, epoch }, applied.rows, tables));
-          else await timed('mysqlMs', () => writeRows(conn, applied.rows, tables, dialect));
-          // The transform's own sink sees the processed records once both sides hold them.
-          for (let i = 0; i < applied.processed.length; i += CHUNK) {
-            transform.sink?.(applied.processed.slice(i, i + CHUNK), { ...tctx, writtenInAttempt: Math.min(i + CHUNK, applied.processed.length) });
-          }
-          await timed('mysqlMs', () => insertLedger(conn, spec.name, partition, { epoch, start: offset, end, records: records.length, redo: false }));
+          // All members' rows at once (same keys combined); staged under the first member's
+          // epoch, so they are applied once, together, after the XA COMMIT.
+          if (staged) await timed('mysqlMs', () => stageRows(conn, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch }, rows, tables));
+          else await timed('mysqlMs', () => writeRows(conn, rows, tables, dialect));
+          for (const part of parts) part.sink();
+          for (const { m } of parts) await timed('mysqlMs', () => insertLedger(conn, spec.name, m.id, { epoch: m.epoch, start: m.start, end: m.end, records: m.records, redo: false }));
           bodyDone = Date.now();
         },
         { afterPrepare: () => ctx.hit('prepare.xa-prepared', at), lockWaitSec: LOCK_WAIT_SEC[staged ? 'staged' : 'direct'] },
       );
       split.xaPrepareMs = Date.now() - bodyDone;
-      ctx.observe({ kind: 'prepared', pipeline: spec.name, partition, epoch, records: records.length, deadLetters, ms: Date.now() - started, end, lag: Math.max(0, sourceEnd - end), startedAt: started, split });
-      return { kind: 'prepared', epoch, start: offset, end, records: records.length, deadLetters, kafka: { ...handle, markerOffset: sent.markerOffsets[0]!, written: sent.written }, xid: xidToString(xid) };
+      const ms = Date.now() - started;
+      for (const [i, { m }] of parts.entries()) {
+        const r = taking[i]!.r;
+        ctx.observe({ kind: 'prepared', pipeline: spec.name, partition: m.id, epoch: m.epoch, records: m.records, deadLetters: m.deadLetters, ms, end: m.end, lag: Math.max(0, r.sourceEnd - m.end), startedAt: started, split, ...(args.solo ? {} : { group }) });
+      }
+      return { kind: 'prepared', groupEpoch, members: parts.map(({ m }, i) => ({ ...m, markerOffset: sent.markerOffsets[i]! })), kafka: { ...handle, written: sent.written }, xid: xidToString(xid) };
     } catch (e) {
       // This attempt's result will never be in history: abort its open transaction now rather
-      // than let it hold back the LSO until the next InitProducerId or the broker's timeout.
-      // (Safe: only this attempt's handle can name it; a fenced handle is refused anyway.)
+      // than let it hold back the members' LSOs until the next InitProducerId or the broker's
+      // timeout. (Safe: only this attempt's handle can name it; a fenced handle is refused anyway.)
       await endTxn(cluster, handle, false).catch(() => undefined);
       throw e;
     }
@@ -133,7 +170,8 @@ export function preparer(ctx: ActivityContext): (args: PrepareArgs, givenUp?: ()
 export function createPrepare(ctx: ActivityContext) {
   const prepare = preparer(ctx);
   return {
-    async prepareEpoch(args: PrepareArgs): Promise<PrepareResult> {
+    /** Phase 1 of an epoch of the unit (src/workflows/engine.ts). */
+    async prepareMembers(args: GroupPrepareArgs): Promise<GroupPrepareResult> {
       return edge(() => prepare(args), { decided: false });
     },
   };

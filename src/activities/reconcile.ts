@@ -1,13 +1,14 @@
 /**
- * Before a partition workflow runs epochs (fresh start, restart, continue-as-new): workflow
- * state, ledger and progress marker must agree, and whatever a crash left in doubt is decided
+ * Before the engine runs epochs (fresh start, restart, continue-as-new): workflow state, ledger
+ * and progress marker of every member must agree, and whatever a crash left in doubt is decided
  * through the shared recovery path (src/recovery.ts) — including redoing the side of an epoch
  * that one participant committed and the other did not.
  */
 import { ReconcileMismatch } from '../errors';
 import { earliestOffset, latestOffset, ISOLATION } from '../kafka/internals';
-import type { ReconcileArgs, ReconcileResult } from '../protocol';
-import { carryOut, describeSplit, examineGroupBranches, examinePartition, loggedSplits, namedXids, resolveGroupBranches, settleKafka } from '../recovery';
+import { mapLimit } from '../limit';
+import type { GroupReconcileArgs, GroupReconcileResult, ReconcileArgs, ReconcileResult } from '../protocol';
+import { carryOut, describeSplit, examineGroupBranches, examinePartition, loggedSplits, namedXids, RECOVERY_LANES, resolveGroupBranches, settleGroupKafka, settleKafka } from '../recovery';
 import { reportSplit } from './commit';
 import { attemptToken, edge, type ActivityContext } from './context';
 import { redoKafkaSide } from './kafka-side';
@@ -15,8 +16,8 @@ import { applyEpoch, redoMysqlSide } from './mysql-side';
 import { readingSource, sourceOf } from './source';
 
 /**
- * The reconcile of one source partition id, without the activity edge: a partition group's
- * reconcile runs it for each member after settling the group's own transaction and branches.
+ * The reconcile of one source partition id, without the activity edge: the unit's reconcile
+ * (below) runs it for each member after settling the unit's own transactions and branches.
  * Call it once the partition's Kafka side is settled (settleKafka); `token` is the caller's
  * fencing token (src/mysql/xid.ts).
  */
@@ -82,21 +83,44 @@ async function repairSplits(ctx: ActivityContext, args: ReconcileArgs): Promise<
   return splits.map((s) => `${describeSplit(partition, s)}; written again where it aborted`);
 }
 
+/**
+ * The unit's reconcile, without the activity edge: before it runs epochs, and for members that
+ * join a running group (`joining`: the group's own epoch may be in flight, so only the joining
+ * members' state is touched). First what a crashed run left open: the unit's transactions are
+ * fenced and the XA branches of partition groups settled (a branch a member's marker names is
+ * committed, others rolled back) — for a group its own and those of groups that no longer exist
+ * (parallelism lowered), for a group of one every group's (the pipeline ran with
+ * spec.parallelism before). Then every member goes through the per-partition reconcile.
+ */
+export async function reconcileUnit(ctx: ActivityContext, args: GroupReconcileArgs & { joining?: boolean }): Promise<{ result: GroupReconcileResult; each: ReconcileResult[] }> {
+  const { cluster, pool } = ctx;
+  const { spec, group, members } = args;
+  const token = attemptToken();
+  const recovered: string[] = [];
+  if (!args.solo && !args.joining) await settleGroupKafka(cluster, spec, group);
+  await mapLimit(members, RECOVERY_LANES, (m) => settleKafka(cluster, spec, m.id, ctx.heartbeat));
+  if (!args.joining) {
+    const parallelism = spec.parallelism ?? 1;
+    const ours = args.solo ? () => true : (g: number) => g === group || g >= parallelism;
+    const ids = members.map((m) => m.id);
+    const decisions = await examineGroupBranches(pool, spec, ours, () => namedXids(cluster, spec, ids), token);
+    recovered.push(...(await resolveGroupBranches(pool, spec, decisions)));
+  }
+  // Members are independent from here on (their own ids, markers, branches and rows).
+  const each = await mapLimit(members, RECOVERY_LANES, (m) => {
+    const expected = args.expected?.find((e) => e.id === m.id);
+    return reconcilePartition(ctx, { spec, partition: m.id, ...(m.source ? { source: m.source } : {}), ...(expected ? { expected: { epoch: expected.epoch, offset: expected.offset } } : {}) }, token);
+  });
+  const positions = members.map((m, i) => ({ id: m.id, epoch: each[i]!.epoch, offset: each[i]!.offset }));
+  for (const r of each) recovered.push(...(r.recovered ?? []));
+  return { result: { positions, ...(recovered.length ? { recovered } : {}) }, each };
+}
+
 export function createReconcile(ctx: ActivityContext) {
   return {
-    async reconcile(args: ReconcileArgs): Promise<ReconcileResult> {
-      return edge(async () => {
-        const { spec, partition } = args;
-        const token = attemptToken();
-        // No epoch of this partition awaits a decision from this workflow now: settle what a
-        // crashed run left open on the Kafka side, then read the evidence.
-        await settleKafka(ctx.cluster, spec, partition, ctx.heartbeat);
-        // Branches of partition groups (a pipeline that ran with spec.parallelism before): decided
-        // by this partition's marker, or rolled back — before they could hold its ledger row.
-        const groups = await resolveGroupBranches(ctx.pool, spec, await examineGroupBranches(ctx.pool, spec, () => true, () => namedXids(ctx.cluster, spec, [partition]), token));
-        const r = await reconcilePartition(ctx, args, token);
-        return groups.length ? { ...r, recovered: [...groups, ...(r.recovered ?? [])] } : r;
-      });
+    /** Before the unit runs epochs (fresh start, restart, continue-as-new), and for members joining a running group. */
+    async reconcileMembers(args: GroupReconcileArgs & { joining?: boolean }): Promise<GroupReconcileResult> {
+      return edge(async () => (await reconcileUnit(ctx, args)).result);
     },
   };
 }

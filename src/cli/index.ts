@@ -10,7 +10,7 @@ import { pipelineWorkflowId, sourceTopics, type PipelineSpec } from '../spec';
 import { openConnections, type Connections } from '../connections';
 import { loadSettings, type Settings } from '../config';
 import { ConfigError, ValidationError, errorMessage } from '../errors';
-import type { PartitionResult } from '../workflows/partition';
+import type { PartitionResult } from '../workflows/interface';
 import { verifyPipeline } from '../verify';
 import { createOnceflowWorker, transformsOf } from '../worker';
 import { printReport } from './report';

@@ -5,7 +5,7 @@
  * on when a worker returns); with --drain it catches up with the source, waits until every
  * partition has ended, and exits.
  */
-import type { PartitionResult } from '../workflows/partition';
+import type { PartitionResult } from '../workflows/interface';
 import { connectClient, controlPipeline, startPipeline, workflowUrl } from '../client';
 import { createOnceflowWorker } from '../worker';
 import type { PipelineConfig } from '../pipeline-file';

@@ -1,6 +1,10 @@
 /**
- * Partition groups (spec.parallelism): one workflow drives the epochs of several source
- * partitions, and each of its epochs is ONE Kafka transaction and ONE XA branch for all of them.
+ * The epoch engine's unit: a set of members (source partitions) whose epoch is ONE Kafka
+ * transaction and ONE XA branch for all of them. A partition group (spec.parallelism) has
+ * several members; an ungrouped source partition is a group of one (`solo`), with the
+ * partition's own identity: its transactional ids and its gtrid of:<pipeline>:<partition>:<epoch>,
+ * `group` = the partition id and `groupEpoch` = the partition's epoch. One workflow loop
+ * (src/workflows/engine.ts) and one set of activities drive both.
  *
  * Everything that recovery reads stays per source partition, as without groups: each member
  * has its own epoch numbers, its own progress marker (in its progress partition) and its own
@@ -19,7 +23,8 @@ import type { Control, KafkaCommitOutcome, KafkaHandle, KafkaSplit, MysqlCommitO
 /** A source partition of a group: its source partition id and where it reads. */
 export interface GroupMember {
   id: number;
-  source: SourceRef;
+  /** Absent only for ungrouped partitions of runs started before SourceRef (legacy loop): spec.source.topic[id]. */
+  source?: SourceRef;
 }
 
 /** Where a member resumes: its next epoch number and source offset. */
@@ -55,8 +60,11 @@ export type GroupPrepareResult = PreparedGroupEpoch | { kind: 'empty' };
 
 export interface GroupArgs {
   spec: PipelineSpec;
+  /** The group's id; for a group of one (`solo`), the source partition id. */
   group: number;
   members: GroupMember[];
+  /** A group of one: an ungrouped source partition, with the partition's transactional ids and gtrids (absent: a partition group). */
+  solo?: boolean;
 }
 
 export interface GroupPrepareArgs extends GroupArgs {

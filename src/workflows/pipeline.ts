@@ -49,8 +49,9 @@ import { applyControl, validateControl, type Control, type ControlAction, type S
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
 import { SPEC_DEFAULTS, groupOf, groupWorkflowId, partitionWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
 import { PIPELINE_ACTIVITY_OPTIONS } from './activity-options';
-import { addMembersSignal, groupWorkflow } from './group';
-import { controlSignal, failureOf, partitionEndedSignal, partitionsEndedSignal, partitionWorkflow, type PartitionEnd, type PartitionResult } from './partition';
+import { groupWorkflow } from './group';
+import { addMembersSignal, controlSignal, failureOf, partitionEndedSignal, partitionsEndedSignal, type PartitionEnd, type PartitionResult } from './interface';
+import { partitionWorkflow } from './partition';
 
 /** A source partition of the pipeline: its id and where it reads (src/mysql/sources.ts). */
 export type PipelineSource = SourceRef & { id: number };

@@ -1,6 +1,6 @@
 /**
  * Stub activities for the workflow tier (test/workflows.test.ts): plain functions with the
- * signatures of src/activities, answering from a scripted source partition instead of Kafka and
+ * signatures of src/activities, answering from scripted source partitions instead of Kafka and
  * MySQL, and logging every call in order. The workflows run unchanged against them on a real
  * Temporal dev server, so a test sees exactly which activities a loop scheduled, with which
  * epochs and offsets, in seconds.
@@ -14,13 +14,14 @@
 import { advancePositions, type GroupPrepareResult, type MemberPosition, type PrepareResult, type PreparedEpoch, type PreparedGroupEpoch } from '../../src/protocol';
 import type { Activities } from '../../src/activities';
 
-/** The activities of an ungrouped partition's loop (src/workflows/partition.ts). */
+/** The activities of the legacy loop of an ungrouped partition (src/workflows/legacy/partition.ts; runs without a SourceRef still take it). */
 export type PartitionActivities = Pick<Activities, 'reconcile' | 'prepareEpoch' | 'advanceEpoch' | 'commitEpoch' | 'abortPrepared' | 'redoKafka'>;
-/** The activities of a group's loop (src/workflows/group.ts). */
-export type GroupActivities = Pick<Activities, 'reconcileGroup' | 'prepareGroup' | 'advanceGroup' | 'commitGroup' | 'redoGroupKafka'>;
+/** The activities of the engine's loop (src/workflows/engine.ts). */
+export type EngineActivities = Pick<Activities, 'reconcileMembers' | 'prepareMembers' | 'advanceMembers' | 'commitMembers' | 'redoMembers'>;
 
 type Args<K extends keyof Activities> = Parameters<Activities[K]>[0];
 
+/** The legacy partition loop's world: one source partition. */
 export interface PartitionScript {
   /** Records in the source partition. */
   sourceEnd: number;
@@ -36,7 +37,7 @@ export interface PartitionScript {
 }
 
 /**
- * The calls, one line each, in the order the activities ran:
+ * The legacy partition loop's calls, one line each, in the order the activities ran:
  *   reconcile expected=E@O | fresh      reconcile
  *   prepare E@O                         prepareEpoch of epoch E from offset O
  *   advance E → N@O | empty | withdrawn advanceEpoch: commit E; the next prepare's answer
@@ -96,29 +97,39 @@ export function partitionStubs(script: PartitionScript) {
   return { activities, calls, args };
 }
 
-export interface GroupScript {
+export interface EngineScript {
   /** Records in each member's source partition, by member id. */
   sourceEnd: Record<number, number>;
   perEpoch: number;
-  /** Group epochs whose Kafka transaction the broker aborted. */
+  /** Epochs (the unit's) whose Kafka transaction the broker aborted. */
   aborted?: number[];
-  /** reconcileGroup's answer; default: the caller's `expected`, or every member at epoch 0, offset 0. */
-  reconcile?: (args: Args<'reconcileGroup'>) => MemberPosition[];
+  /** Epochs whose XA branch was gone at commit (their commit answers MySQL 'redone'). */
+  mysqlRedone?: number[];
+  /** reconcileMembers' answer; default: the caller's `expected`, or every member at epoch 0, offset 0. */
+  reconcile?: (args: Args<'reconcileMembers'>) => MemberPosition[];
+  /** Runs inside advanceMembers before it answers (e.g. to signal the workflow while the epoch is in flight). */
+  duringAdvance?: (args: Args<'advanceMembers'>) => Promise<void>;
 }
 
 /** Positions as 'id:epoch@offset', space-separated (how the call log shows them). */
 const showPositions = (ps: MemberPosition[]) => ps.map((p) => `${p.id}:${p.epoch}@${p.offset}`).join(' ');
 
 /**
- * The calls of a group's loop, one line each, in order:
- *   reconcileGroup expected=<positions> | fresh
- *   prepareGroup G <positions>           prepare group epoch G from these member positions
- *   advanceGroup G → <next>              commit G; the next group epoch's prepare: its members' positions, 'empty' or 'withdrawn'
- *   commitGroup G | redoGroup G
+ * The calls of the engine's loop (src/workflows/engine.ts), for a group of one and a partition
+ * group alike, one line each, in order:
+ *   reconcile expected=<positions> | fresh | joining <ids>
+ *   prepare E <positions>           prepare the unit's epoch E from these member positions
+ *   advance E → <next>              commit E; the next epoch's prepare: its members' positions, 'empty' or 'withdrawn'
+ *   commit E | redo E
  */
-export function groupStubs(script: GroupScript) {
+export function engineStubs(script: EngineScript) {
   const calls: string[] = [];
+  const args: { name: keyof EngineActivities; args: unknown }[] = [];
   const aborted = new Set(script.aborted ?? []);
+  const log = (name: keyof EngineActivities, a: unknown, line: string) => {
+    calls.push(line);
+    args.push({ name, args: a });
+  };
 
   const prepared = (groupEpoch: number, positions: MemberPosition[]): GroupPrepareResult => {
     const members = positions
@@ -126,35 +137,38 @@ export function groupStubs(script: GroupScript) {
       .filter(({ p, end }) => end > p.offset)
       .map(({ p, end }) => ({ id: p.id, epoch: p.epoch, start: p.offset, end, records: end - p.offset, deadLetters: 0, markerOffset: p.epoch }));
     if (!members.length) return { kind: 'empty' };
-    return { kind: 'prepared', groupEpoch, members, kafka: { transactionalId: `stub.g.${groupEpoch % 2}`, producerId: 200, producerEpoch: groupEpoch }, xid: `gxid-${groupEpoch}` };
+    return { kind: 'prepared', groupEpoch, members, kafka: { transactionalId: `stub.${groupEpoch % 2}`, producerId: 200, producerEpoch: groupEpoch }, xid: `xid-${groupEpoch}` };
   };
   const kafkaOutcome = (p: PreparedGroupEpoch) => (aborted.has(p.groupEpoch) ? ('aborted' as const) : ('committed' as const));
+  const mysqlOutcome = (p: PreparedGroupEpoch) => ((script.mysqlRedone ?? []).includes(p.groupEpoch) ? ('redone' as const) : ('committed' as const));
   const describeNext = (n: GroupPrepareResult | undefined) => (!n ? 'withdrawn' : n.kind === 'empty' ? 'empty' : showPositions(n.members.map((m) => ({ id: m.id, epoch: m.epoch, offset: m.start }))));
 
-  const activities: GroupActivities = {
-    async reconcileGroup(a) {
-      calls.push(`reconcileGroup ${a.expected ? `expected=${showPositions(a.expected)}` : 'fresh'}`);
-      const positions = script.reconcile?.(a) ?? a.expected ?? a.members.map((m) => ({ id: m.id, epoch: 0, offset: 0 }));
+  const activities: EngineActivities = {
+    async reconcileMembers(a) {
+      log('reconcileMembers', a, `reconcile ${a.joining ? `joining ${a.members.map((m) => m.id).join(' ')}` : a.expected ? `expected=${showPositions(a.expected)}` : 'fresh'}`);
+      const positions = (!a.joining && script.reconcile?.(a)) || a.expected || a.members.map((m) => ({ id: m.id, epoch: 0, offset: 0 }));
       return { positions };
     },
-    async prepareGroup(a) {
-      calls.push(`prepareGroup ${a.groupEpoch} ${showPositions(a.positions)}`);
+    async prepareMembers(a) {
+      log('prepareMembers', a, `prepare ${a.groupEpoch} ${showPositions(a.positions)}`);
       return prepared(a.groupEpoch, a.positions);
     },
-    async advanceGroup(a) {
+    async advanceMembers(a) {
+      await script.duringAdvance?.(a);
       const kafka = kafkaOutcome(a.prepared);
-      // As src/activities/group/index.ts: the next group epoch starts where this one's members end.
+      // As src/activities/advance.ts: the next epoch starts where this one's members end, and is withdrawn inside when this one must be redone.
       const next = kafka === 'aborted' ? undefined : prepared(a.prepared.groupEpoch + 1, advancePositions(a.positions, a.prepared));
-      calls.push(`advanceGroup ${a.prepared.groupEpoch} → ${describeNext(next)}`);
-      return { kafka, mysql: 'committed', ...(next ? { next } : {}) };
+      log('advanceMembers', a, `advance ${a.prepared.groupEpoch} → ${describeNext(next)}`);
+      return { kafka, mysql: mysqlOutcome(a.prepared), ...(next ? { next } : {}) };
     },
-    async commitGroup(a) {
-      calls.push(`commitGroup ${a.prepared.groupEpoch}`);
-      return { kafka: kafkaOutcome(a.prepared), mysql: 'committed' };
+    async commitMembers(a) {
+      log('commitMembers', a, `commit ${a.prepared.groupEpoch}`);
+      return { kafka: kafkaOutcome(a.prepared), mysql: mysqlOutcome(a.prepared) };
     },
-    async redoGroupKafka(a) {
-      calls.push(`redoGroup ${a.prepared.groupEpoch}`);
+    async redoMembers(a) {
+      log('redoMembers', a, `redo ${a.prepared.groupEpoch}`);
+      return { redone: true };
     },
   };
-  return { activities, calls };
+  return { activities, calls, args };
 }

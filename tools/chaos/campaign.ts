@@ -22,7 +22,7 @@ import { PROGRESS_TOPIC_CONFIG } from '../../src/activities/setup';
 import { recoverXids } from '../../src/mysql/branch';
 import { parseGroupGtrid, parseGtrid, pipelineGtridPrefix, xidToString } from '../../src/mysql/xid';
 import { groupOf, groupTransactionalId, runnerWorkflowId, transactionalId } from '../../src/spec';
-import type { GroupStatus } from '../../src/workflows/group';
+import type { GroupStatus } from '../../src/workflows/interface';
 import { compareSpec, makeEvents, resetPipeline } from '../../examples/flink-compare/scenario';
 import { verifyPipeline, type Check, type VerifyReport } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';

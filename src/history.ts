@@ -72,16 +72,16 @@ export interface HistoryEventLike {
   activityTaskCompletedEventAttributes?: { scheduledEventId?: unknown } | null;
 }
 
-/** The activities of a group workflow (src/workflows/group.ts) that commit a group epoch: advanceGroup commits e (and prepares e+1), commitGroup commits e alone. */
-export const GROUP_COMMIT_ACTIVITIES = ['advanceGroup', 'commitGroup'] as const satisfies readonly (keyof Activities)[];
-/** The same for a partition workflow (src/workflows/partition.ts) since commit-epoch-v1. */
-export const PARTITION_COMMIT_ACTIVITIES = ['advanceEpoch', 'commitEpoch'] as const satisfies readonly (keyof Activities)[];
+/** The activities of the engine (src/workflows/engine.ts, a partition's or a group's) that commit an epoch: advanceMembers commits e (and prepares e+1), commitMembers commits e alone. */
+export const COMMIT_ACTIVITIES = ['advanceMembers', 'commitMembers'] as const satisfies readonly (keyof Activities)[];
+/** The same in the legacy loops (src/workflows/legacy/, runs recorded before one-engine-v1): a group's, and a partition's since commit-epoch-v1. */
+export const LEGACY_COMMIT_ACTIVITIES = ['advanceGroup', 'commitGroup', 'advanceEpoch', 'commitEpoch'] as const satisfies readonly (keyof Activities)[];
 
 /**
  * Committed epochs in workflow histories (one list of events per run): every completed
  * activity of `commits` committed one epoch (a redo after it redoes that same epoch's Kafka
  * side; a failed attempt is retried within the activity, which completes once). With
- * GROUP_COMMIT_ACTIVITIES over a pipeline's group workflows: its committed group epochs.
+ * COMMIT_ACTIVITIES over a pipeline's group workflows: its committed group epochs.
  */
 export function committedEpochs(runs: HistoryEventLike[][], commits: readonly string[]): number {
   let n = 0;

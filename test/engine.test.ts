@@ -126,7 +126,7 @@ test('a Kafka transaction aborted by the broker (timeout) before commit is redon
     const report = await verify(deps, s);
     assert.ok(report.ok, failedChecks(report));
     assert.equal(report.totals.outputs, 300);
-    // Epoch 1 was prepared beside epoch 0's commit, in the same advanceEpoch activity; when that
+    // Epoch 1 was prepared beside epoch 0's commit, in the same advanceMembers activity; when that
     // commit found epoch 0 aborted, epoch 1 was withdrawn inside the activity (its copy is the
     // second aborted 100) and prepared again after epoch 0's redo: the output above is in
     // source order.
@@ -136,8 +136,8 @@ test('a Kafka transaction aborted by the broker (timeout) before commit is redon
     const firstRun = latest.events?.[0]?.workflowExecutionStartedEventAttributes?.firstExecutionRunId;
     assert.ok(firstRun);
     const first = historyToJSON(await deps.client.workflow.getHandle(id, firstRun).fetchHistory());
-    assert.match(first, /"advanceEpoch"/);
-    assert.match(first, /"redoKafka"/);
+    assert.match(first, /"advanceMembers"/);
+    assert.match(first, /"redoMembers"/);
     // Three epochs of 100 plus the final empty poll at two epochs per run: continue-as-new, each run replayable.
     assert.ok((await replayAll(s.spec.name, 'redo-continue-as-new')) >= 2, 'the workflow continued as new');
   } finally {

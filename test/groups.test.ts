@@ -134,7 +134,7 @@ test('6 partitions in 2 groups: each group epoch is one transaction and one bran
   assert.ok(![...xids.get(1)!].some((x) => xids.get(0)!.has(x)));
   const histories = await replayGroup(s.spec.name, 0, 'compare-sink-retries');
   assert.ok(histories.length >= 2, 'the group continued as new (epochsPerRun 2)');
-  assert.match(histories.join('\n'), /"advanceGroup"/);
+  assert.match(histories.join('\n'), /"advanceMembers"/);
 });
 
 test('a group worker killed with SIGKILL after prepare and before commit: a new worker commits the group epoch, exactly once', { timeout: 240_000 }, async () => {
@@ -171,7 +171,7 @@ test('a group transaction aborted by the broker (timeout) is redone per partitio
     assert.equal(report.totals.outputs, 600);
     assert.ok(report.totals.abortedCopies >= 200, `the aborted group epoch 0 is visible to read_uncommitted: ${report.totals.abortedCopies}`);
     const histories = (await replayGroup(s.spec.name, 0, 'redo-continue-as-new')).join('\n');
-    assert.match(histories, /"redoGroupKafka"/);
+    assert.match(histories, /"redoMembers"/);
     assert.match(histories, /ContinuedAsNew/);
   } finally {
     second.kill('SIGTERM');

@@ -13,7 +13,10 @@
  * pipelined loop, v1-pipelined-*.json before the single commit activity (commit-epoch-v1),
  * v2-commit-epoch-*.json before commit and next prepare became one activity (advance-epoch-v1),
  * v3-advance-epoch-*.json (here and in pipeline/) and group/v2-ends-*.json before the epoch search
- * attribute was held to one update per interval (epoch-attribute-v1).
+ * attribute was held to one update per interval (epoch-attribute-v1), v4-pre-engine-*.json,
+ * group/v3-pre-engine-*.json and pipeline/v1-pre-engine-*.json before partitions and groups ran
+ * the one engine (one-engine-v1: src/workflows/legacy/ replays them). The current ones are the
+ * engine's.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,7 +25,7 @@ import { join } from 'node:path';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { Worker, bundleWorkflowCode } from '@temporalio/worker';
-import { committedEpochs, GROUP_COMMIT_ACTIVITIES, PARTITION_COMMIT_ACTIVITIES, type HistoryEventLike } from '../src/history';
+import { COMMIT_ACTIVITIES, committedEpochs, LEGACY_COMMIT_ACTIVITIES, type HistoryEventLike } from '../src/history';
 import { quietRuntime, workflowCode } from './support/env';
 
 const dir = join(__dirname, 'histories');
@@ -31,7 +34,7 @@ const load = (f: string) => historyFromJSON(JSON.parse(readFileSync(join(dir, f)
 
 test('checked-in histories cover retries, a redo and continue-as-new, for every generation of the loop', () => {
   const text = (f: string) => readFileSync(join(dir, f), 'utf8');
-  const OLDER = ['sequential-', 'v1-pipelined-', 'v2-commit-epoch-', 'v3-advance-epoch-'];
+  const OLDER = ['sequential-', 'v1-pipelined-', 'v2-commit-epoch-', 'v3-advance-epoch-', 'v4-pre-engine-'];
   const generation = (prefix: string | null) =>
     files
       .filter((f) => (prefix ? f.startsWith(prefix) : !OLDER.some((p) => f.startsWith(p))))
@@ -41,11 +44,12 @@ test('checked-in histories cover retries, a redo and continue-as-new, for every 
   const pipelinedV1 = generation('v1-pipelined-');
   const commitEpoch = generation('v2-commit-epoch-');
   const advanceEpoch = generation('v3-advance-epoch-');
+  const preEngine = generation('v4-pre-engine-');
   const current = generation(null);
-  assert.ok(files.length >= 12, `histories: ${files.join(', ')}`);
-  for (const [name, all] of [['sequential', sequential], ['pipelined v1', pipelinedV1], ['commit epoch v2', commitEpoch], ['advance epoch v3', advanceEpoch], ['current', current]] as const) {
+  assert.ok(files.length >= 18, `histories: ${files.join(', ')}`);
+  for (const [name, all] of [['sequential', sequential], ['pipelined v1', pipelinedV1], ['commit epoch v2', commitEpoch], ['advance epoch v3', advanceEpoch], ['pre-engine v4', preEngine], ['current', current]] as const) {
     assert.match(all, /compare sink failed/, `${name}: a history with failed prepare attempts`);
-    assert.match(all, /"redoKafka"/, `${name}: a history with a redo`);
+    assert.match(all, name === 'current' ? /"redoMembers"/ : /"redoKafka"/, `${name}: a history with a redo`);
     assert.match(all, /ContinuedAsNew/, `${name}: a history that continued as new`);
   }
   // Recorded before and after each patch: every branch of every patch replays.
@@ -59,11 +63,16 @@ test('checked-in histories cover retries, a redo and continue-as-new, for every 
   assert.deepEqual(patchIds(advanceEpoch), ['advance-epoch-v1', 'commit-epoch-v1', 'pipelined-epochs-v1']);
   assert.match(advanceEpoch, /"advanceEpoch"/);
   assert.ok(epochUpserts(advanceEpoch) >= epochsCommitted(advanceEpoch), 'advance epoch v3: the epoch attribute upserted after every committed epoch');
-  assert.deepEqual(patchIds(current), ['advance-epoch-v1', 'commit-epoch-v1', 'epoch-attribute-v1', 'pipelined-epochs-v1']);
-  assert.match(current, /"advanceEpoch"/);
+  assert.deepEqual(patchIds(preEngine), ['advance-epoch-v1', 'commit-epoch-v1', 'epoch-attribute-v1', 'pipelined-epochs-v1']);
+  assert.match(preEngine, /"advanceEpoch"/);
+  assert.ok(epochUpserts(preEngine) < epochsCommitted(preEngine), 'pre-engine v4: the epoch attribute held back between committed epochs');
+  // e+1 is withdrawn inside advanceEpoch; the loop schedules no abortPrepared any more.
+  assert.doesNotMatch(preEngine, /"abortPrepared"/);
+  // The engine asks only its own patch (and epoch-attribute-v1, in epochAttribute) and calls only the engine's activities.
+  assert.deepEqual(patchIds(current), ['epoch-attribute-v1', 'one-engine-v1']);
+  assert.match(current, /"advanceMembers"/);
+  assert.doesNotMatch(current, /"(prepareEpoch|advanceEpoch|commitEpoch|redoKafka|reconcile)"/);
   assert.ok(epochUpserts(current) < epochsCommitted(current), 'current: the epoch attribute held back between committed epochs');
-  // e+1 is withdrawn inside advanceEpoch now; the loop schedules no abortPrepared any more.
-  assert.doesNotMatch(current, /"abortPrepared"/);
 });
 
 type JsonEvent = HistoryEventLike & { upsertWorkflowSearchAttributesEventAttributes?: { searchAttributes: { indexedFields: Record<string, unknown> } } };
@@ -82,7 +91,7 @@ function epochUpserts(histories: string): number {
 
 /** Epochs committed in JSON histories of partition or group workflows (the benchmark's count). */
 function epochsCommitted(histories: string): number {
-  return committedEpochs(eventsOf(histories), [...PARTITION_COMMIT_ACTIVITIES, ...GROUP_COMMIT_ACTIVITIES]);
+  return committedEpochs(eventsOf(histories), [...COMMIT_ACTIVITIES, ...LEGACY_COMMIT_ACTIVITIES]);
 }
 
 /** Ids of the patches (core_patch markers) in JSON histories, sorted and distinct. */
@@ -121,23 +130,27 @@ test('recorded partition-group histories (retries, a per-partition redo, continu
       .filter((f) => (prefix ? f.startsWith(prefix) : !/^v\d+-/.test(f)))
       .map((f) => readFileSync(join(groupDir, f), 'utf8'))
       .join('\n');
-  const [v1, v2, current] = [generation('v1-ends-'), generation('v2-ends-'), generation(null)];
-  // Recorded before group-ends-v1, before epoch-attribute-v1 and since: every branch of both patches replays.
-  for (const [name, all] of [['before group-ends-v1', v1], ['before epoch-attribute-v1', v2], ['current', current]] as const) {
+  const [v1, v2, v3, current] = [generation('v1-ends-'), generation('v2-ends-'), generation('v3-pre-engine-'), generation(null)];
+  // Recorded before group-ends-v1, before epoch-attribute-v1, before one-engine-v1 and since: every branch of the patches replays.
+  for (const [name, all] of [['before group-ends-v1', v1], ['before epoch-attribute-v1', v2], ['before one-engine-v1', v3], ['current', current]] as const) {
     assert.match(all, /compare sink failed/, `${name}: a group epoch with failed prepare attempts`);
-    assert.match(all, /"redoGroupKafka"/, `${name}: a broker-aborted group transaction redone`);
+    assert.match(all, name === 'current' ? /"redoMembers"/ : /"redoGroupKafka"/, `${name}: a broker-aborted group transaction redone`);
     assert.match(all, /ContinuedAsNew/, `${name}: a group run that continued as new`);
     assert.match(all, /"addMembers"/, `${name}: a partition that joined a running group`);
   }
   assert.deepEqual(patchIds(v1), []);
   assert.match(v1, /"partitionEnded"/, 'before: one signal per member');
-  for (const all of [v2, current]) {
+  for (const all of [v2, v3, current]) {
     assert.match(all, /"partitionsEnded"/, 'since group-ends-v1: the members\' ends in one signal');
     assert.doesNotMatch(all, /"partitionEnded"/);
   }
   assert.deepEqual(patchIds(v2), ['group-ends-v1']);
   assert.ok(epochUpserts(v2) >= epochsCommitted(v2), 'before epoch-attribute-v1: an upsert after every committed group epoch');
-  assert.deepEqual(patchIds(current), ['epoch-attribute-v1', 'group-ends-v1']);
+  assert.deepEqual(patchIds(v3), ['epoch-attribute-v1', 'group-ends-v1']);
+  assert.ok(epochUpserts(v3) < epochsCommitted(v3), 'before one-engine-v1: the epoch attribute held back between committed group epochs');
+  assert.deepEqual(patchIds(current), ['epoch-attribute-v1', 'one-engine-v1']);
+  assert.match(current, /"advanceMembers"/);
+  assert.doesNotMatch(current, /"(prepareGroup|advanceGroup|commitGroup|redoGroupKafka|reconcileGroup)"/);
   assert.ok(epochUpserts(current) < epochsCommitted(current), 'current: the epoch attribute held back between committed group epochs');
   for (const f of groupFiles) {
     await Worker.runReplayHistory(workflowCode(), historyFromJSON(JSON.parse(readFileSync(join(groupDir, f), 'utf8'))), f);

@@ -139,8 +139,8 @@ test('frozen at prepare.xa-prepared until the attempt times out, thawed after th
       async () => {
         const activities = (await partition.describe()).raw.pendingActivities ?? [];
         pending = activities.map((a) => ({ type: a.activityType?.name, attempt: a.attempt, state: a.state, lastFailure: a.lastFailure?.message }));
-        // Epoch 2 is prepared by advanceEpoch (with epoch 1's commit) since advance-epoch-v1.
-        const preparing = (name?: string | null) => name === 'prepareEpoch' || name === 'advanceEpoch';
+        // Epoch 2 is prepared by advanceMembers (with epoch 1's commit), or alone by prepareMembers.
+        const preparing = (name?: string | null) => name === 'prepareMembers' || name === 'advanceMembers';
         return activities.some((a) => preparing(a.activityType?.name) && (a.attempt ?? 0) >= 2 && a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED);
       },
       120_000,

@@ -10,6 +10,7 @@ import { notAuthorized, OnceflowError } from '../errors';
 import { Faults, type FaultPoint, type SplitCommits } from '../faults';
 import type { KafkaCluster } from '../kafka/internals';
 import { detectDialect, type Dialect } from '../mysql/sink';
+import { IllegalMove } from '../protocol/epoch';
 import type { PipelineSpec } from '../spec';
 import type { TransformRegistry } from '../transforms/registry';
 import type { ObservedEvent } from './observe';
@@ -58,7 +59,7 @@ export type ActivityContext = ReturnType<typeof activityContext>;
  * A permission a service refuses becomes NotAuthorized, naming what to grant: it ends the
  * partition where nothing is decided yet (`decided: false`: set-up and prepare, which leave
  * nothing behind), and is retried where an epoch may be decided and must finish (reconcile's
- * recovery, commit, redo).
+ * recovery, commit, redo). An IllegalMove (src/protocol/epoch.ts) fails the activity for good.
  */
 export async function edge<T>(fn: () => Promise<T>, opts: { decided: boolean } = { decided: true }): Promise<T> {
   const ctx = Context.current();
@@ -67,6 +68,8 @@ export async function edge<T>(fn: () => Promise<T>, opts: { decided: boolean } =
   try {
     return await fn();
   } catch (caught) {
+    // A move the protocol's table does not allow is a bug, not a fault: fail loudly, never retry into it.
+    if (caught instanceof IllegalMove) throw ApplicationFailure.create({ message: caught.message, type: caught.name, nonRetryable: true });
     const e = caught instanceof OnceflowError ? caught : (notAuthorized(caught, opts.decided) ?? caught);
     if (e instanceof OnceflowError) throw ApplicationFailure.create({ message: e.message, type: e.name, nonRetryable: !e.retryable, details: [e.details] });
     throw e;

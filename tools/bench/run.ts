@@ -30,7 +30,7 @@ import { groupWorkflowId, partitionWorkflowId, pipelineWorkflowId, type EpochBou
 import { readAll, verifyPipeline } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { activeSpan, commitStartWait, epochSplit, percentiles, temporalCost, type EpochSplit, type Percentiles, type TemporalCost } from './analyze';
-import { committedEpochs, GROUP_COMMIT_ACTIVITIES, type HistoryEventLike } from '../../src/history';
+import { COMMIT_ACTIVITIES, committedEpochs, type HistoryEventLike } from '../../src/history';
 import type { BaselineArgs, BaselineBatch } from './baseline';
 import type { FromChild, ToChild, Usage } from './ipc';
 
@@ -1061,7 +1061,7 @@ async function historyCost(deps: Deps, spec: PipelineSpec, partitions: number, e
         runId = previous;
       }
     }
-    return temporalCost(runs, spec.parallelism ? committedEpochs(runs, GROUP_COMMIT_ACTIVITIES) : epochs);
+    return temporalCost(runs, spec.parallelism ? committedEpochs(runs, COMMIT_ACTIVITIES) : epochs);
   } catch (e) {
     deps.log(`Temporal histories of ${spec.name} not read: ${e instanceof Error ? e.message : String(e)}`);
     return undefined;

@@ -23,7 +23,7 @@ import { connectCluster, earliestOffset, endTxn, PreparedTransaction, type Kafka
 import { checkLanded, CountedTransaction } from '../src/kafka/landed';
 import { scanProducerRecords } from './support/scan';
 import { createTopicsReady, missingTopics, partitionCountsOfKnown } from '../src/kafka/topics';
-import { waitFor } from '../tools/chaos/campaign';
+import { waitFor } from '../tools/chaos/recovery';
 import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from '../tools/chaos/cluster';
 import { servicePid, services, type StackOptions } from '../tools/chaos/stack';
 

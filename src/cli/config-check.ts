@@ -10,6 +10,7 @@ import type { Settings } from '../config';
 import { errorMessage } from '../errors';
 import { securityHint, temporalTlsProblem } from '../connections';
 import { kafkaClientConfig } from '../kafka/client-config';
+import type { CommandContext } from './context';
 
 export interface ConnectionCheck {
   service: 'temporal' | 'kafka' | 'mysql';
@@ -119,4 +120,18 @@ async function checkMysql(s: Settings): Promise<ConnectionCheck> {
 /** Checks the three connections at once; never throws. */
 export function checkConnections(settings: Settings): Promise<ConnectionCheck[]> {
   return Promise.all([checkTemporal(settings), checkKafka(settings), checkMysql(settings)]);
+}
+
+/** `onceflow config [file]`: exit 1 if a connection fails. */
+export async function configCommand({ settings, out }: CommandContext): Promise<number> {
+  const checks = await checkConnections(settings);
+  out(
+    [
+      'effective settings (secrets redacted):',
+      JSON.stringify(redactedSettings(settings), null, 2),
+      ...checks.map((c) => `${c.ok ? 'ok    ' : 'FAILED'} ${c.service}: ${c.detail}`),
+    ].join('\n'),
+    { settings: redactedSettings(settings), checks },
+  );
+  return checks.every((c) => c.ok) ? 0 : 1;
 }

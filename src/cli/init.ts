@@ -9,6 +9,7 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { ConfigError } from '../errors';
+import { version, type CommandContext } from './context';
 
 /**
  * The tarball this copy of onceflow was installed from, as `file:<absolute path>`, or undefined
@@ -189,4 +190,12 @@ export function initProject(dir: string, dependency: string): { name: string; fi
     writeFileSync(join(root, file), text);
   }
   return { name, files: Object.keys(files) };
+}
+
+/** `onceflow init <dir>`. */
+export function initCommand({ arg, o, out, need }: CommandContext): number {
+  const dir = need(arg, 'directory');
+  const { name, files } = initProject(dir, (o.onceflow as string | undefined) ?? `^${version()}`);
+  out(`created pipeline project '${name}' in ${dir}: ${files.join(', ')}\nnext: cd ${dir} && npm install && npm test && npm run topics && npm run feed && npm start`, { name, dir, files });
+  return 0;
 }

@@ -1,5 +1,8 @@
-/** Human-readable verification report (used by the demo and the verify command). */
-import type { VerifyReport } from '../verify';
+/** `onceflow verify`, and its human-readable report (also used by the demo). */
+import { pipelineSpecOf } from '../client';
+import { verifyPipeline, type VerifyReport } from '../verify';
+import { transformsOf } from '../worker';
+import { withServices, type CommandContext } from './context';
 
 export function printReport(r: VerifyReport, write: (s: string) => void = (s) => process.stdout.write(s)): void {
   const console = { log: (line: string) => write(`${line}\n`) };
@@ -59,4 +62,15 @@ export function printReport(r: VerifyReport, write: (s: string) => void = (s) =>
 export function deadLetterLine(d: VerifyReport['deadLetters']): string {
   const reasons = Object.entries(d.byReason).sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
   return `dead letters: ${d.total} (budget ${d.allowed})${reasons.length ? ` — ${reasons.map(([k, n]) => `${k} ${n}`).join(', ')}` : ''}`;
+}
+
+/** `onceflow verify <pipeline>`: exit 1 if a check fails. */
+export function verifyCommand({ arg, o, settings, out, io, need }: CommandContext): Promise<number> {
+  return withServices(settings, async (s) => {
+    const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+    const report = await verifyPipeline({ ...s, transforms: transformsOf(settings) }, spec, o.json ? undefined : (done, total, p) => io.stderr(`  verified ${p} (${done}/${total})\n`));
+    if (o.json) out('', report);
+    else printReport(report, io.stdout);
+    return report.ok ? 0 : 1;
+  });
 }

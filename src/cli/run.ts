@@ -9,7 +9,9 @@ import type { PartitionResult } from '../workflows/interface';
 import { connectClient, controlPipeline, startPipeline, workflowUrl } from '../client';
 import { createOnceflowWorker } from '../worker';
 import type { PipelineConfig } from '../pipeline-file';
-import { ProgressView } from './progress';
+import { loadPipelineConfig } from '../pipeline-file';
+import { installWorkerLog, ProgressView } from './progress';
+import { say, type CommandContext } from './context';
 import { onStopSignal } from '../signals';
 
 export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; progressEveryMs?: number; print: (line: string) => void }): Promise<PartitionResult[] | null> {
@@ -51,4 +53,13 @@ export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; p
     await client.connection.close();
     opts.print('worker stopped');
   }
+}
+
+/** `onceflow run <config>`: the config's settings, with --transforms (or ONCEFLOW_TRANSFORMS) over its own. */
+export async function runCommand({ arg, o, settings, out, logOptions, need }: CommandContext): Promise<number> {
+  const cfg = loadPipelineConfig(need(arg, 'config file'));
+  installWorkerLog(logOptions);
+  const results = await runPipeline({ ...cfg, settings: { ...cfg.settings, ...(settings.transformsModule ? { transformsModule: settings.transformsModule } : {}) } }, { drain: Boolean(o.drain), print: say });
+  if (results) out(results.map((r) => `partition ${r.partition}: ${r.reason}, offset ${r.state.offset}`).join('\n'), results);
+  return 0;
 }

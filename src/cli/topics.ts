@@ -10,7 +10,9 @@ import type { Settings } from '../config';
 import { openKafka } from '../connections';
 import { ConfigError, ValidationError } from '../errors';
 import { createTopicsReady, partitionCounts } from '../kafka/topics';
+import { loadPipelineConfig } from '../pipeline-file';
 import { sourceTopics, type PipelineSpec } from '../spec';
+import { UsageError, type CommandContext } from './context';
 
 async function withKafka<T>(settings: Settings, fn: (k: Awaited<ReturnType<typeof openKafka>>) => Promise<T>): Promise<T> {
   const k = await openKafka(settings, `${settings.kafka.clientId}-cli`, logLevel.ERROR);
@@ -95,4 +97,23 @@ async function existingPartitions(admin: Admin, topic: string): Promise<number> 
   const n = (await partitionCounts(admin, [topic])).get(topic) ?? 0;
   if (n === 0) throw new Error(`topic '${topic}' does not exist; create it first (onceflow topics create <config.yaml|json> creates a pipeline's source topics)`);
   return n;
+}
+
+/** `onceflow topics create <config> [--partitions n]`. */
+export async function topicsCommand({ arg, args, o, out, need, usageError }: CommandContext): Promise<number> {
+  if (arg !== 'create') throw usageError(`unknown 'topics' command '${arg ?? ''}'`);
+  const cfg = loadPipelineConfig(need(args[1], 'config file'));
+  const partitions = o.partitions === undefined ? 1 : Number(o.partitions);
+  if (!Number.isInteger(partitions) || partitions < 1) throw new UsageError(`--partitions must be a whole number ≥ 1, got '${o.partitions}'`);
+  const res = await createSourceTopics(cfg.settings, cfg.spec, partitions);
+  out(res.map((t) => `${t.created ? 'created' : 'exists '} ${t.topic} (${t.partitions} partition${t.partitions === 1 ? '' : 's'})`).join('\n'), res);
+  return 0;
+}
+
+/** `onceflow produce <topic> --file <events.jsonl> [--key field]`. */
+export async function produceCommand({ arg, o, settings, out, need }: CommandContext): Promise<number> {
+  const file = o.file === undefined ? undefined : String(o.file);
+  const res = await produceFile(settings, need(arg, 'topic'), need(file, '--file <events.jsonl>'), o.key === undefined ? undefined : String(o.key));
+  out(`produced ${res.records} record${res.records === 1 ? '' : 's'} from ${file} to ${res.topic}`, { ...res, file });
+  return 0;
 }

@@ -24,7 +24,9 @@ import {
 } from '../recovery';
 import type { LoggedSplit } from '../kafka/outcome';
 import { pipelineWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
-import { recordedIds } from './partitions';
+import { pipelineSpecOf } from '../client';
+import { withServices, type CommandContext } from './context';
+import { pipelinePartitionIds, recordedIds } from './partitions';
 
 export interface InDoubt {
   /** Prepared XA branches of partition groups (spec.parallelism) and what recovery would do with each. */
@@ -133,4 +135,21 @@ export async function resolveInDoubt(deps: { client: Client; cluster: KafkaClust
     done.push(...(await carryOut(deps, spec, f, { apply: async (epoch) => mysqlMode(spec) === 'staged' && applyStaged(deps.pool, { pipeline: spec.name, partition: p, epoch }, spec.mysqlSink.tables) })));
   }
   return done;
+}
+
+/** `onceflow transactions <pipeline> [--resolve]`. */
+export function transactionsCommand({ arg, o, settings, out, need }: CommandContext): Promise<number> {
+  return withServices(settings, async (s) => {
+    const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
+    const partitions = await pipelinePartitionIds(s, spec);
+    if (o.resolve) {
+      const done = await resolveInDoubt(s, spec, partitions);
+      out(done.length ? done.join('\n') : 'nothing in doubt', done);
+      return 0;
+    }
+    const found = await inDoubt(s, spec, partitions);
+    const lines = describeInDoubt(found);
+    out(lines.length ? `${lines.join('\n')}\n(resolve with: onceflow transactions ${spec.name} --resolve, once the pipeline is stopped)` : 'nothing in doubt', found);
+    return 0;
+  });
 }

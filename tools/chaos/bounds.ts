@@ -7,7 +7,7 @@
  */
 import { LEDGER_KEEP_EPOCHS, LEDGER_PRUNE_EVERY } from '../../src/mysql/ledger';
 import type { Check } from '../../src/verify';
-import type { Sample } from './campaign';
+import type { Sample } from './types';
 
 /** The later part of a run may hold at most this multiple of the earlier part's maximum. */
 export const GROWTH_LIMIT = 1.5;

@@ -4,7 +4,7 @@
  */
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import type { CampaignOptions } from './campaign';
+import type { CampaignOptions } from './types';
 
 export type Preset = 'full' | 'short' | 'soak' | 'soak-short' | 'cluster';
 

@@ -1,6 +1,6 @@
 /** Renders a campaign's result as its part of docs/reliability-runs.md (only measured figures); docs/reliability.md is the one-screen summary. */
 import { growthJudged, MIN_GROWTH_SPAN_S } from './bounds';
-import type { CampaignResult, Sample } from './campaign';
+import type { CampaignResult, Sample } from './types';
 
 const secs = (ms: number | null | undefined) => (ms === null || ms === undefined ? '—' : `${(ms / 1000).toFixed(1)} s`);
 

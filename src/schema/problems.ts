@@ -14,7 +14,7 @@ interface Problem {
 }
 
 /** Closest name by edit distance, for "did you mean" hints. */
-export function closest(name: string, options: string[]): string | undefined {
+function closest(name: string, options: string[]): string | undefined {
   const dist = (a: string, b: string) => {
     const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
     for (let j = 1; j <= b.length; j++) d[0]![j] = j;
@@ -85,7 +85,7 @@ const describeIssue: z.core.$ZodErrorMap = (iss) => {
 };
 
 /** `a.b[0].c` for the path ['a', 'b', 0, 'c']. */
-export function fieldPath(path: readonly PropertyKey[]): string {
+function fieldPath(path: readonly PropertyKey[]): string {
   return path.map((k, i) => (typeof k === 'number' ? `[${k}]` : `${i ? '.' : ''}${String(k)}`)).join('');
 }
 

@@ -876,6 +876,7 @@ test('the public API (the package root and onceflow/workflows) reaches nothing i
 
 import { execFileSync } from 'node:child_process';
 import { configJsonSchemaText, CONFIG_JSON_SCHEMA_FILE } from '../src/schema/config-file';
+import { FIELD_SETTINGS } from '../src/config';
 
 test('the published JSON Schema is the one the zod schema generates (run `npm run schema` after changing a field)', () => {
   const committed = readFileSync(join(__dirname, '..', CONFIG_JSON_SCHEMA_FILE), 'utf8');
@@ -887,6 +888,10 @@ test('the published JSON Schema is the one the zod schema generates (run `npm ru
   assert.equal(pipeline.properties.epoch.properties.maxRecords.default, 5000);
   assert.match(pipeline.properties.mysqlSink.properties.mode.description, /^staged \(default\)/);
   assert.equal(schema.properties.connections.properties.kafka.properties.sasl.additionalProperties, false);
+  // Every connections field a file may set stands for a setting, and every setting mapped is a field.
+  type Node = { properties?: Record<string, Node> };
+  const leaves = (n: Node, at: string): string[] => (n.properties ? Object.entries(n.properties).flatMap(([k, v]) => leaves(v, at ? `${at}.${k}` : k)) : [at]);
+  assert.deepEqual(leaves(schema.properties.connections, '').sort(), Object.keys(FIELD_SETTINGS).sort());
 });
 
 test('workflow code loads no zod: src/spec.ts takes the schema as types only', () => {

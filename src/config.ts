@@ -316,7 +316,7 @@ export function toolPaths(env: NodeJS.ProcessEnv = process.env): { kafkaLibs?: s
  * environment, so loadSettings stays the one place that interprets (and validates) them.
  * `...Env` fields name an environment variable that holds the value (a secret kept out of the file).
  */
-const FIELD_SETTINGS: Record<string, string> = {
+export const FIELD_SETTINGS: Readonly<Record<string, string>> = {
   'temporal.address': 'ONCEFLOW_TEMPORAL_ADDRESS',
   'temporal.namespace': 'ONCEFLOW_TEMPORAL_NAMESPACE',
   'temporal.webUi': 'ONCEFLOW_TEMPORAL_UI',

@@ -19,7 +19,8 @@
 export { defineTransform, TransformRegistry } from './transforms/registry';
 export type { Transform, TransformContext, TransformResult, SourceRecord, OutputRecord } from './transforms/registry';
 export type { RowOp, SqlValue } from './mysql/sink';
-export { definePipeline, SPEC_DEFAULTS, pipelineWorkflowId, partitionWorkflowId } from './spec';
+export { definePipeline } from './schema/pipeline';
+export { SPEC_DEFAULTS, pipelineWorkflowId, partitionWorkflowId } from './spec';
 export type { PipelineSpec, PipelineInput, TableSpec, EpochBounds, DeadLetterBudget } from './spec';
 export { loadPipelineConfig, type PipelineConfig } from './pipeline-file';
 export { loadSettings, type Settings } from './config';

@@ -24,7 +24,7 @@ import { ConfigError } from '../src/errors';
 import { kafkaClientConfig } from '../src/kafka/client-config';
 import { ISOLATION } from '../src/kafka/internals';
 import { withSchemaRegistry, SchemaRegistryUnavailable, UndecodableRecord, type SchemaRegistryClient, type SchemaRegistryOptions } from '../src/serde/schema-registry';
-import { definePipeline } from '../src/spec';
+import { definePipeline } from '../src/schema/pipeline';
 import { TransformRegistry, type SourceRecord, type TransformContext } from '../src/transforms/registry';
 import { readAll, verifyPipeline } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';

@@ -11,7 +11,7 @@ import { mysqlMode, stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
 import { applyControl, assertTransition, validateControl } from '../src/protocol';
 import { compareSpec } from '../examples/flink-compare/scenario';
-import { definePipeline } from '../src/spec';
+import { definePipeline } from '../src/schema/pipeline';
 import { COMPARE_TABLE, compareTransform, parseEvent } from '../examples/flink-compare/transform';
 
 const base = { name: 'p1', source: { topic: 'in' }, transform: 'flink-compare', kafkaSink: { topic: 'out' }, mysqlSink: { tables: [COMPARE_TABLE] } };
@@ -68,7 +68,7 @@ test('definePipeline names every wrong field and the fix', () => {
       },
     );
   }
-  assert.throws(() => definePipeline({ ...base, epoch: { maxWait: 5 } as never }), /epoch\.maxWait: is not a setting; the epoch settings are maxRecords, maxBytes, maxWaitMs$/m);
+  assert.throws(() => definePipeline({ ...base, epoch: { maxWait: 5 } as never }), /epoch\.maxWait: is not a known field — did you mean 'maxWaitMs'\? \(known: maxRecords, maxBytes, maxWaitMs\)$/m);
   assert.throws(() => definePipeline({ ...base, parallelism: 0 }), /parallelism: must be an integer from 1 to 1024/);
   assert.equal(definePipeline({ ...base, parallelism: 4 }).parallelism, 4);
 });
@@ -706,7 +706,6 @@ import { deadLettersAllowed, haltIfOverBudget, type EpochPart } from '../src/act
 import { PipelineHalted } from '../src/errors';
 import { budgetCheck, deadLetterSummary } from '../src/verify';
 import { deadLetterLine } from '../src/cli/report';
-import { checkSchema } from '../src/pipeline-file';
 
 test('the dead-letter budget: one bad record in a small epoch passes, a transform failing on every record does not', () => {
   const d = definePipeline(base).deadLetter!;
@@ -730,13 +729,15 @@ test('the dead-letter budget: one bad record in a small epoch passes, a transfor
     assert.match(e.message, /deadLetter\.maxPerEpoch: must be an integer ≥ 0/);
     return true;
   });
-  assert.throws(() => definePipeline({ ...base, deadLetter: { maxRatoi: 0.1 } as never }), /deadLetter\.maxRatoi: is not a setting; the dead-letter settings are maxRatio, maxPerEpoch/);
-  // A config file: the schema knows the field and suggests the right name.
-  const schema = JSON.parse(readFileSync(join(__dirname, '..', 'schema', 'pipeline-config.schema.json'), 'utf8'));
-  const problems: { field: string; problem: string }[] = [];
-  checkSchema({ pipeline: { ...base, deadLetter: { maxRatio: 0.1, maxPerEpoh: 3 } } }, schema, '', problems);
-  assert.deepEqual(problems.map((p) => p.field), ['pipeline.deadLetter.maxPerEpoh']);
-  assert.match(problems[0]!.problem, /did you mean 'maxPerEpoch'/);
+  assert.throws(() => definePipeline({ ...base, deadLetter: { maxRatoi: 0.1 } as never }), /deadLetter\.maxRatoi: is not a known field — did you mean 'maxRatio'\? \(known: maxRatio, maxPerEpoch\)/);
+  // Two unknown fields of one object: a problem each, each with its own hint.
+  assert.throws(() => definePipeline({ ...base, deadLetter: { maxRatio: 0.1, maxPerEpoh: 3, ratio: 1 } as never }), (e: unknown) => {
+    assert.ok(e instanceof ValidationError);
+    assert.deepEqual(e.problems.map((p) => p.field), ['deadLetter.maxPerEpoh', 'deadLetter.ratio']);
+    assert.match(e.problems[0]!.problem, /did you mean 'maxPerEpoch'\?/);
+    assert.doesNotMatch(e.problems[1]!.problem, /did you mean/);
+    return true;
+  });
 });
 
 test('haltIfOverBudget: over the budget or a row for an undeclared table throws PipelineHalted naming the transform, the record and the way to resume', async () => {
@@ -871,4 +872,66 @@ test('the public API (the package root and onceflow/workflows) reaches nothing i
   }
   const files = (readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts'));
   assert.deepEqual(files.filter((f) => f !== 'config.ts' && readFileSync(resolvePath(src, f), 'utf8').includes('process.env')), [], 'process.env outside src/config.ts');
+});
+
+import { execFileSync } from 'node:child_process';
+import { configJsonSchemaText, CONFIG_JSON_SCHEMA_FILE } from '../src/schema/config-file';
+import { FIELD_SETTINGS } from '../src/config';
+
+test('the published JSON Schema is the one the zod schema generates (run `npm run schema` after changing a field)', () => {
+  const committed = readFileSync(join(__dirname, '..', CONFIG_JSON_SCHEMA_FILE), 'utf8');
+  assert.ok(committed === configJsonSchemaText(), `${CONFIG_JSON_SCHEMA_FILE} differs from what src/schema/config-file.ts generates: run npm run schema and commit it`);
+  const schema = JSON.parse(committed);
+  const pipeline = schema.properties.pipeline;
+  // What editors show: defaults, descriptions, and no unknown fields.
+  assert.equal(pipeline.additionalProperties, false);
+  assert.equal(pipeline.properties.epoch.properties.maxRecords.default, 5000);
+  assert.match(pipeline.properties.mysqlSink.properties.mode.description, /^staged \(default\)/);
+  assert.equal(schema.properties.connections.properties.kafka.properties.sasl.additionalProperties, false);
+  // Every connections field a file may set stands for a setting, and every setting mapped is a field.
+  type Node = { properties?: Record<string, Node> };
+  const leaves = (n: Node, at: string): string[] => (n.properties ? Object.entries(n.properties).flatMap(([k, v]) => leaves(v, at ? `${at}.${k}` : k)) : [at]);
+  assert.deepEqual(leaves(schema.properties.connections, '').sort(), Object.keys(FIELD_SETTINGS).sort());
+});
+
+test('workflow code loads no zod: src/spec.ts takes the schema as types only', () => {
+  const probe = "require('./src/workflows'); console.log(JSON.stringify(Object.keys(require.cache)))";
+  const modules: string[] = JSON.parse(execFileSync(process.execPath, ['--import', 'tsx', '-e', probe], { cwd: join(__dirname, '..'), encoding: 'utf8' }));
+  assert.ok(modules.some((m) => m.endsWith(join('src', 'spec.ts'))), 'the probe loaded src/spec.ts');
+  assert.deepEqual(modules.filter((m) => m.includes(join('node_modules', 'zod')) || m.includes(join('src', 'schema'))), []);
+});
+
+test('a config file is checked whole: unknown, mistyped and removed fields and the values definePipeline refuses, each by its field', () => {
+  const file = join(mkdtempSync(join(tmpdir(), 'onceflow-schema-')), 'p.yaml');
+  writeFileSync(
+    file,
+    [
+      'pipeline:',
+      '  name: Bad Name',
+      '  source: { topic: in, startFrom: first }',
+      '  transform: t',
+      '  kafkaSink: { topic: in, transactionTimeoutMs: long }',
+      '  mysqlSink: { tables: [] }',
+      '  epochs: { maxRecords: 5 }',
+      'connections: { kafka: { brokerz: [a] } }',
+    ].join('\n'),
+  );
+  assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), (e: unknown) => {
+    assert.ok(e instanceof ValidationError);
+    assert.deepEqual(Object.fromEntries(e.problems.map((p) => [p.field, p.problem])), {
+      'pipeline.name': "must match /^[a-z0-9][a-z0-9._-]{0,39}$/ (lower-case letters, digits, '.', '_', '-'; at most 40), got \"Bad Name\"",
+      'pipeline.source.startFrom': "must be 'earliest' or 'latest', got \"first\"",
+      'pipeline.kafkaSink.transactionTimeoutMs': 'must be an integer, got string "long"',
+      'pipeline.epochs': "is not a known field — did you mean 'epoch'? (known: name, source, transform, transformOptions, kafkaSink, mysqlSink, deadLetterTopic, progressTopic, deadLetter, epoch, epochsPerRun, parallelism)",
+      'connections.kafka.brokerz': "is not a known field — did you mean 'brokers'? (known: brokers, replicationFactor, ssl, sasl)",
+    });
+    return true;
+  });
+  writeFileSync(file, 'pipeline: { name: p, source: { topic: in }, transform: t, kafkaSink: { topic: in }, mysqlSink: { tables: [{ name: t, columns: [a], onDuplicate: { kind: replace, columns: [b] } }] } }\n');
+  assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), (e: unknown) => {
+    assert.ok(e instanceof ValidationError);
+    assert.deepEqual(e.problems.map((p) => p.field), ['pipeline.mysqlSink.tables[0].onDuplicate.columns[0]', 'pipeline.kafkaSink.topic']);
+    return true;
+  });
+  assert.throws(() => definePipeline(undefined as never), /\(definition\): is required/);
 });

@@ -12,7 +12,8 @@ import { recoverXids, rollbackXid } from '../../src/mysql/branch';
 import { partitionGtridPrefix } from '../../src/mysql/xid';
 import { dropPipelineTables } from '../../src/mysql/stage';
 import { quoteIdent } from '../../src/mysql/sink';
-import { consumerGroupId, definePipeline, type PipelineInput, type PipelineSpec } from '../../src/spec';
+import { definePipeline } from '../../src/schema/pipeline';
+import { consumerGroupId, type PipelineInput, type PipelineSpec } from '../../src/spec';
 import { COMPARE_TABLE, type CompareEvent, type CompareOptions } from './transform';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -9,7 +9,7 @@ import { errorMessage } from '../errors';
 import { loadPipelineConfig } from '../pipeline-file';
 import { onStopSignal } from '../signals';
 import { pipelineWorkflowId, type PipelineSpec } from '../spec';
-import type { PartitionResult } from '../workflows/partition';
+import type { PartitionResult } from '../workflows/interface';
 import { withServices, type CommandContext } from './context';
 import { controlPartitions, pipelinePartitionIds } from './partitions';
 import { pipelineStatus, type PartitionRow } from './status';

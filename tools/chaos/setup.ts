@@ -15,7 +15,7 @@ import { connectCluster, type KafkaCluster } from '../../src/kafka/internals';
 import { createTopicsReady } from '../../src/kafka/topics';
 import { PROGRESS_TOPIC_CONFIG } from '../../src/activities/setup';
 import { groupOf, runnerWorkflowId, type PipelineSpec } from '../../src/spec';
-import type { GroupStatus } from '../../src/workflows/group';
+import type { GroupStatus } from '../../src/workflows/interface';
 import { compareSpec, resetPipeline } from '../../examples/flink-compare/scenario';
 import { services, servicesEnv, stackPorts, startProxies, WorkerSupervisor, type StackOptions } from './stack';
 import type { CampaignOptions } from './types';

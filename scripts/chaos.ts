@@ -39,7 +39,10 @@ async function main() {
   const started = Date.now();
   const log = (s: string) => console.log(`[chaos +${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${s}`);
   const parallelismArg = arg('--parallelism');
-  const o = withParallelism(presetOptions(clusterRun ? 'cluster' : soak ? (short ? 'soak-short' : 'soak') : short ? 'short' : 'full', seed, log), parallelismArg !== undefined ? Number(parallelismArg) : undefined);
+  const o = withParallelism(
+    presetOptions(clusterRun ? 'cluster' : soak ? (short ? 'soak-short' : 'soak') : short ? 'short' : 'full', seed, log),
+    parallelismArg !== undefined ? Number(parallelismArg) : undefined,
+  );
   try {
     const head = execSync('git rev-parse --short HEAD', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim();
     const dirty = execSync('git status --porcelain -- src scripts', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim() !== '';
@@ -66,11 +69,16 @@ async function main() {
     ? `${o.kafkaNodes} brokers and ${o.kafkaControllers} dedicated KRaft controllers`
     : `${o.kafkaNodes ?? 1} combined broker+controller node${(o.kafkaNodes ?? 1) > 1 ? 's' : ''}`;
   const from = arg('--from');
-  console.log(from ? `re-rendering the ${soak ? 'soak' : 'campaign'} report from ${from}` : `${soak ? 'soak' : 'fault campaign'}, seed ${seed} (replay: ${o.command})`);
+  console.log(
+    from ? `re-rendering the ${soak ? 'soak' : 'campaign'} report from ${from}` : `${soak ? 'soak' : 'fault campaign'}, seed ${seed} (replay: ${o.command})`,
+  );
   try {
     const r = from ? rejudge(JSON.parse(readFileSync(from, 'utf8')) as CampaignResult, o.revision) : await runCampaign(o);
     for (const c of r.checks) console.log(`  ${c.ok ? 'PASS' : 'FAIL'}  ${c.name}: ${c.detail}`);
-    for (const k of r.kinds) console.log(`  ${k.kind.padEnd(22)} injected ${String(k.injected).padStart(4)}  longest recovery ${k.longestRecoveryMs === null ? '—' : `${(k.longestRecoveryMs / 1000).toFixed(1)} s`}`);
+    for (const k of r.kinds)
+      console.log(
+        `  ${k.kind.padEnd(22)} injected ${String(k.injected).padStart(4)}  longest recovery ${k.longestRecoveryMs === null ? '—' : `${(k.longestRecoveryMs / 1000).toFixed(1)} s`}`,
+      );
     // The raw figures, so a report can be re-rendered (--from) or compared later.
     if (!from) writeFileSync(join(o.runDir, 'campaign', 'result.json'), JSON.stringify(r, null, 2));
     if (out) {
@@ -86,9 +94,16 @@ async function main() {
     process.exitCode = 1;
   } finally {
     if (!from && !process.argv.includes('--keep-services')) {
-      await services({ runDir: o.runDir, portBase: o.portBase, workers: o.workers, ...(o.kafkaNodes ? { kafkaNodes: o.kafkaNodes } : {}), ...(o.kafkaControllers ? { kafkaControllers: o.kafkaControllers } : {}) }, ['down']).catch((e) =>
-        console.error(String(e)),
-      );
+      await services(
+        {
+          runDir: o.runDir,
+          portBase: o.portBase,
+          workers: o.workers,
+          ...(o.kafkaNodes ? { kafkaNodes: o.kafkaNodes } : {}),
+          ...(o.kafkaControllers ? { kafkaControllers: o.kafkaControllers } : {}),
+        },
+        ['down'],
+      ).catch((e) => console.error(String(e)));
     }
   }
 }

@@ -40,7 +40,10 @@ async function main() {
   const { admin, pool, cluster, client } = deps;
   try {
     console.log(`onceflow demo: ${RECORDS} events → flink_input (${PARTITIONS} partitions) → flink_output + test_two_step_compare`);
-    await client.workflow.getHandle(`onceflow/${spec.name}`).terminate('demo restarted').catch(() => undefined);
+    await client.workflow
+      .getHandle(`onceflow/${spec.name}`)
+      .terminate('demo restarted')
+      .catch(() => undefined);
     await resetPipeline(admin, pool, spec, PARTITIONS);
     const { values, input } = makeEvents(RECORDS, 2019, 500);
     await produceValues(settings.kafka, spec.source.topic, PARTITIONS, values);
@@ -69,7 +72,11 @@ async function main() {
     const sums = await tableSums(pool, 'test_two_step_compare');
     const wrong = [...input.sums].filter(([k, v]) => sums.get(k) !== v).length + [...sums.keys()].filter((k) => !input.sums.has(k)).length;
     report.checks.push({ name: 'MySQL sums per key equal the input sums', ok: wrong === 0, detail: `${input.sums.size} keys, ${wrong} differ` });
-    report.checks.push({ name: 'poison records dead-lettered once', ok: report.totals.deadLetters === input.poison, detail: `${report.totals.deadLetters} of ${input.poison}` });
+    report.checks.push({
+      name: 'poison records dead-lettered once',
+      ok: report.totals.deadLetters === input.poison,
+      detail: `${report.totals.deadLetters} of ${input.poison}`,
+    });
     report.ok = report.checks.every((c) => c.ok);
     printReport(report);
     console.log(

@@ -10,7 +10,11 @@ import { partitionWorkflowId, pipelineWorkflowId, runnerWorkflowId, sourceTopics
 import type { PipelineInfo, pipelineWorkflow } from './workflows/pipeline';
 
 /** Address, TLS and API key of a connection to the settings' Temporal server (client and worker alike). */
-export const temporalConnectionOptions = (t: TemporalSettings) => ({ address: t.address, ...(t.tls ? { tls: t.tls } : {}), ...(t.apiKey ? { apiKey: t.apiKey } : {}) });
+export const temporalConnectionOptions = (t: TemporalSettings) => ({
+  address: t.address,
+  ...(t.tls ? { tls: t.tls } : {}),
+  ...(t.apiKey ? { apiKey: t.apiKey } : {}),
+});
 
 /** A Temporal client for the settings' server and namespace. */
 export async function connectClient(settings: Settings = loadSettings()): Promise<Client> {
@@ -22,7 +26,11 @@ export async function connectClient(settings: Settings = loadSettings()): Promis
  * Starts the pipeline's workflow; starting a running pipeline again returns the running one and
  * starts again its partitions that halted (restartHaltedSignal in src/workflows/pipeline.ts).
  */
-export async function startPipeline(client: Client, spec: PipelineSpec, taskQueue: string): Promise<WorkflowHandleWithFirstExecutionRunId<typeof pipelineWorkflow>> {
+export async function startPipeline(
+  client: Client,
+  spec: PipelineSpec,
+  taskQueue: string,
+): Promise<WorkflowHandleWithFirstExecutionRunId<typeof pipelineWorkflow>> {
   const handle = await client.workflow.start('pipelineWorkflow', {
     taskQueue,
     workflowId: pipelineWorkflowId(spec.name),
@@ -44,7 +52,8 @@ export async function startPipeline(client: Client, spec: PipelineSpec, taskQueu
 }
 
 /** The workflow's page in the Temporal Web UI of the settings. */
-export const workflowUrl = (settings: Settings, workflowId: string) => `${settings.temporal.webUi}/namespaces/${encodeURIComponent(settings.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+export const workflowUrl = (settings: Settings, workflowId: string) =>
+  `${settings.temporal.webUi}/namespaces/${encodeURIComponent(settings.temporal.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
 
 /** Sends pause, resume, drain or stop to a running pipeline; its partitions act at their next epoch boundary. */
 export async function controlPipeline(client: Client, pipeline: string, action: ControlAction): Promise<void> {
@@ -60,7 +69,10 @@ export async function partitionStatus(client: Client, pipeline: string | Pipelin
   let id: string;
   if (typeof pipeline !== 'string') id = runnerWorkflowId(pipeline, partition);
   else {
-    const info = await client.workflow.getHandle(pipelineWorkflowId(pipeline)).query<PipelineInfo>('info').catch(() => undefined);
+    const info = await client.workflow
+      .getHandle(pipelineWorkflowId(pipeline))
+      .query<PipelineInfo>('info')
+      .catch(() => undefined);
     id = info?.sources?.find((s) => s.id === partition)?.workflowId ?? partitionWorkflowId(pipeline, partition);
   }
   return client.workflow.getHandle(id).query<PartitionStatus, [number]>('status', partition);
@@ -72,7 +84,9 @@ export async function pipelineSpecOf(client: Client, pipeline: string): Promise<
   try {
     history = await client.workflow.getHandle(pipelineWorkflowId(pipeline)).fetchHistory();
   } catch (e) {
-    throw new Error(`no pipeline '${pipeline}' on this Temporal server (workflow ${pipelineWorkflowId(pipeline)}): ${e instanceof Error ? e.message : String(e)}`);
+    throw new Error(
+      `no pipeline '${pipeline}' on this Temporal server (workflow ${pipelineWorkflowId(pipeline)}): ${e instanceof Error ? e.message : String(e)}`,
+    );
   }
   const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
   if (!payload) throw new Error(`workflow ${pipelineWorkflowId(pipeline)} has no start input`);

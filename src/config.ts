@@ -154,7 +154,10 @@ function readSetting(name: string, path: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (e) {
-    throw new ConfigError(name, `names '${path}', which cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); fix the path or its permissions`);
+    throw new ConfigError(
+      name,
+      `names '${path}', which cannot be read (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}); fix the path or its permissions`,
+    );
   }
 }
 
@@ -171,7 +174,10 @@ function tlsFiles(get: Get, prefix: string): TlsFiles {
   const read = (k: string) => (get(`${prefix}_${k}_FILE`) ? readSetting(`${prefix}_${k}_FILE`, get(`${prefix}_${k}_FILE`)!) : undefined);
   const out = { ...optional('ca', read('CA')), ...optional('cert', read('CERT')), ...optional('key', read('KEY')) };
   if (!out.cert !== !out.key) {
-    throw new ConfigError(`${prefix}_${out.cert ? 'KEY' : 'CERT'}_FILE`, `is not set, but ${prefix}_${out.cert ? 'CERT' : 'KEY'}_FILE is: a client certificate needs its key and the key its certificate`);
+    throw new ConfigError(
+      `${prefix}_${out.cert ? 'KEY' : 'CERT'}_FILE`,
+      `is not set, but ${prefix}_${out.cert ? 'CERT' : 'KEY'}_FILE is: a client certificate needs its key and the key its certificate`,
+    );
   }
   return out;
 }
@@ -190,17 +196,25 @@ function kafkaSasl(get: Get, hooks: SettingsHooks): SASLOptions | undefined {
   const raw = get('ONCEFLOW_KAFKA_SASL_MECHANISM');
   if (!raw) return undefined;
   const mechanism = raw.toLowerCase() as (typeof SASL_MECHANISMS)[number];
-  if (!SASL_MECHANISMS.includes(mechanism)) throw new ConfigError('ONCEFLOW_KAFKA_SASL_MECHANISM', `must be one of ${SASL_MECHANISMS.join(', ')}, got '${raw}'`);
+  if (!SASL_MECHANISMS.includes(mechanism))
+    throw new ConfigError('ONCEFLOW_KAFKA_SASL_MECHANISM', `must be one of ${SASL_MECHANISMS.join(', ')}, got '${raw}'`);
   if (mechanism === 'oauthbearer') {
     if (!hooks.kafkaOAuthBearerProvider) {
-      throw new ConfigError('ONCEFLOW_KAFKA_SASL_MECHANISM', "is oauthbearer, which needs a token provider: start the worker from code with createOnceflowWorker({ settings: loadSettings(process.env, { kafkaOAuthBearerProvider }) })");
+      throw new ConfigError(
+        'ONCEFLOW_KAFKA_SASL_MECHANISM',
+        'is oauthbearer, which needs a token provider: start the worker from code with createOnceflowWorker({ settings: loadSettings(process.env, { kafkaOAuthBearerProvider }) })',
+      );
     }
     return { mechanism, oauthBearerProvider: hooks.kafkaOAuthBearerProvider };
   }
   const username = get('ONCEFLOW_KAFKA_SASL_USERNAME');
   if (!username) throw new ConfigError('ONCEFLOW_KAFKA_SASL_USERNAME', `is not set, but SASL ${mechanism} needs a user name`);
   const password = secret(get, 'ONCEFLOW_KAFKA_SASL_PASSWORD');
-  if (password === undefined) throw new ConfigError('ONCEFLOW_KAFKA_SASL_PASSWORD', `is not set (nor ONCEFLOW_KAFKA_SASL_PASSWORD_FILE), but SASL ${mechanism} needs the password of '${username}'`);
+  if (password === undefined)
+    throw new ConfigError(
+      'ONCEFLOW_KAFKA_SASL_PASSWORD',
+      `is not set (nor ONCEFLOW_KAFKA_SASL_PASSWORD_FILE), but SASL ${mechanism} needs the password of '${username}'`,
+    );
   return { mechanism, username, password };
 }
 
@@ -214,11 +228,14 @@ function kafkaSettings(get: Get, hooks: SettingsHooks): KafkaSettings {
   const servername = get('ONCEFLOW_KAFKA_SSL_SERVER_NAME');
   const sasl = kafkaSasl(get, hooks);
   const rf = get('ONCEFLOW_KAFKA_REPLICATION_FACTOR');
-  const replicationFactor = rf === undefined || rf === '' || rf === '-1' ? -1 : positive('ONCEFLOW_KAFKA_REPLICATION_FACTOR', intSetting('ONCEFLOW_KAFKA_REPLICATION_FACTOR', rf, -1));
+  const replicationFactor =
+    rf === undefined || rf === '' || rf === '-1' ? -1 : positive('ONCEFLOW_KAFKA_REPLICATION_FACTOR', intSetting('ONCEFLOW_KAFKA_REPLICATION_FACTOR', rf, -1));
   return {
     brokers,
     clientId: get('ONCEFLOW_KAFKA_CLIENT_ID') ?? 'onceflow',
-    ...(tlsWanted(get, 'ONCEFLOW_KAFKA_SSL', files, servername) ? { ssl: { ...files, ...optional('servername', servername), rejectUnauthorized: true as const } } : {}),
+    ...(tlsWanted(get, 'ONCEFLOW_KAFKA_SSL', files, servername)
+      ? { ssl: { ...files, ...optional('servername', servername), rejectUnauthorized: true as const } }
+      : {}),
     ...(sasl ? { sasl } : {}),
     replicationFactor,
   };
@@ -229,7 +246,8 @@ function mysqlSsl(get: Get): MysqlSettings['ssl'] {
   const min = get('ONCEFLOW_MYSQL_SSL_MIN_VERSION') || 'TLSv1.2';
   if (min !== 'TLSv1.2' && min !== 'TLSv1.3') throw new ConfigError('ONCEFLOW_MYSQL_SSL_MIN_VERSION', `must be TLSv1.2 or TLSv1.3, got '${min}'`);
   if (!tlsWanted(get, 'ONCEFLOW_MYSQL_SSL', files)) {
-    if (get('ONCEFLOW_MYSQL_SSL_MIN_VERSION')) throw new ConfigError('ONCEFLOW_MYSQL_SSL_MIN_VERSION', 'is set, but TLS is not: set ONCEFLOW_MYSQL_SSL=true or a CA file');
+    if (get('ONCEFLOW_MYSQL_SSL_MIN_VERSION'))
+      throw new ConfigError('ONCEFLOW_MYSQL_SSL_MIN_VERSION', 'is set, but TLS is not: set ONCEFLOW_MYSQL_SSL=true or a CA file');
     return undefined;
   }
   return { ...files, minVersion: min, rejectUnauthorized: true };
@@ -239,7 +257,8 @@ function temporalTls(get: Get, apiKey: string | undefined): Pick<TemporalSetting
   const files = tlsFiles(get, 'ONCEFLOW_TEMPORAL_TLS');
   const name = get('ONCEFLOW_TEMPORAL_TLS_SERVER_NAME');
   if (!tlsWanted(get, 'ONCEFLOW_TEMPORAL_TLS', files, name) && !apiKey) return {};
-  if (flag(get, 'ONCEFLOW_TEMPORAL_TLS') === false) throw new ConfigError('ONCEFLOW_TEMPORAL_TLS', 'is false, but an API key is set: API keys are only sent over TLS');
+  if (flag(get, 'ONCEFLOW_TEMPORAL_TLS') === false)
+    throw new ConfigError('ONCEFLOW_TEMPORAL_TLS', 'is false, but an API key is set: API keys are only sent over TLS');
   return {
     tls: {
       ...(files.ca ? { serverRootCACertificate: Buffer.from(files.ca) } : {}),
@@ -285,7 +304,10 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, hooks: Settin
     },
     metricsPort: intSetting('ONCEFLOW_METRICS_PORT', get('ONCEFLOW_METRICS_PORT'), DEFAULTS.metricsPort),
     metricsHost: get('ONCEFLOW_METRICS_HOST') || '127.0.0.1',
-    maxConcurrentActivities: positive('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', intSetting('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', get('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES'), DEFAULTS.maxConcurrentActivities)),
+    maxConcurrentActivities: positive(
+      'ONCEFLOW_MAX_CONCURRENT_ACTIVITIES',
+      intSetting('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', get('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES'), DEFAULTS.maxConcurrentActivities),
+    ),
     ...optional('transformsModule', env.ONCEFLOW_TRANSFORMS),
     ...optional('workflowBundle', workflowBundle(env.ONCEFLOW_WORKFLOW_BUNDLE)),
     faults: { ...optional('rules', env.ONCEFLOW_FAULTS), ...optional('file', env.ONCEFLOW_FAULTS_FILE) },
@@ -297,7 +319,10 @@ const optional = <K extends string>(k: K, v: string | undefined): { [P in K]?: s
 function workflowBundle(path: string | undefined): string | undefined {
   if (!path) return undefined;
   if (!existsSync(path)) {
-    throw new ConfigError('ONCEFLOW_WORKFLOW_BUNDLE', `names '${path}', which does not exist; build it (npx tsx scripts/bundle-workflows.ts ${path}) or unset the variable`);
+    throw new ConfigError(
+      'ONCEFLOW_WORKFLOW_BUNDLE',
+      `names '${path}', which does not exist; build it (npx tsx scripts/bundle-workflows.ts ${path}) or unset the variable`,
+    );
   }
   return path;
 }
@@ -353,7 +378,9 @@ export const FIELD_SETTINGS: Readonly<Record<string, string>> = {
 };
 
 function flatten(o: Record<string, unknown>, prefix = ''): [string, unknown][] {
-  return Object.entries(o).flatMap(([k, v]) => (v && typeof v === 'object' && !Array.isArray(v) ? flatten(v as Record<string, unknown>, `${prefix}${k}.`) : [[`${prefix}${k}`, v] as [string, unknown]]));
+  return Object.entries(o).flatMap(([k, v]) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? flatten(v as Record<string, unknown>, `${prefix}${k}.`) : [[`${prefix}${k}`, v] as [string, unknown]],
+  );
 }
 
 /** The environment with the file's connection values written over it; relative file paths are taken from the config file's folder. */
@@ -366,7 +393,9 @@ function connectionsEnv(connections: Record<string, unknown> | undefined, env: N
     if (field.endsWith('Env')) {
       const held = env[String(value)];
       if (held === undefined) {
-        throw new ValidationError('connections', [{ field: `connections.${field}`, problem: `names ${String(value)}, which is not set in the environment; export it or remove the field` }]);
+        throw new ValidationError('connections', [
+          { field: `connections.${field}`, problem: `names ${String(value)}, which is not set in the environment; export it or remove the field` },
+        ]);
       }
       v = held;
     } else if (field.endsWith('File')) v = resolve(dir, String(value));

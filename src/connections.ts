@@ -30,7 +30,11 @@ export interface Connections {
  */
 export function securityHint(e: unknown, prefix: string): string | undefined {
   const msg = errorMessage(e).replace(/\s+/g, ' ').trim();
-  if (/self[- ]signed certificate|unable to (get local issuer|verify the first) certificate|UnknownIssuer|CERTIFICATE_VERIFY_FAILED|certificate verify failed|unknown ca/i.test(msg)) {
+  if (
+    /self[- ]signed certificate|unable to (get local issuer|verify the first) certificate|UnknownIssuer|CERTIFICATE_VERIFY_FAILED|certificate verify failed|unknown ca/i.test(
+      msg,
+    )
+  ) {
     return `the server's certificate is not signed by a CA this client trusts (${msg}) — set ${prefix}_CA_FILE to the CA that signed it`;
   }
   if (/altnames|does not match certificate|NotValidForName|hostname mismatch|ERR_TLS_CERT_ALTNAME_INVALID/i.test(msg)) {
@@ -94,7 +98,10 @@ export function unreachable(service: 'Temporal' | 'Kafka' | 'MySQL', settings: S
 export async function openKafka(settings: Settings, clientId: string, level: logLevel): Promise<{ kafka: Kafka; admin: Admin; cluster: KafkaCluster }> {
   const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, clientId), logLevel: level, retry: { retries: 3 } });
   const admin = kafka.admin();
-  const [, cluster] = await Promise.all([admin.connect(), connectCluster({ ...kafkaClientConfig(settings.kafka, `${clientId}-cluster`), logLevel: level })]).catch(async (e) => {
+  const [, cluster] = await Promise.all([
+    admin.connect(),
+    connectCluster({ ...kafkaClientConfig(settings.kafka, `${clientId}-cluster`), logLevel: level }),
+  ]).catch(async (e) => {
     await admin.disconnect().catch(() => undefined);
     return unreachable('Kafka', settings)(e);
   });
@@ -115,7 +122,10 @@ export const IDLE_WRITE_TRANSACTION_SEC = 5;
 export async function openPool(settings: Settings, options: PoolOptions = {}): Promise<Pool> {
   const pool = createPool({ ...settings.mysql, ...options });
   pool.on('connection', (conn) => {
-    (conn as unknown as { query(sql: string, cb: () => void): void }).query(`SET SESSION idle_write_transaction_timeout = ${IDLE_WRITE_TRANSACTION_SEC}`, () => undefined);
+    (conn as unknown as { query(sql: string, cb: () => void): void }).query(
+      `SET SESSION idle_write_transaction_timeout = ${IDLE_WRITE_TRANSACTION_SEC}`,
+      () => undefined,
+    );
   });
   await pool.query('SELECT 1').catch(async (e) => {
     await pool.end().catch(() => undefined);
@@ -131,7 +141,10 @@ export async function openConnections(settings: Settings = loadSettings(), clien
     const client = await connectClient(settings).catch(unreachable('Temporal', settings));
     opened.push(() => client.connection.close());
     const { kafka, admin, cluster } = await openKafka(settings, clientId, logLevel.NOTHING);
-    opened.push(() => admin.disconnect(), () => cluster.disconnect());
+    opened.push(
+      () => admin.disconnect(),
+      () => cluster.disconnect(),
+    );
     const pool = await openPool(settings, { connectionLimit: 8 });
     opened.push(() => pool.end());
     return { settings, kafka, admin, pool, cluster, client, close };

@@ -92,7 +92,10 @@ export class MissingTransform extends OnceflowError {
  * record's coordinates and error, and how to resume (src/activities/budget.ts).
  */
 export class PipelineHalted extends OnceflowError {
-  constructor(message: string, details: { pipeline: string; partition: number; epoch: number; cause: 'dead-letter-budget' | 'undeclared-table'; record: string; error: string }) {
+  constructor(
+    message: string,
+    details: { pipeline: string; partition: number; epoch: number; cause: 'dead-letter-budget' | 'undeclared-table'; record: string; error: string },
+  ) {
     super(message, { retryable: false, details });
   }
 }
@@ -113,7 +116,8 @@ export class StaleEpoch extends OnceflowError {
 /** Kafka's answer for each missing permission, and what to grant (docs/deploy.md lists a pipeline's ACLs). */
 const KAFKA_DENIALS: Record<string, string> = {
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Write and Describe on the pipeline's transactional ids (TransactionalId, prefixed 'onceflow.<pipeline>.')",
-  TOPIC_AUTHORIZATION_FAILED: 'Read/Describe on the source topics, Write/Describe/Read (and Create, if onceflow creates them) on the output, dead-letter and progress topics, and Alter on the progress topic (onceflow adds its partitions)',
+  TOPIC_AUTHORIZATION_FAILED:
+    'Read/Describe on the source topics, Write/Describe/Read (and Create, if onceflow creates them) on the output, dead-letter and progress topics, and Alter on the progress topic (onceflow adds its partitions)',
   GROUP_AUTHORIZATION_FAILED: "Read on the pipeline's consumer group ('onceflow.<pipeline>')",
   CLUSTER_AUTHORIZATION_FAILED: 'the cluster permission the request needs (IdempotentWrite on brokers that ask for it)',
 };
@@ -135,7 +139,8 @@ export function notAuthorized(e: unknown, retryable: boolean): NotAuthorized | u
     const type = (c as { type?: unknown }).type;
     if (typeof type === 'string' && KAFKA_DENIALS[type]) return new NotAuthorized('Kafka', `${type} (${c.message})`, KAFKA_DENIALS[type]!, retryable);
     const code = (c as { code?: unknown }).code;
-    if (typeof code === 'string' && MYSQL_DENIALS.has(code)) return new NotAuthorized('MySQL', c.message, 'the privilege named (docs/deploy.md lists the grants)', retryable);
+    if (typeof code === 'string' && MYSQL_DENIALS.has(code))
+      return new NotAuthorized('MySQL', c.message, 'the privilege named (docs/deploy.md lists the grants)', retryable);
   }
   return undefined;
 }

@@ -21,7 +21,15 @@ import { readFileSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InjectedFault } from './errors';
 
-export type FaultPoint = 'prepare.start' | 'prepare.kafka-sent' | 'prepare.xa-prepared' | 'commit.before' | 'commit.between' | 'redo.start' | 'commit.mysql' | 'commit.mysql-committed';
+export type FaultPoint =
+  | 'prepare.start'
+  | 'prepare.kafka-sent'
+  | 'prepare.xa-prepared'
+  | 'commit.before'
+  | 'commit.between'
+  | 'redo.start'
+  | 'commit.mysql'
+  | 'commit.mysql-committed';
 
 interface Rule {
   point: string;
@@ -58,8 +66,7 @@ export function parseFaults(spec: string | undefined): Rule[] {
         if (commits !== 'markers' && commits !== 'outputs') throw new Error(`ONCEFLOW_FAULTS: '${action}' needs split=markers or split=outputs`);
         if (rule.point !== 'commit.before') throw new Error(`ONCEFLOW_FAULTS: split works at commit.before only, not at '${rule.point}'`);
         Object.assign(rule, { action: 'split', commits });
-      }
-      else if (action.startsWith('stall=') || action.startsWith('freeze=')) {
+      } else if (action.startsWith('stall=') || action.startsWith('freeze=')) {
         rule.action = action.startsWith('stall=') ? 'stall' : 'freeze';
         rule.ms = Number(action.slice(action.indexOf('=') + 1));
         if (!Number.isInteger(rule.ms) || rule.ms <= 0) throw new Error(`ONCEFLOW_FAULTS: '${action}' needs a positive number of milliseconds`);

@@ -15,7 +15,9 @@ export async function loadHistoryFile(file: string) {
   try {
     json = JSON.parse(readFileSync(file, 'utf8'));
   } catch (e) {
-    throw new Error(`history file ${file} is not JSON (${(e as Error).message}); export one with 'onceflow export-history <workflow id>' or 'temporal workflow show --output json'`);
+    throw new Error(
+      `history file ${file} is not JSON (${(e as Error).message}); export one with 'onceflow export-history <workflow id>' or 'temporal workflow show --output json'`,
+    );
   }
   return historyFromJSON(json);
 }

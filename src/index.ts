@@ -32,4 +32,12 @@ export { verifyPipeline, type VerifyReport, type Check } from './verify';
 export { replay as replayHistories } from './history';
 export { OnceflowError, ConfigError, ValidationError, MissingTransform, PipelineHalted } from './errors';
 export { withSchemaRegistry, UndecodableRecord, SchemaRegistryUnavailable } from './serde/schema-registry';
-export type { SchemaRegistryClient, SchemaRegistryOptions, SchemaRef, SchemaRegistryTransform, DecodedRecord, EncodableOutputRecord, EncodableResult } from './serde/schema-registry';
+export type {
+  SchemaRegistryClient,
+  SchemaRegistryOptions,
+  SchemaRef,
+  SchemaRegistryTransform,
+  DecodedRecord,
+  EncodableOutputRecord,
+  EncodableResult,
+} from './serde/schema-registry';

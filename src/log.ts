@@ -20,7 +20,10 @@ export type LogSink = (line: LogLine) => void;
 
 /** A line with its time, level, source and metadata (errors with their stacks), as a log file holds it. */
 export function formatLogLine(l: LogLine): string {
-  const meta = l.meta && Object.keys(l.meta).length ? ` ${JSON.stringify(l.meta, (_k, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : typeof v === 'bigint' ? String(v) : v))}` : '';
+  const meta =
+    l.meta && Object.keys(l.meta).length
+      ? ` ${JSON.stringify(l.meta, (_k, v: unknown) => (v instanceof Error ? { message: v.message, stack: v.stack } : typeof v === 'bigint' ? String(v) : v))}`
+      : '';
   return `${l.at.toISOString()} [${l.level}] ${l.source}: ${l.message}${meta}`;
 }
 

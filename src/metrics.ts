@@ -13,7 +13,8 @@ const PARTITION = ['pipeline', 'partition'] as const;
 
 export class WorkerMetrics {
   readonly registry = new Registry();
-  private readonly counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) => new Counter<L>({ name, help, labelNames, registers: [this.registry] });
+  private readonly counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
+    new Counter<L>({ name, help, labelNames, registers: [this.registry] });
 
   readonly records = this.counter('onceflow_records_total', 'Source records prepared in epochs (rate() gives records/s)', PARTITION);
   readonly epochs = this.counter('onceflow_epochs_prepared_total', 'Epochs prepared', PARTITION);
@@ -25,14 +26,27 @@ export class WorkerMetrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
-  readonly lag = new Gauge({ name: 'onceflow_lag_records', help: 'Source records not yet in an epoch, per partition (as of the last prepare)', labelNames: PARTITION, registers: [this.registry] });
+  readonly lag = new Gauge({
+    name: 'onceflow_lag_records',
+    help: 'Source records not yet in an epoch, per partition (as of the last prepare)',
+    labelNames: PARTITION,
+    registers: [this.registry],
+  });
   /** Seconds since this worker last saw an epoch of the partition commit (see secondsSinceLastCommit). */
   readonly sinceCommit = this.secondsSinceLastCommit();
   readonly retries = this.counter('onceflow_retries_total', 'Activity attempts after the first', [...PARTITION, 'activity']);
   readonly redos = this.counter('onceflow_redos_total', 'Epochs redone (Kafka side aborted by the broker, or MySQL branch vanished)', [...PARTITION, 'side']);
-  readonly splits = this.counter('onceflow_kafka_splits_total', 'Epochs whose Kafka transaction came out committed on some partitions and aborted on others (found after an ambiguous EndTxn; the aborted parts are redone)', PARTITION);
+  readonly splits = this.counter(
+    'onceflow_kafka_splits_total',
+    'Epochs whose Kafka transaction came out committed on some partitions and aborted on others (found after an ambiguous EndTxn; the aborted parts are redone)',
+    PARTITION,
+  );
   readonly deadLetters = this.counter('onceflow_dead_letters_total', 'Records sent to the dead-letter topic', PARTITION);
-  readonly halts = this.counter('onceflow_halts_total', 'Epochs refused and their partition stopped: dead letters over the budget, or a row for an undeclared table (cause label)', [...PARTITION, 'cause']);
+  readonly halts = this.counter(
+    'onceflow_halts_total',
+    'Epochs refused and their partition stopped: dead letters over the budget, or a row for an undeclared table (cause label)',
+    [...PARTITION, 'cause'],
+  );
   readonly rolledBack = this.counter('onceflow_rolled_back_branches_total', 'Leftover XA branches rolled back by retried prepares', PARTITION);
   /** Per partition: the epoch of the last commit seen, and when (`now()`) it was first seen. */
   private readonly lastCommit = new Map<string, { labels: { pipeline: string; partition: number }; epoch: number; at: number }>();

@@ -37,7 +37,9 @@ export function loadPipelineConfig(file: string, env?: NodeJS.ProcessEnv): Pipel
   try {
     raw = file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
   } catch (e) {
-    throw new ValidationError(`config file ${file}`, [{ field: '(file)', problem: `is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(e as Error).message.split('\n')[0]}` }]);
+    throw new ValidationError(`config file ${file}`, [
+      { field: '(file)', problem: `is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(e as Error).message.split('\n')[0]}` },
+    ]);
   }
   const cfg = validate(configFileSchema, raw, `config file ${file}`, '(file)', 'pipeline.');
   const settings = connectionSettings(cfg.connections, dirname(file), env);

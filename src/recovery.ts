@@ -68,7 +68,9 @@ async function fenceIds(cluster: KafkaCluster, spec: PipelineSpec, idOf: (slot: 
  */
 export async function namedXids(cluster: KafkaCluster, spec: PipelineSpec, ids: number[]): Promise<Map<string, { partition: number; epoch: number }>> {
   const named = new Map<string, { partition: number; epoch: number }>();
-  const markers = await mapLimit(ids, RECOVERY_LANES, async (id) => lastCommittedMarker(cluster, spec.progressTopic, id, await earliestOffset(cluster, spec.progressTopic, id)));
+  const markers = await mapLimit(ids, RECOVERY_LANES, async (id) =>
+    lastCommittedMarker(cluster, spec.progressTopic, id, await earliestOffset(cluster, spec.progressTopic, id)),
+  );
   for (const [i, m] of markers.entries()) if (m?.xid) named.set(m.xid, { partition: ids[i]!, epoch: m.epoch });
   return named;
 }
@@ -147,7 +149,12 @@ export interface PartitionFindings {
  * Examines a partition. `token`: the caller's fencing token (src/mysql/xid.ts); branches of
  * attempts scheduled after it are left alone. Call settleKafka first when acting on the findings.
  */
-export async function examinePartition(deps: { cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partition: number, token: number): Promise<PartitionFindings> {
+export async function examinePartition(
+  deps: { cluster: KafkaCluster; pool: Pool },
+  spec: PipelineSpec,
+  partition: number,
+  token: number,
+): Promise<PartitionFindings> {
   const ledger = await lastLedgerRow(deps.pool, spec.name, partition);
   const marker = await lastCommittedMarker(deps.cluster, spec.progressTopic, partition, await earliestOffset(deps.cluster, spec.progressTopic, partition));
   const L = ledger?.epoch ?? -1;
@@ -155,7 +162,8 @@ export async function examinePartition(deps: { cluster: KafkaCluster; pool: Pool
   let last = -1;
   let end = 0;
   let refuse: string | undefined;
-  if (L === M && L >= 0 && ledger!.end !== marker!.end) refuse = `epoch ${L}: the ledger says it ended at offset ${ledger!.end}, the progress marker at ${marker!.end}`;
+  if (L === M && L >= 0 && ledger!.end !== marker!.end)
+    refuse = `epoch ${L}: the ledger says it ended at offset ${ledger!.end}, the progress marker at ${marker!.end}`;
   else if (L === M || L === M + 1 || M === L + 1) {
     last = Math.max(L, M);
     if (last >= 0) end = last === L ? ledger!.end : marker!.end;
@@ -215,7 +223,9 @@ export async function carryOut(
       switch (a.do) {
         case 'commit-branch': {
           const r = await commitBranch(deps.pool, xidFromString(a.xid), { pipeline: spec.name, partition: p, epoch });
-          done.push(`partition ${p} epoch ${epoch}: XA ${a.xid} ${r === 'committed' ? 'committed (the progress marker names it: its Kafka side committed)' : r}`);
+          done.push(
+            `partition ${p} epoch ${epoch}: XA ${a.xid} ${r === 'committed' ? 'committed (the progress marker names it: its Kafka side committed)' : r}`,
+          );
           if (r === 'gone') throw new Error(`partition ${p} epoch ${epoch}: the decided XA branch ${a.xid} vanished while being committed; run again`);
           break;
         }
@@ -231,7 +241,9 @@ export async function carryOut(
             await handlers.redo(epoch, a);
             done.push(`partition ${p} epoch ${epoch}: ${a.do === 'redo-kafka' ? 'Kafka' : 'MySQL'} side redone for offsets [${a.start}, ${a.end})`);
           } else {
-            done.push(`partition ${p} epoch ${epoch}: ${a.do === 'redo-kafka' ? 'MySQL committed it, Kafka did not' : 'Kafka committed it, MySQL did not'} — start the pipeline again: its reconcile redoes that side for offsets [${a.start}, ${a.end})`);
+            done.push(
+              `partition ${p} epoch ${epoch}: ${a.do === 'redo-kafka' ? 'MySQL committed it, Kafka did not' : 'Kafka committed it, MySQL did not'} — start the pipeline again: its reconcile redoes that side for offsets [${a.start}, ${a.end})`,
+            );
           }
           break;
         case 'leave':

@@ -73,7 +73,14 @@ export function stopWithParent(startedByNpm = npmLifecycleEvent() !== undefined,
   const shell = SHELL.test(parent.comm);
   const timer = setInterval(() => {
     const now = proc(self.ppid);
-    const stop = (proc(process.pid)?.ppid ?? self.ppid) !== self.ppid || !now ? 'SIGTERM' : shell && now.ppid !== parent.ppid ? 'SIGTERM' : shell && now.wakes !== parent.wakes ? 'SIGINT' : undefined;
+    const stop =
+      (proc(process.pid)?.ppid ?? self.ppid) !== self.ppid || !now
+        ? 'SIGTERM'
+        : shell && now.ppid !== parent.ppid
+          ? 'SIGTERM'
+          : shell && now.wakes !== parent.wakes
+            ? 'SIGINT'
+            : undefined;
     if (!stop) return;
     clearInterval(timer);
     process.kill(process.pid, stop);

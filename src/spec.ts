@@ -91,6 +91,7 @@ export const MAX_PARALLELISM = 1024;
 export const groupOf = (spec: PipelineSpec, id: number) => id % spec.parallelism!;
 export const groupWorkflowId = (pipeline: string, group: number) => `onceflow/${pipeline}/group-${group}`;
 /** The workflow that runs source partition id `id`: its group's, or its own. */
-export const runnerWorkflowId = (spec: PipelineSpec, id: number) => (spec.parallelism ? groupWorkflowId(spec.name, groupOf(spec, id)) : partitionWorkflowId(spec.name, id));
+export const runnerWorkflowId = (spec: PipelineSpec, id: number) =>
+  spec.parallelism ? groupWorkflowId(spec.name, groupOf(spec, id)) : partitionWorkflowId(spec.name, id);
 /** A group's transactional ids ('g' keeps them apart from the partitions' own, which redos and older runs use). */
 export const groupTransactionalId = (pipeline: string, group: number, slot: number) => `onceflow.${pipeline}.g${group}.${slot}`;

@@ -48,16 +48,18 @@ export function transformsOf(settings: Settings, given?: TransformRegistry): Tra
  * @param opts.worker - Temporal WorkerOptions that override onceflow's
  * @returns a handle: `run()` until `shutdown()`; both close every client the worker opened
  */
-export async function createOnceflowWorker(opts: {
-  settings?: Settings;
-  taskQueue?: string;
-  transforms?: TransformRegistry;
-  faults?: Faults;
-  observe?: (e: ObservedEvent) => void;
-  /** Serve Prometheus metrics on this port (0 = a free port); default settings.metricsPort, off when 0. */
-  metricsPort?: number;
-  worker?: Partial<WorkerOptions>;
-} = {}): Promise<WorkerHandle> {
+export async function createOnceflowWorker(
+  opts: {
+    settings?: Settings;
+    taskQueue?: string;
+    transforms?: TransformRegistry;
+    faults?: Faults;
+    observe?: (e: ObservedEvent) => void;
+    /** Serve Prometheus metrics on this port (0 = a free port); default settings.metricsPort, off when 0. */
+    metricsPort?: number;
+    worker?: Partial<WorkerOptions>;
+  } = {},
+): Promise<WorkerHandle> {
   const settings = opts.settings ?? loadSettings();
   const transforms = transformsOf(settings, opts.transforms);
   const metrics = new WorkerMetrics();
@@ -69,7 +71,10 @@ export async function createOnceflowWorker(opts: {
   // password or certificate stops it at once with one line saying which and what to do.
   try {
     const { admin, cluster } = await openKafka(settings, `${settings.kafka.clientId}-worker`, logLevel.ERROR);
-    opened.push(() => cluster.disconnect(), () => admin.disconnect());
+    opened.push(
+      () => cluster.disconnect(),
+      () => admin.disconnect(),
+    );
     const pool = await openPool(settings, { connectionLimit: 16, supportBigNumbers: true, bigNumberStrings: false, enableKeepAlive: true });
     opened.push(() => pool.end());
     const connection = await NativeConnection.connect(temporalConnectionOptions(settings.temporal)).catch(unreachable('Temporal', settings));
@@ -87,7 +92,25 @@ export const STICKY_SCHEDULE_TO_START = '3s';
 async function wire(
   opts: Parameters<typeof createOnceflowWorker>[0] & object,
   settings: Settings,
-  { transforms, admin, cluster, pool, connection, metrics, metricsServer, close }: { transforms: TransformRegistry; admin: Admin; cluster: KafkaCluster; pool: Pool; connection: NativeConnection; metrics: WorkerMetrics; metricsServer?: Server; close: () => Promise<void> },
+  {
+    transforms,
+    admin,
+    cluster,
+    pool,
+    connection,
+    metrics,
+    metricsServer,
+    close,
+  }: {
+    transforms: TransformRegistry;
+    admin: Admin;
+    cluster: KafkaCluster;
+    pool: Pool;
+    connection: NativeConnection;
+    metrics: WorkerMetrics;
+    metricsServer?: Server;
+    close: () => Promise<void>;
+  },
 ): Promise<WorkerHandle> {
   const worker = await Worker.create({
     connection,

@@ -71,13 +71,20 @@ test(`short fault campaign (seed ${seed}; replay: ${options.command}): every fau
   await shortCampaign(options, POINTS);
 });
 
-test(`short fault campaign on a grouped pipeline (parallelism 2, seed ${groupedSeed}; replay: ${grouped.command}): every fault kind hits, output exactly once`, { timeout: 600_000 }, async () => {
-  const r = await shortCampaign(grouped, POINTS);
-  assert.equal(r.options.parallelism, 2);
-  // Protocol-step faults were armed and hit by group epoch, in both groups' workflows' terms.
-  const atSteps = r.faults.filter((f) => f.injected && f.trigger !== 'random');
-  assert.ok(atSteps.every((f) => f.group === f.partition % 2 && f.epoch !== undefined), 'every protocol-step fault names its group and group epoch');
-});
+test(
+  `short fault campaign on a grouped pipeline (parallelism 2, seed ${groupedSeed}; replay: ${grouped.command}): every fault kind hits, output exactly once`,
+  { timeout: 600_000 },
+  async () => {
+    const r = await shortCampaign(grouped, POINTS);
+    assert.equal(r.options.parallelism, 2);
+    // Protocol-step faults were armed and hit by group epoch, in both groups' workflows' terms.
+    const atSteps = r.faults.filter((f) => f.injected && f.trigger !== 'random');
+    assert.ok(
+      atSteps.every((f) => f.group === f.partition % 2 && f.epoch !== undefined),
+      'every protocol-step fault names its group and group epoch',
+    );
+  },
+);
 
 test('docs/reliability-runs.md parts: the campaign, the soak and the cluster campaign are each replaced in place', () => {
   const doc = `campaign v1\n\n${SOAK_MARKER}\nsoak v1\n`;
@@ -94,14 +101,27 @@ test('the cluster schedule: each node-kill kind at every protocol step and at ra
   for (const kind of CLUSTER_KINDS) {
     const mine = plan.filter((f) => f.kind === kind);
     assert.ok(mine.length >= 5, `${kind}: ${mine.length}`);
-    for (const p of POINTS) assert.ok(mine.some((f) => f.trigger === p), `${kind} at ${p}`);
+    for (const p of POINTS)
+      assert.ok(
+        mine.some((f) => f.trigger === p),
+        `${kind} at ${p}`,
+      );
   }
 });
 
 test('a grouped campaign (--parallelism): the option reaches the options and the replay command', () => {
-  const o = withParallelism(presetOptions('short', 20261203, () => undefined), 2);
+  const o = withParallelism(
+    presetOptions('short', 20261203, () => undefined),
+    2,
+  );
   assert.equal(o.parallelism, 2);
   assert.equal(o.command, 'npm run chaos -- --short --parallelism 2 --seed 20261203');
-  assert.equal(withParallelism(presetOptions('full', 7, () => undefined), 2).command, 'npm run chaos -- --parallelism 2 --seed 7');
+  assert.equal(
+    withParallelism(
+      presetOptions('full', 7, () => undefined),
+      2,
+    ).command,
+    'npm run chaos -- --parallelism 2 --seed 7',
+  );
   assert.throws(() => withParallelism(o, 5), /--parallelism/);
 });

@@ -65,7 +65,11 @@ before(async () => {
 });
 
 after(async () => {
-  for (const name of started) await deps.client.workflow.getHandle(pipelineWorkflowId(name)).terminate('cli-tools.test.ts over').catch(() => undefined);
+  for (const name of started)
+    await deps.client.workflow
+      .getHandle(pipelineWorkflowId(name))
+      .terminate('cli-tools.test.ts over')
+      .catch(() => undefined);
   await deps.close();
 });
 
@@ -98,7 +102,10 @@ test('topics create makes the source topics (idempotent); a bad broker is one cl
   assert.equal(r.code, 0, r.err);
   assert.match(r.out, new RegExp(`created ${name}\\.a \\(3 partitions\\)\\ncreated ${name}\\.b \\(3 partitions\\)`));
   const meta = await deps.admin.fetchTopicMetadata({ topics: [`${name}.a`, `${name}.b`] });
-  assert.deepEqual(meta.topics.map((t) => t.partitions.length), [3, 3]);
+  assert.deepEqual(
+    meta.topics.map((t) => t.partitions.length),
+    [3, 3],
+  );
   r = await cli('topics', 'create', file, '--partitions', '5');
   assert.equal(r.code, 0, r.err);
   assert.match(r.out, new RegExp(`exists  ${name}\\.a \\(3 partitions\\)`), 'an existing topic is left as it is');
@@ -115,7 +122,11 @@ test('produce sends one record per line with its key; a bad line is named and no
   const topic = `${name}.in`;
   assert.equal((await cli('topics', 'create', configFile(name))).code, 0);
   const good = join(tmp, `${name}.jsonl`);
-  const events = [{ id: 'a', n: 1 }, { id: 'b', n: 2 }, { id: 7, n: 3 }];
+  const events = [
+    { id: 'a', n: 1 },
+    { id: 'b', n: 2 },
+    { id: 7, n: 3 },
+  ];
   writeFileSync(good, `${events.map((e) => JSON.stringify(e)).join('\n')}\n\n`);
   let r = await cli('produce', topic, '--file', good, '--key', 'id');
   assert.equal(r.code, 0, r.err);
@@ -140,10 +151,14 @@ test('produce sends one record per line with its key; a bad line is named and no
   assert.match(r.err, /topic '.*\.nope' does not exist; create it first/);
 });
 
-test('a wrong broker: one clear line on the terminal, the Kafka client\'s detail in the log file', () => {
+test("a wrong broker: one clear line on the terminal, the Kafka client's detail in the log file", () => {
   const name = uniqueName('broker');
   const log = join(tmp, `${name}.log`);
-  const r = spawnSync(process.execPath, [BIN, 'run', configFile(name, { connections: { kafka: { brokers: ['127.0.0.1:1'] } } }), '--transforms', TRANSFORMS, '--log-file', log], { encoding: 'utf8', env: process.env, timeout: 60_000 });
+  const r = spawnSync(
+    process.execPath,
+    [BIN, 'run', configFile(name, { connections: { kafka: { brokers: ['127.0.0.1:1'] } } }), '--transforms', TRANSFORMS, '--log-file', log],
+    { encoding: 'utf8', env: process.env, timeout: 60_000 },
+  );
   assert.equal(r.status, 1, `${r.stdout}${r.stderr}`);
   const lines = `${r.stdout}${r.stderr}`.trim().split('\n');
   assert.equal(lines.length, 1, `the terminal got:\n${lines.join('\n')}`);
@@ -151,21 +166,24 @@ test('a wrong broker: one clear line on the terminal, the Kafka client\'s detail
   assert.match(readFileSync(log, 'utf8'), /\[ERROR\] kafkajs: \[Connection\] Connection error: connect ECONNREFUSED 127\.0\.0\.1:1/);
 });
 
-test('--log-file holds the worker\'s info lines, its progress and its shutdown', async () => {
+test("--log-file holds the worker's info lines, its progress and its shutdown", async () => {
   const name = uniqueName('logfile');
   const log = join(tmp, `${name}.log`);
-  const w = spawn(process.execPath, [BIN, 'worker', '--transforms', TRANSFORMS, '--task-queue', name, '--log-file', log], { env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const w = spawn(process.execPath, [BIN, 'worker', '--transforms', TRANSFORMS, '--task-queue', name, '--log-file', log], {
+    env: process.env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let err = '';
   w.stderr!.on('data', (d: Buffer) => void (err += d.toString()));
   const exited = new Promise<number | null>((r) => w.once('exit', (code) => r(code)));
-  for (const until = Date.now() + 60_000; !/onceflow worker on task queue/.test(err); ) {
+  for (const until = Date.now() + 60_000; !/onceflow worker on task queue/.test(err);) {
     if (w.exitCode !== null || Date.now() > until) assert.fail(`the worker did not start:\n${err}`);
     await new Promise((r) => setTimeout(r, 200));
   }
   w.kill('SIGTERM');
   assert.equal(await exited, 0, err);
   const text = readFileSync(log, 'utf8');
-  assert.match(text, /\[INFO\] temporal: /, 'the Temporal worker\'s info lines');
+  assert.match(text, /\[INFO\] temporal: /, "the Temporal worker's info lines");
   assert.match(text, /\[INFO\] onceflow: onceflow worker on task queue/);
   assert.match(text, /\[INFO\] onceflow: onceflow worker: SIGTERM, stopping/);
   assert.match(text, /\[INFO\] onceflow: onceflow worker stopped/);

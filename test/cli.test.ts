@@ -60,15 +60,24 @@ before(async () => {
   mkdirSync(tmp, { recursive: true });
   configFile = join(tmp, `${name}.yaml`);
   writeFileSync(configFile, stringify(config()));
-  const spec = compareSpec({ name, source: { topic: `${name}.in` }, kafkaSink: { topic: `${name}.out` }, transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` } });
+  const spec = compareSpec({
+    name,
+    source: { topic: `${name}.in` },
+    kafkaSink: { topic: `${name}.out` },
+    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` },
+  });
   await resetPipeline(deps.admin, deps.pool, spec, 2);
   const { values } = makeEvents(600, 11);
   await produceValues(deps.settings.kafka, spec.source.topic, 2, values);
   // The worker is the CLI's own `onceflow worker` process, with a Prometheus endpoint on a free port.
-  worker = spawn(process.execPath, [join(__dirname, '..', 'bin', 'onceflow.js'), 'worker', '--transforms', TRANSFORMS, '--task-queue', taskQueue, '--metrics-port', '0'], {
-    env: process.env,
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  worker = spawn(
+    process.execPath,
+    [join(__dirname, '..', 'bin', 'onceflow.js'), 'worker', '--transforms', TRANSFORMS, '--task-queue', taskQueue, '--metrics-port', '0'],
+    {
+      env: process.env,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   workerExited = new Promise((r) => worker.once('exit', r));
   let stderr = '';
   metricsPort = await new Promise<number>((resolve, reject) => {
@@ -87,7 +96,10 @@ after(async () => {
   // A step that failed may leave the pipeline running (its partitions polling forever): end it.
   if (failedStep) {
     for (const id of [pipelineWorkflowId(name), partitionWorkflowId(name, 0), partitionWorkflowId(name, 1)]) {
-      await deps.client.workflow.getHandle(id).terminate(`cli.test.ts: '${failedStep}' failed`).catch(() => undefined);
+      await deps.client.workflow
+        .getHandle(id)
+        .terminate(`cli.test.ts: '${failedStep}' failed`)
+        .catch(() => undefined);
     }
   }
   await deps.close();
@@ -99,7 +111,10 @@ test('bad config is rejected naming the field and the fix; bad arguments name wh
   let r = await cli('start', bad);
   assert.equal(r.code, 2);
   assert.match(r.err, /pipeline\.epochs: is not a known field — did you mean 'epoch'\?/);
-  writeFileSync(bad, stringify({ ...config(), pipeline: { ...config().pipeline, name: 'Not Valid', kafkaSink: { topic: `${name}.out`, transactionTimeoutMs: 'long' } } }));
+  writeFileSync(
+    bad,
+    stringify({ ...config(), pipeline: { ...config().pipeline, name: 'Not Valid', kafkaSink: { topic: `${name}.out`, transactionTimeoutMs: 'long' } } }),
+  );
   r = await cli('start', bad);
   assert.equal(r.code, 2);
   assert.match(r.err, /pipeline\.kafkaSink\.transactionTimeoutMs: must be an integer, got string "long"/);
@@ -133,18 +148,32 @@ test('an unreachable service is reported with its address', () => {
 
 test('config: effective settings with the password redacted, each connection checked; a wrong password or namespace is named with what to do', () => {
   const config = (env: Record<string, string>) =>
-    spawnSync(process.execPath, [join(__dirname, '..', 'bin', 'onceflow.js'), 'config', '--json'], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 60_000 });
+    spawnSync(process.execPath, [join(__dirname, '..', 'bin', 'onceflow.js'), 'config', '--json'], {
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
   const good = config({});
   assert.equal(good.status, 0, good.stderr);
   const report = JSON.parse(good.stdout) as { settings: { mysql: { password: string } }; checks: { service: string; ok: boolean; detail: string }[] };
-  assert.deepEqual(report.checks.map((c) => [c.service, c.ok]), [['temporal', true], ['kafka', true], ['mysql', true]]);
+  assert.deepEqual(
+    report.checks.map((c) => [c.service, c.ok]),
+    [
+      ['temporal', true],
+      ['kafka', true],
+      ['mysql', true],
+    ],
+  );
   assert.equal(report.settings.mysql.password, '(set, redacted)');
   assert.ok(!good.stdout.includes(deps.settings.mysql.password));
   const wrongPassword = 'not-the-password-4711';
   const bad = config({ ONCEFLOW_MYSQL_PASSWORD: wrongPassword, ONCEFLOW_TEMPORAL_NAMESPACE: 'no-such-namespace' });
   assert.equal(bad.status, 1);
   const checks = (JSON.parse(bad.stdout) as typeof report).checks;
-  assert.match(checks.find((c) => c.service === 'mysql')!.detail, /wrong user or password for 'onceflow' — check ONCEFLOW_MYSQL_USER and ONCEFLOW_MYSQL_PASSWORD/);
+  assert.match(
+    checks.find((c) => c.service === 'mysql')!.detail,
+    /wrong user or password for 'onceflow' — check ONCEFLOW_MYSQL_USER and ONCEFLOW_MYSQL_PASSWORD/,
+  );
   assert.match(checks.find((c) => c.service === 'temporal')!.detail, /namespace 'no-such-namespace' does not exist there/);
   assert.ok(checks.find((c) => c.service === 'kafka')!.ok);
   assert.ok(!`${bad.stdout}${bad.stderr}`.includes(wrongPassword), 'the password must not be printed');
@@ -183,12 +212,24 @@ step('start: from the config file, idempotent (a second start returns the runnin
 });
 
 step('worker: the `onceflow worker` process runs the pipeline (an epoch committed on both partitions)', async () => {
-  await waitUntil('an epoch committed on both partitions', async () => {
-    const rows = await statusRows<{ epoch: number | null }>();
-    return rows.length === 2 && rows.every((p) => (p.epoch ?? 0) >= 1);
-  }, 60_000, 250);
+  await waitUntil(
+    'an epoch committed on both partitions',
+    async () => {
+      const rows = await statusRows<{ epoch: number | null }>();
+      return rows.length === 2 && rows.every((p) => (p.epoch ?? 0) >= 1);
+    },
+    60_000,
+    250,
+  );
   // A healthy running pipeline: time since the last commit known, epochs in flight listed, not stalled.
-  const rows = await statusRows<{ partition: number; phase: string; sinceCommitSec: number | null; inFlight: string | null; attempt: number | null; stalled: boolean }>();
+  const rows = await statusRows<{
+    partition: number;
+    phase: string;
+    sinceCommitSec: number | null;
+    inFlight: string | null;
+    attempt: number | null;
+    stalled: boolean;
+  }>();
   for (const r of rows) {
     assert.ok(typeof r.sinceCommitSec === 'number' && r.sinceCommitSec >= 0, `partition ${r.partition}: sinceCommitSec ${r.sinceCommitSec}`);
     assert.equal(typeof r.inFlight, 'string', `partition ${r.partition}: inFlight`);
@@ -249,16 +290,25 @@ step("metrics: the worker's Prometheus endpoint counts records, epoch phases and
   const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
   const recordsLine = metrics.split('\n').find((l) => l.startsWith(`onceflow_records_total{pipeline="${name}"`));
   assert.ok(recordsLine && Number(recordsLine.split(' ').pop()) > 0, `records counter in:\n${metrics.slice(0, 800)}`);
-  assert.match(metrics, /onceflow_epoch_phase_seconds_bucket\{(?=[^}]*pipeline="[^"]+")(?=[^}]*phase="prepare")(?=[^}]*le="0.1")[^}]*\} \d+/, 'label order is not part of the format; prom-client puts le first');
+  assert.match(
+    metrics,
+    /onceflow_epoch_phase_seconds_bucket\{(?=[^}]*pipeline="[^"]+")(?=[^}]*phase="prepare")(?=[^}]*le="0.1")[^}]*\} \d+/,
+    'label order is not part of the format; prom-client puts le first',
+  );
   assert.match(metrics, new RegExp(`onceflow_lag_records\\{pipeline="${name}",partition="0"\\} \\d+`));
-  for (const p of [0, 1]) assert.match(metrics, new RegExp(`^onceflow_seconds_since_last_commit\\{pipeline="${name}",partition="${p}"\\} \\d+(\\.\\d+)?$`, 'm'));
+  for (const p of [0, 1])
+    assert.match(metrics, new RegExp(`^onceflow_seconds_since_last_commit\\{pipeline="${name}",partition="${p}"\\} \\d+(\\.\\d+)?$`, 'm'));
 });
 
-step('stop --drain --wait: drains every partition', async () => {
-  const r = await cli('stop', name, '--drain', '--wait');
-  assert.equal(r.code, 0, r.err);
-  assert.match(r.out, /partition 0: drained/);
-}, 180_000);
+step(
+  'stop --drain --wait: drains every partition',
+  async () => {
+    const r = await cli('stop', name, '--drain', '--wait');
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /partition 0: drained/);
+  },
+  180_000,
+);
 
 step('transactions --resolve when stopped: rolls back the XA branch and a hanging Kafka transaction', async () => {
   // Stopped: a hanging Kafka transaction on one of the pipeline's transactional ids, plus the XA leftover.
@@ -266,16 +316,31 @@ step('transactions --resolve when stopped: rolls back the XA branch and a hangin
   await hang.begin();
   await hang.send([{ topic: `${name}.out`, messages: [{ value: 'stray', partition: 0 }] }]);
   let r = await cli('transactions', name, '--json');
-  const found = JSON.parse(r.out) as { partitions: { partition: number; epochs: { epoch: number; actions: { do: string; xid?: string }[] }[] }[]; kafka: { topic: string }[] };
-  const xa = found.partitions.flatMap((p) => p.epochs.flatMap((e) => e.actions.filter((a) => a.xid !== undefined).map((a) => ({ partition: p.partition, epoch: e.epoch, do: a.do, xid: a.xid }))));
+  const found = JSON.parse(r.out) as {
+    partitions: { partition: number; epochs: { epoch: number; actions: { do: string; xid?: string }[] }[] }[];
+    kafka: { topic: string }[];
+  };
+  const xa = found.partitions.flatMap((p) =>
+    p.epochs.flatMap((e) => e.actions.filter((a) => a.xid !== undefined).map((a) => ({ partition: p.partition, epoch: e.epoch, do: a.do, xid: a.xid }))),
+  );
   assert.deepEqual(xa, [{ partition: 1, epoch: 900, do: 'rollback-branch', xid: xidToString(leftover) }], 'the one XA leftover, to be rolled back');
-  assert.deepEqual(found.kafka.map((k) => k.topic), [`${name}.out`]);
+  assert.deepEqual(
+    found.kafka.map((k) => k.topic),
+    [`${name}.out`],
+  );
   r = await cli('transactions', name, '--resolve');
   assert.equal(r.code, 0, r.err);
   assert.match(r.out, /rolled-back/);
-  await waitUntil('the LSO to pass the aborted stray transaction', async () => {
-    return (await latestOffset(deps.cluster, `${name}.out`, 0, ISOLATION.READ_COMMITTED)) === (await latestOffset(deps.cluster, `${name}.out`, 0, ISOLATION.READ_UNCOMMITTED));
-  }, 15_000);
+  await waitUntil(
+    'the LSO to pass the aborted stray transaction',
+    async () => {
+      return (
+        (await latestOffset(deps.cluster, `${name}.out`, 0, ISOLATION.READ_COMMITTED)) ===
+        (await latestOffset(deps.cluster, `${name}.out`, 0, ISOLATION.READ_UNCOMMITTED))
+      );
+    },
+    15_000,
+  );
   r = await cli('transactions', name);
   assert.match(r.out, /nothing in doubt/);
 });

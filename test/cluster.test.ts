@@ -55,7 +55,8 @@ after(async () => {
   await services(stack, ['down']);
 });
 
-const messages = (partition: number, n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ key: `${tag}-${i}`, value: `${tag}-${partition}-${i}`, partition }));
+const messages = (partition: number, n: number, tag: string) =>
+  Array.from({ length: n }, (_, i) => ({ key: `${tag}-${i}`, value: `${tag}-${partition}-${i}`, partition }));
 
 /**
  * Sets up topic[0] led by `answering`, topic[1] led by `victim` with `answering` next in its
@@ -78,15 +79,19 @@ async function layout(tag: string) {
   const third = ids.find((i) => i !== victim && i !== answering)!;
   const topic = `cluster-${tag}-${Date.now().toString(36)}`;
   await createTopicsReady(admin, [
-      {
-        topic,
-        replicaAssignment: [
-          { partition: 0, replicas: [answering, third, victim] },
-          { partition: 1, replicas: [victim, answering, third] },
-        ],
-      },
+    {
+      topic,
+      replicaAssignment: [
+        { partition: 0, replicas: [answering, third, victim] },
+        { partition: 1, replicas: [victim, answering, third] },
+      ],
+    },
   ]);
-  await waitFor('leaders as assigned', async () => (await partitionLeader(admin, topic, 0)) === answering && (await partitionLeader(admin, topic, 1)) === victim, 60_000);
+  await waitFor(
+    'leaders as assigned',
+    async () => (await partitionLeader(admin, topic, 0)) === answering && (await partitionLeader(admin, topic, 1)) === victim,
+    60_000,
+  );
   let tid = '';
   for (let i = 0; ; i++) {
     tid = `onceflow.cluster-test.${tag}.${i}`;
@@ -107,7 +112,12 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
   // any broker it is connected to, and one sent to the frozen node hangs for its request timeout
   // on every retry (the watch then timed out on a loaded machine).
   const others = (await admin.describeCluster()).brokers.filter((b) => b.nodeId !== l.victim).map((b) => `${b.host}:${b.port}`);
-  const watcher = new Kafka({ ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-watch'), brokers: others, requestTimeout: 5000, logLevel: logLevel.NOTHING }).admin();
+  const watcher = new Kafka({
+    ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-watch'),
+    brokers: others,
+    requestTimeout: 5000,
+    logLevel: logLevel.NOTHING,
+  }).admin();
   await watcher.connect();
   const pid = await servicePid(stack, l.service);
   process.kill(-pid, 'SIGSTOP');
@@ -133,13 +143,22 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
   }
 }
 
-test('kafkajs alone: a send through a leader kill is acknowledged while a partition\'s records never reach the log', { timeout: 400_000 }, async (t) => {
+test("kafkajs alone: a send through a leader kill is acknowledged while a partition's records never reach the log", { timeout: 400_000 }, async (t) => {
   const l = await layout('raw');
   const txn = new PreparedTransaction(cluster, l.tid, 120_000);
   const h = await txn.begin();
   const out = await sendThroughLeaderKill(txn, l);
-  const inLog = await scanProducerRecords(cluster, { topic: l.topic, partition: 1, fromOffset: 0, producerId: h.producerId, producerEpoch: h.producerEpoch, expected: 11 });
-  t.diagnostic(`send ${out.ok ? `acknowledged partitions [${out.r.map((x) => x.partition).join(', ')}]` : `failed: ${String(out.e)}`}; partition 1 holds ${inLog.found} of the 11 records this producer sent and had acknowledged`);
+  const inLog = await scanProducerRecords(cluster, {
+    topic: l.topic,
+    partition: 1,
+    fromOffset: 0,
+    producerId: h.producerId,
+    producerEpoch: h.producerEpoch,
+    expected: 11,
+  });
+  t.diagnostic(
+    `send ${out.ok ? `acknowledged partitions [${out.r.map((x) => x.partition).join(', ')}]` : `failed: ${String(out.e)}`}; partition 1 holds ${inLog.found} of the 11 records this producer sent and had acknowledged`,
+  );
   await endTxn(cluster, h, false);
   // The finding: acknowledged (no error) while partition 1's records are not in the log.
   assert.equal(out.ok, true, 'kafkajs resolved the send');
@@ -181,7 +200,9 @@ test('the log check costs one DescribeProducers request per leader broker of a 5
     const h = await txn.begin();
     const t0 = Date.now();
     // One epoch's output: 500 records of ~200 bytes over the 4 output partitions.
-    await txn.send([{ topic, messages: Array.from({ length: 500 }, (_, k) => ({ key: `k${k}`, value: JSON.stringify({ i, k, pad: 'x'.repeat(160) }), partition: k % 4 })) }]);
+    await txn.send([
+      { topic, messages: Array.from({ length: 500 }, (_, k) => ({ key: `k${k}`, value: JSON.stringify({ i, k, pad: 'x'.repeat(160) }), partition: k % 4 })) },
+    ]);
     sendMs.push(Date.now() - t0);
     const c = await checkLanded(cluster, txn, h);
     checkMs.push(c.ms);
@@ -193,7 +214,9 @@ test('the log check costs one DescribeProducers request per leader broker of a 5
   const leaders = new Set(await Promise.all([0, 1, 2, 3].map((p) => partitionLeader(admin, topic, p))));
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
   const p = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
-  t.diagnostic(`${rounds} epochs of 500 records on 4 partitions led by ${leaders.size} brokers: send mean ${mean(sendMs).toFixed(1)} ms; check mean ${mean(checkMs).toFixed(1)} ms, p50 ${p(checkMs, 0.5)} ms, max ${Math.max(...checkMs)} ms; ${requests / rounds} requests per epoch`);
+  t.diagnostic(
+    `${rounds} epochs of 500 records on 4 partitions led by ${leaders.size} brokers: send mean ${mean(sendMs).toFixed(1)} ms; check mean ${mean(checkMs).toFixed(1)} ms, p50 ${p(checkMs, 0.5)} ms, max ${Math.max(...checkMs)} ms; ${requests / rounds} requests per epoch`,
+  );
   assert.equal(requests, rounds * leaders.size, 'one request per leader broker per epoch');
 });
 
@@ -229,56 +252,85 @@ async function sendWithBrokerReplaced(txn: PreparedTransaction, node: number, to
   }
 }
 
-test('run 8: a send that writes its records twice in one transaction — kafkajs commits duplicates, onceflow\'s checks refuse the epoch (exact count)', { timeout: 300_000 }, async (t) => {
-  const ids = (await admin.describeCluster()).brokers.map((b) => b.nodeId).sort();
-  const [node, b2, b3] = [ids[0]!, ids[1]!, ids[2]!];
-  const tag = Date.now().toString(36);
-  const topics = [`cluster-dup-a-${tag}`, `cluster-dup-b-${tag}`];
-  await createTopicsReady(admin, topics.map((topic) => ({ topic, replicaAssignment: [{ partition: 0, replicas: [node, b2, b3] }] })));
-  await waitFor('both topics led by one node', async () => (await partitionLeader(admin, topics[0]!, 0)) === node && (await partitionLeader(admin, topics[1]!, 0)) === node, 60_000);
-  const batch = (id: string) => topics.map((topic) => ({ topic, messages: messages(0, 15, `${id}-${topic}`) }));
+test(
+  "run 8: a send that writes its records twice in one transaction — kafkajs commits duplicates, onceflow's checks refuse the epoch (exact count)",
+  { timeout: 300_000 },
+  async (t) => {
+    const ids = (await admin.describeCluster()).brokers.map((b) => b.nodeId).sort();
+    const [node, b2, b3] = [ids[0]!, ids[1]!, ids[2]!];
+    const tag = Date.now().toString(36);
+    const topics = [`cluster-dup-a-${tag}`, `cluster-dup-b-${tag}`];
+    await createTopicsReady(
+      admin,
+      topics.map((topic) => ({ topic, replicaAssignment: [{ partition: 0, replicas: [node, b2, b3] }] })),
+    );
+    await waitFor(
+      'both topics led by one node',
+      async () => (await partitionLeader(admin, topics[0]!, 0)) === node && (await partitionLeader(admin, topics[1]!, 0)) === node,
+      60_000,
+    );
+    const batch = (id: string) => topics.map((topic) => ({ topic, messages: messages(0, 15, `${id}-${topic}`) }));
 
-  // kafkajs alone: the send resolves, the acknowledgement names each partition twice, and the
-  // committed transaction holds 30 records of each partition for 15 sent.
-  const plain = new PreparedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.0`, 60_000);
-  const h = await plain.begin();
-  const out = await sendWithBrokerReplaced(plain, node, batch('plain'));
-  assert.equal(out.ok, true, out.ok ? '' : String(out.e));
-  t.diagnostic(`plain send acknowledged ${out.ok ? out.r.map((x) => `${x.topic.slice(0, 13)}[${x.partition}]@${x.baseOffset}`).join(', ') : '-'}`);
-  assert.equal(await endTxn(cluster, h, true), 'ok');
-  for (const topic of topics) {
-    const c = await scanProducerRecords(cluster, { topic, partition: 0, fromOffset: 0, producerId: h.producerId, producerEpoch: h.producerEpoch, expected: 1000, settleMs: 0 });
-    assert.equal(c.found, 30, `${topic}: the committed transaction holds every record twice`);
-  }
+    // kafkajs alone: the send resolves, the acknowledgement names each partition twice, and the
+    // committed transaction holds 30 records of each partition for 15 sent.
+    const plain = new PreparedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.0`, 60_000);
+    const h = await plain.begin();
+    const out = await sendWithBrokerReplaced(plain, node, batch('plain'));
+    assert.equal(out.ok, true, out.ok ? '' : String(out.e));
+    t.diagnostic(`plain send acknowledged ${out.ok ? out.r.map((x) => `${x.topic.slice(0, 13)}[${x.partition}]@${x.baseOffset}`).join(', ') : '-'}`);
+    assert.equal(await endTxn(cluster, h, true), 'ok');
+    for (const topic of topics) {
+      const c = await scanProducerRecords(cluster, {
+        topic,
+        partition: 0,
+        fromOffset: 0,
+        producerId: h.producerId,
+        producerEpoch: h.producerEpoch,
+        expected: 1000,
+        settleMs: 0,
+      });
+      assert.equal(c.found, 30, `${topic}: the committed transaction holds every record twice`);
+    }
 
-  // onceflow's CountedTransaction: the same send fails (acknowledged twice / sequence 30 for 15 sent).
-  const counted = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.1`, 60_000);
-  const h1 = await counted.begin();
-  const refused = await sendWithBrokerReplaced(counted, node, batch('counted'));
-  t.diagnostic(refused.ok ? 'counted send resolved' : `counted send refused: ${String(refused.e)}`);
-  assert.equal(refused.ok, false);
-  assert.ok(!refused.ok && refused.e instanceof TransientError && /more records than were sent/.test(refused.e.message), String(!refused.ok && refused.e));
-  assert.equal(await endTxn(cluster, h1, false), 'ok');
+    // onceflow's CountedTransaction: the same send fails (acknowledged twice / sequence 30 for 15 sent).
+    const counted = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.1`, 60_000);
+    const h1 = await counted.begin();
+    const refused = await sendWithBrokerReplaced(counted, node, batch('counted'));
+    t.diagnostic(refused.ok ? 'counted send resolved' : `counted send refused: ${String(refused.e)}`);
+    assert.equal(refused.ok, false);
+    assert.ok(!refused.ok && refused.e instanceof TransientError && /more records than were sent/.test(refused.e.message), String(!refused.ok && refused.e));
+    assert.equal(await endTxn(cluster, h1, false), 'ok');
 
-  // checkLanded alone is exact: a surplus in the log (records of this transaction written
-  // without the counted send seeing them) fails it. The check before this fix asked only
-  // whether the log held fewer records than were sent (its count stopped at the expected number).
-  const extra = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.2`, 60_000);
-  const h2 = await extra.begin();
-  await extra.send([{ topic: topics[0]!, messages: messages(0, 15, 'extra') }]);
-  await PreparedTransaction.prototype.send.call(extra, [{ topic: topics[0]!, messages: messages(0, 15, 'extra') }]);
-  const old = await scanProducerRecords(cluster, { topic: topics[0]!, partition: 0, fromOffset: await earliestOffset(cluster, topics[0]!, 0), producerId: h2.producerId, producerEpoch: h2.producerEpoch, expected: 15 });
-  assert.ok(!(old.found < 15), 'the former check (short only) passes this transaction');
-  await assert.rejects(checkLanded(cluster, extra, h2), (e: unknown) => e instanceof TransientError && /more records of this transaction than were sent/.test((e as Error).message));
-  assert.equal(await endTxn(cluster, h2, false), 'ok');
+    // checkLanded alone is exact: a surplus in the log (records of this transaction written
+    // without the counted send seeing them) fails it. The check before this fix asked only
+    // whether the log held fewer records than were sent (its count stopped at the expected number).
+    const extra = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.2`, 60_000);
+    const h2 = await extra.begin();
+    await extra.send([{ topic: topics[0]!, messages: messages(0, 15, 'extra') }]);
+    await PreparedTransaction.prototype.send.call(extra, [{ topic: topics[0]!, messages: messages(0, 15, 'extra') }]);
+    const old = await scanProducerRecords(cluster, {
+      topic: topics[0]!,
+      partition: 0,
+      fromOffset: await earliestOffset(cluster, topics[0]!, 0),
+      producerId: h2.producerId,
+      producerEpoch: h2.producerEpoch,
+      expected: 15,
+    });
+    assert.ok(!(old.found < 15), 'the former check (short only) passes this transaction');
+    await assert.rejects(
+      checkLanded(cluster, extra, h2),
+      (e: unknown) => e instanceof TransientError && /more records of this transaction than were sent/.test((e as Error).message),
+    );
+    assert.equal(await endTxn(cluster, h2, false), 'ok');
 
-  // And a whole epoch still passes.
-  const fine = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.3`, 60_000);
-  const h3 = await fine.begin();
-  await fine.send(batch('fine'));
-  assert.equal((await checkLanded(cluster, fine, h3)).partitions, 2);
-  assert.equal(await endTxn(cluster, h3, true), 'ok');
-});
+    // And a whole epoch still passes.
+    const fine = new CountedTransaction(cluster, `onceflow.cluster-test.dup.${tag}.3`, 60_000);
+    const h3 = await fine.begin();
+    await fine.send(batch('fine'));
+    assert.equal((await checkLanded(cluster, fine, h3)).partitions, 2);
+    assert.equal(await endTxn(cluster, h3, true), 'ok');
+  },
+);
 
 /**
  * Setup's topic race (no broker needed: a fake admin whose answering node lags): topics that
@@ -290,11 +342,20 @@ test('setup on a cluster: a node that has not learnt a topic yet delays setup in
     let calls = 0;
     return {
       listTopics: async () => (++calls <= lagCalls ? [] : Object.keys(topics)),
-      fetchTopicMetadata: async ({ topics: ts }: { topics: string[] }) => ({ topics: ts.map((name) => ({ name, partitions: Array.from({ length: topics[name] ?? 0 }, (_, i) => ({ partitionId: i, leader: 1 })) })) }),
+      fetchTopicMetadata: async ({ topics: ts }: { topics: string[] }) => ({
+        topics: ts.map((name) => ({ name, partitions: Array.from({ length: topics[name] ?? 0 }, (_, i) => ({ partitionId: i, leader: 1 })) })),
+      }),
     } as unknown as Admin;
   };
   const counts = await partitionCountsOfKnown(lagging(3, { out: 4, dlq: 4, progress: 4 }), ['out', 'dlq', 'progress']);
-  assert.deepEqual([...counts.entries()], [['out', 4], ['dlq', 4], ['progress', 4]]);
+  assert.deepEqual(
+    [...counts.entries()],
+    [
+      ['out', 4],
+      ['dlq', 4],
+      ['progress', 4],
+    ],
+  );
   const seen = await missingTopics(lagging(3, { src: 4 }), ['src']);
   assert.deepEqual(seen.missing, []);
   // Still invisible after the bound: retryable, never a ConfigError.

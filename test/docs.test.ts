@@ -14,7 +14,16 @@ import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 
 const ROOT = join(__dirname, '..');
-const DOCS = ['docs/design.md', 'docs/usage.md', 'docs/deploy.md', 'docs/services.md', 'docs/results.md', 'docs/reliability.md', 'docs/performance.md', 'README.md'];
+const DOCS = [
+  'docs/design.md',
+  'docs/usage.md',
+  'docs/deploy.md',
+  'docs/services.md',
+  'docs/results.md',
+  'docs/reliability.md',
+  'docs/performance.md',
+  'README.md',
+];
 const CODE_DIRS = ['src', 'tools', 'scripts', 'test'];
 const PATH_ROOTS = ['src', 'test', 'tools', 'scripts', 'docs', 'schema', 'examples'];
 
@@ -106,7 +115,10 @@ export function linksIn(doc: string, docPath: string): { path: string; line: num
 export function symbolsIn(doc: string): { symbol: string; line: number; hyphenated: boolean }[] {
   const out: { symbol: string; line: number; hyphenated: boolean }[] = [];
   const looksLikeCode = (w: string) =>
-    /^[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*$/.test(w) || /^[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*$/.test(w) || /^[A-Z][A-Z0-9]*_[A-Z0-9_]+$/.test(w) || /^onceflow_[a-z0-9_]+$/.test(w);
+    /^[a-z][a-z0-9]*[A-Z][A-Za-z0-9]*$/.test(w) ||
+    /^[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*$/.test(w) ||
+    /^[A-Z][A-Z0-9]*_[A-Z0-9_]+$/.test(w) ||
+    /^onceflow_[a-z0-9_]+$/.test(w);
   doc.split('\n').forEach((text, i) => {
     for (const m of text.matchAll(/`([^`\n]+)`/g)) {
       const span = m[1]!.trim();
@@ -159,7 +171,7 @@ test('docs name only paths and code symbols that exist', () => {
 
 test('the docs check finds what it is meant to find', () => {
   const doc =
-    'See `src/nowhere.ts`, src/kafka/outcome.ts, `bench/results/<date>.json` and [d](design.md#x).\n`commitOrFindOut` and `spec.deadLetter` and `patched(\'advance-epoch-v1\')`, not `EndTxn(commit)` or `a b`; `onceflow_halts_total{cause}`.';
+    "See `src/nowhere.ts`, src/kafka/outcome.ts, `bench/results/<date>.json` and [d](design.md#x).\n`commitOrFindOut` and `spec.deadLetter` and `patched('advance-epoch-v1')`, not `EndTxn(commit)` or `a b`; `onceflow_halts_total{cause}`.";
   assert.deepEqual(
     pathsIn(doc).map((p) => p.path),
     ['src/nowhere.ts', 'src/kafka/outcome.ts'],
@@ -175,7 +187,11 @@ test('the docs check finds what it is meant to find', () => {
 });
 
 /** The lines before a page's first `## ` heading: what a reader sees first. */
-const firstScreen = (page: string) => page.slice(0, page.search(/^## /m) >= 0 ? page.search(/^## /m) : page.length).trimEnd().split('\n');
+const firstScreen = (page: string) =>
+  page
+    .slice(0, page.search(/^## /m) >= 0 ? page.search(/^## /m) : page.length)
+    .trimEnd()
+    .split('\n');
 const SCREEN_LINES = 40;
 
 test('performance.md opens, on one screen, with the figures of the run its generated part shows', () => {
@@ -188,7 +204,8 @@ test('performance.md opens, on one screen, with the figures of the run its gener
   assert.ok(run, 'the generated part names no run');
   const text = screen.join('\n');
   // After `npm run bench` renders a new run, the summary must be rewritten from it.
-  for (const named of [run[1]!, run[2]!]) assert.ok(text.includes(named), `docs/performance.md's first screen does not name the generated run's ${named}: rewrite it from the new run`);
+  for (const named of [run[1]!, run[2]!])
+    assert.ok(text.includes(named), `docs/performance.md's first screen does not name the generated run's ${named}: rewrite it from the new run`);
   const figures = [...text.matchAll(/\b\d{1,3}(?:,\d{3})+\b|\*\*\d+\.\d\d\*\*/g)].map((m) => m[0]);
   assert.ok(figures.length >= 10, `only ${figures.length} figures on performance.md's first screen`);
   const stale = figures.filter((f) => !block.includes(f));
@@ -203,7 +220,8 @@ test('reliability.md opens, on one screen, with every report it summarises', () 
   const reports: { from: string; text: string }[] = readFileSync(join(ROOT, 'docs/reliability-runs.md'), 'utf8')
     .split(/(?=<!-- (?:soak|cluster campaign) report)/)
     .map((text) => ({ from: 'docs/reliability-runs.md', text }));
-  for (const f of readdirSync(join(ROOT, 'docs/campaigns'))) reports.push({ from: `docs/campaigns/${f}`, text: readFileSync(join(ROOT, 'docs/campaigns', f), 'utf8') });
+  for (const f of readdirSync(join(ROOT, 'docs/campaigns')))
+    reports.push({ from: `docs/campaigns/${f}`, text: readFileSync(join(ROOT, 'docs/campaigns', f), 'utf8') });
   assert.ok(reports.length >= 3);
   for (const r of reports) {
     const seed = /\| seed \| (\d+) \|/.exec(r.text)?.[1] ?? /--seed (\d+)/.exec(r.text)?.[1];

@@ -53,8 +53,19 @@ async function replayAll(pipeline: string, label: string): Promise<number> {
 }
 
 test('the original scenario: failing compare sink, every input exactly once in Kafka and MySQL', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'scenario', records: 1200, partitions: 3, poisonEvery: 300, transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 } });
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: bundle() } });
+  const s = await prepareScenario(deps, {
+    prefix: 'scenario',
+    records: 1200,
+    partitions: 3,
+    poisonEvery: 300,
+    transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 },
+  });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    worker: { workflowBundle: bundle() },
+  });
   const running = w.run();
   try {
     const handle = await start(deps, s);
@@ -176,7 +187,12 @@ test('an epoch retried after a failure past XA PREPARE leaves no prepared XA bra
 
 test('verification fails when an output is duplicated, a row is off, a branch stays prepared or a transaction hangs', { timeout: 240_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'tamper', records: 200, partitions: 1 });
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    worker: { workflowBundle: bundle() },
+  });
   const running = w.run();
   try {
     await drainAndWait(deps, s, await start(deps, s));
@@ -210,19 +226,33 @@ test('verification fails when an output is duplicated, a row is off, a branch st
     const failed = new Set(r.checks.filter((c) => !c.ok).map((c) => c.name));
     assert.equal(r.ok, false);
     assert.equal(r.totals.duplicates, 1);
-    for (const name of ['no duplicates (read_committed)', 'MySQL tables equal the rows applied once', 'no prepared XA branch left', 'no transaction holds back the LSO']) {
+    for (const name of [
+      'no duplicates (read_committed)',
+      'MySQL tables equal the rows applied once',
+      'no prepared XA branch left',
+      'no transaction holds back the LSO',
+    ]) {
       assert.ok(failed.has(name), `the check '${name}' failed as it should; failed: ${[...failed].join(', ')}`);
     }
   } finally {
     await txn.abort();
     await Promise.all([producer.disconnect(), hanging.disconnect()]);
-    await waitUntil('the tamper branch to detach', async () => (await rollbackXid(deps.pool, { gtrid: epochGtrid(s.spec.name, 0, 999), bqual: 'tamper' })) === 'rolled-back', 10_000).catch(() => undefined);
+    await waitUntil(
+      'the tamper branch to detach',
+      async () => (await rollbackXid(deps.pool, { gtrid: epochGtrid(s.spec.name, 0, 999), bqual: 'tamper' })) === 'rolled-back',
+      10_000,
+    ).catch(() => undefined);
   }
 });
 
 test('starting a pipeline whose ledger and progress markers disagree fails with the evidence, guessing nothing', { timeout: 240_000 }, async () => {
   const s = await prepareScenario(deps, { prefix: 'mismatch', records: 300, partitions: 1 });
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    worker: { workflowBundle: bundle() },
+  });
   const running = w.run();
   try {
     await drainAndWait(deps, s, await start(deps, s));
@@ -254,15 +284,26 @@ test('an XA branch rolled back behind the pipeline before its commit is redone f
   const s = await prepareScenario(deps, { prefix: 'xagone', records: 200, partitions: 1 });
   // The MySQL commit of epoch 0 stalls 4 s; meanwhile the prepared branch is rolled back from outside.
   const faults = new Faults(parseFaults('commit.mysql@epoch=0@partition=0:stall=4000'));
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), faults, worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    faults,
+    worker: { workflowBundle: bundle() },
+  });
   const running = w.run();
   try {
     const handle = await start(deps, s);
     const gtrid = epochGtrid(s.spec.name, 0, 0);
-    const rolledBack = await waitUntil('epoch 0 prepared', async () => {
-      const [x] = await recoverXids(deps.pool, gtrid);
-      return x && x.gtrid === gtrid && (await rollbackXid(deps.pool, x)) === 'rolled-back' ? x : undefined;
-    }, 30_000, 50);
+    const rolledBack = await waitUntil(
+      'epoch 0 prepared',
+      async () => {
+        const [x] = await recoverXids(deps.pool, gtrid);
+        return x && x.gtrid === gtrid && (await rollbackXid(deps.pool, x)) === 'rolled-back' ? x : undefined;
+      },
+      30_000,
+      50,
+    );
     assert.equal(rolledBack.gtrid, gtrid);
     const [result] = await drainAndWait(deps, s, handle);
     assert.equal(result?.state.mysqlRedos, 1, 'the vanished branch was redone in a local transaction');
@@ -294,7 +335,13 @@ test('a worker killed after XA COMMIT and before the staged rows are applied: th
 async function partitionsPastALingeringBranch(mode: 'staged' | 'direct'): Promise<{ whileLingering: number; total: number }> {
   const s = await prepareScenario(deps, { prefix: `linger-${mode}`, records: 1200, partitions: 2, mysqlMode: mode, epoch: { maxRecords: 50, maxWaitMs: 200 } });
   const faults = new Faults(parseFaults('prepare.xa-prepared@epoch=0@partition=0:stall=8000'));
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), faults, worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    faults,
+    worker: { workflowBundle: bundle() },
+  });
   const running = w.run();
   try {
     const handle = await start(deps, s);
@@ -321,7 +368,11 @@ async function partitionsPastALingeringBranch(mode: 'staged' | 'direct'): Promis
 test('a prepared branch that lingers blocks no other partition (staged MySQL writes); with direct writes it does', { timeout: 240_000 }, async () => {
   const staged = await partitionsPastALingeringBranch('staged');
   assert.equal(staged.total, 12, 'partition 1 has 600 records in epochs of 50');
-  assert.equal(staged.whileLingering, staged.total, `staged: partition 1 committed all its epochs while partition 0's branch was prepared (${JSON.stringify(staged)})`);
+  assert.equal(
+    staged.whileLingering,
+    staged.total,
+    `staged: partition 1 committed all its epochs while partition 0's branch was prepared (${JSON.stringify(staged)})`,
+  );
   // The control: writing the tables inside the branch, partition 1 queues behind its row locks.
   const direct = await partitionsPastALingeringBranch('direct');
   assert.ok(direct.whileLingering < direct.total / 2, `direct: partition 1 was held back by the prepared branch's row locks (${JSON.stringify(direct)})`);

@@ -49,15 +49,27 @@ test('a group epoch holds at most the epoch bounds, shared among its partitions 
   }
   await producer.disconnect();
   const read = (from: number[], bounds: { maxRecords: number; maxBytes: number }) =>
-    readGroup(deps.cluster, from.map((offset, partition) => ({ topic, partition, from: offset })), { ...bounds, maxWaitMs: 0 }, 0, () => undefined);
+    readGroup(
+      deps.cluster,
+      from.map((offset, partition) => ({ topic, partition, from: offset })),
+      { ...bounds, maxWaitMs: 0 },
+      0,
+      () => undefined,
+    );
 
   // The first epoch: 300 records, 100 from each partition that has data (not 300 from the first).
   const first = await read([0, 0, 0, 0], { maxRecords: 300, maxBytes: 1 << 20 });
-  assert.deepEqual(first.map((r) => r.records.length), [100, 100, 100, 0]);
+  assert.deepEqual(
+    first.map((r) => r.records.length),
+    [100, 100, 100, 0],
+  );
   // A byte bound is the epoch's too: 6-byte values, 60 bytes in all.
   const small = await read([0, 0, 0, 0], { maxRecords: 300, maxBytes: 60 });
   assert.ok(small.reduce((n, r) => n + r.records.length, 0) <= 10, JSON.stringify(small.map((r) => r.records.length)));
-  assert.ok(small.every((r, p) => backlog[p] === 0 || r.records.length > 0), 'every partition with data took part');
+  assert.ok(
+    small.every((r, p) => backlog[p] === 0 || r.records.length > 0),
+    'every partition with data took part',
+  );
 
   // Epoch after epoch until caught up: never more than the bound, every record once and in order.
   const seen: string[][] = [[], [], [], []];
@@ -69,7 +81,12 @@ test('a group epoch holds at most the epoch bounds, shared among its partitions 
     rs.forEach((r, p) => seen[p]!.push(...r.records.map((x) => String(x.value))));
     from = rs.map((r) => r.end);
   }
-  seen.forEach((values, p) => assert.deepEqual(values, Array.from({ length: backlog[p]! }, (_, i) => `${p}:${String(i).padStart(4, '0')}`)));
+  seen.forEach((values, p) =>
+    assert.deepEqual(
+      values,
+      Array.from({ length: backlog[p]! }, (_, i) => `${p}:${String(i).padStart(4, '0')}`),
+    ),
+  );
 });
 
 /** Replays every run of the group's workflow with the current code (and stores them with ONCEFLOW_RECORD_HISTORIES=1); returns their JSON. */
@@ -101,7 +118,12 @@ async function markerXids(s: Scenario, partitions: number[]): Promise<Map<number
 }
 
 async function withWorker<T>(s: Scenario, fn: () => Promise<T>): Promise<T> {
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    worker: { workflowBundle: bundle() },
+  });
   const running = w.run();
   try {
     return await fn();
@@ -112,122 +134,174 @@ async function withWorker<T>(s: Scenario, fn: () => Promise<T>): Promise<T> {
 }
 
 // The poison records all fall on partition 5, 50 offsets apart: up to 2 in a group epoch of 100 records, an explicit budget.
-test('6 partitions in 2 groups: each group epoch is one transaction and one branch for its partitions; failing attempts, poison records, exactly once', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'groups', records: 1800, partitions: 6, parallelism: 2, poisonEvery: 300, deadLetter: { maxRatio: 0.05 }, epochsPerRun: 2, transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 } });
-  await withWorker(s, async () => {
+test(
+  '6 partitions in 2 groups: each group epoch is one transaction and one branch for its partitions; failing attempts, poison records, exactly once',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, {
+      prefix: 'groups',
+      records: 1800,
+      partitions: 6,
+      parallelism: 2,
+      poisonEvery: 300,
+      deadLetter: { maxRatio: 0.05 },
+      epochsPerRun: 2,
+      transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 },
+    });
+    await withWorker(s, async () => {
+      const handle = await start(deps, s);
+      const results = await drainAndWait(deps, s, handle);
+      assert.deepEqual(results.map((r) => r.partition).sort(), [0, 1, 2, 3, 4, 5]);
+      assert.equal(
+        results.reduce((n, r) => n + r.state.records, 0),
+        1800,
+      );
+      const report = await verify(deps, s);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.sourceRecords, 1800);
+      assert.equal(report.totals.deadLetters, s.input.poison);
+      assert.ok(report.totals.abortedCopies > 0, 'the compare sink failed some attempts, leaving aborted copies');
+    });
+    // Group 0 = partitions 0, 2, 4: their markers name the same group branches (one XA branch and
+    // one transaction per group epoch); group 1's partitions never share one with group 0's.
+    const xids = await markerXids(s, [0, 1, 2, 3, 4, 5]);
+    const shared = [...xids.get(0)!].filter((x) => xids.get(2)!.has(x) && xids.get(4)!.has(x));
+    assert.ok(shared.length > 0, 'a group epoch covered partitions 0, 2 and 4 together');
+    assert.ok(
+      shared.every((x) => x.startsWith(`${pipelineGroupGtridPrefix(s.spec.name)}0:`)),
+      `group 0's branches: ${shared.join(', ')}`,
+    );
+    assert.ok(![...xids.get(1)!].some((x) => xids.get(0)!.has(x)));
+    const histories = await replayGroup(s.spec.name, 0, 'compare-sink-retries');
+    assert.ok(histories.length >= 2, 'the group continued as new (epochsPerRun 2)');
+    assert.match(histories.join('\n'), /"advanceMembers"/);
+  },
+);
+
+test(
+  'a group worker killed with SIGKILL after prepare and before commit: a new worker commits the group epoch, exactly once',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'gkill', records: 800, partitions: 4, parallelism: 2 });
+    const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
     const handle = await start(deps, s);
-    const results = await drainAndWait(deps, s, handle);
-    assert.deepEqual(results.map((r) => r.partition).sort(), [0, 1, 2, 3, 4, 5]);
-    assert.equal(results.reduce((n, r) => n + r.state.records, 0), 1800);
-    const report = await verify(deps, s);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.sourceRecords, 1800);
-    assert.equal(report.totals.deadLetters, s.input.poison);
-    assert.ok(report.totals.abortedCopies > 0, 'the compare sink failed some attempts, leaving aborted copies');
-  });
-  // Group 0 = partitions 0, 2, 4: their markers name the same group branches (one XA branch and
-  // one transaction per group epoch); group 1's partitions never share one with group 0's.
-  const xids = await markerXids(s, [0, 1, 2, 3, 4, 5]);
-  const shared = [...xids.get(0)!].filter((x) => xids.get(2)!.has(x) && xids.get(4)!.has(x));
-  assert.ok(shared.length > 0, 'a group epoch covered partitions 0, 2 and 4 together');
-  assert.ok(shared.every((x) => x.startsWith(`${pipelineGroupGtridPrefix(s.spec.name)}0:`)), `group 0's branches: ${shared.join(', ')}`);
-  assert.ok(![...xids.get(1)!].some((x) => xids.get(0)!.has(x)));
-  const histories = await replayGroup(s.spec.name, 0, 'compare-sink-retries');
-  assert.ok(histories.length >= 2, 'the group continued as new (epochsPerRun 2)');
-  assert.match(histories.join('\n'), /"advanceMembers"/);
-});
+    assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
+    const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+    try {
+      const results = await drainAndWait(deps, s, handle);
+      assert.equal(results.length, 4);
+      assert.ok(
+        results.every((r) => r.state.redos === 0),
+        'the prepared group transaction was committed, not redone',
+      );
+      const report = await verify(deps, s);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.outputs, 800);
+    } finally {
+      second.kill('SIGTERM');
+      await second.exited;
+    }
+  },
+);
 
-test('a group worker killed with SIGKILL after prepare and before commit: a new worker commits the group epoch, exactly once', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'gkill', records: 800, partitions: 4, parallelism: 2 });
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
-  const handle = await start(deps, s);
-  assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
-  const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
-  try {
-    const results = await drainAndWait(deps, s, handle);
-    assert.equal(results.length, 4);
-    assert.ok(results.every((r) => r.state.redos === 0), 'the prepared group transaction was committed, not redone');
-    const report = await verify(deps, s);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.outputs, 800);
-  } finally {
-    second.kill('SIGTERM');
-    await second.exited;
-  }
-});
+test(
+  'a group transaction aborted by the broker (timeout) is redone per partition before the next group epoch; MySQL not doubled',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'gtimeout', records: 600, partitions: 2, parallelism: 1, transactionTimeoutMs: 3000, epochsPerRun: 2 });
+    const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+    const handle = await start(deps, s);
+    assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
+    // The advance activity is retried after its 10 s heartbeat timeout, past the 3 s transaction timeout.
+    const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+    try {
+      const results = await drainAndWait(deps, s, handle);
+      assert.deepEqual(results.map((r) => r.state.redos).sort(), [1, 1], 'group epoch 0 was redone for both partitions');
+      const report = await verify(deps, s);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.outputs, 600);
+      assert.ok(report.totals.abortedCopies >= 200, `the aborted group epoch 0 is visible to read_uncommitted: ${report.totals.abortedCopies}`);
+      const histories = (await replayGroup(s.spec.name, 0, 'redo-continue-as-new')).join('\n');
+      assert.match(histories, /"redoMembers"/);
+      assert.match(histories, /ContinuedAsNew/);
+    } finally {
+      second.kill('SIGTERM');
+      await second.exited;
+    }
+  },
+);
 
-test('a group transaction aborted by the broker (timeout) is redone per partition before the next group epoch; MySQL not doubled', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'gtimeout', records: 600, partitions: 2, parallelism: 1, transactionTimeoutMs: 3000, epochsPerRun: 2 });
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
-  const handle = await start(deps, s);
-  assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
-  // The advance activity is retried after its 10 s heartbeat timeout, past the 3 s transaction timeout.
-  const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
-  try {
-    const results = await drainAndWait(deps, s, handle);
-    assert.deepEqual(results.map((r) => r.state.redos).sort(), [1, 1], 'group epoch 0 was redone for both partitions');
-    const report = await verify(deps, s);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.outputs, 600);
-    assert.ok(report.totals.abortedCopies >= 200, `the aborted group epoch 0 is visible to read_uncommitted: ${report.totals.abortedCopies}`);
-    const histories = (await replayGroup(s.spec.name, 0, 'redo-continue-as-new')).join('\n');
-    assert.match(histories, /"redoMembers"/);
-    assert.match(histories, /ContinuedAsNew/);
-  } finally {
-    second.kill('SIGTERM');
-    await second.exited;
-  }
-});
+test(
+  "a group branch left prepared by a terminated run: onceflow transactions --resolve decides it from the partitions' markers, and the restarted pipeline finishes exactly once",
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'gleft', records: 600, partitions: 2, parallelism: 1 });
+    const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+    await start(deps, s);
+    assert.equal(await doomed.exited, -1, `the first worker died at commit.before; its stderr:\n${doomed.stderrText}`);
+    const left = await recoverXids(deps.pool, pipelineGroupGtridPrefix(s.spec.name));
+    assert.ok(left.length >= 1, 'group epoch 1 left its XA branch prepared');
+    for (const id of [pipelineWorkflowId(s.spec.name), groupWorkflowId(s.spec.name, 0)])
+      await deps.client.workflow.getHandle(id).terminate('groups.test.ts: operator gave up');
+    const done = await resolveInDoubt(deps, s.spec, [0, 1]);
+    assert.ok(
+      done.some((l) => /^group 0 epoch 1: XA .* rolled-back \(no committed progress marker names it\)/.test(l)),
+      done.join('\n'),
+    );
+    assert.deepEqual(await recoverXids(deps.pool, pipelineGroupGtridPrefix(s.spec.name)), []);
+    await withWorker(s, async () => {
+      const handle = await startPipeline(deps.client, s.spec, s.taskQueue);
+      await drainAndWait(deps, s, handle);
+      const report = await verify(deps, s);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.outputs, 600);
+    });
+  },
+);
 
-test('a group branch left prepared by a terminated run: onceflow transactions --resolve decides it from the partitions\' markers, and the restarted pipeline finishes exactly once', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'gleft', records: 600, partitions: 2, parallelism: 1 });
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
-  await start(deps, s);
-  assert.equal(await doomed.exited, -1, `the first worker died at commit.before; its stderr:\n${doomed.stderrText}`);
-  const left = await recoverXids(deps.pool, pipelineGroupGtridPrefix(s.spec.name));
-  assert.ok(left.length >= 1, 'group epoch 1 left its XA branch prepared');
-  for (const id of [pipelineWorkflowId(s.spec.name), groupWorkflowId(s.spec.name, 0)]) await deps.client.workflow.getHandle(id).terminate('groups.test.ts: operator gave up');
-  const done = await resolveInDoubt(deps, s.spec, [0, 1]);
-  assert.ok(done.some((l) => /^group 0 epoch 1: XA .* rolled-back \(no committed progress marker names it\)/.test(l)), done.join('\n'));
-  assert.deepEqual(await recoverXids(deps.pool, pipelineGroupGtridPrefix(s.spec.name)), []);
-  await withWorker(s, async () => {
-    const handle = await startPipeline(deps.client, s.spec, s.taskQueue);
-    await drainAndWait(deps, s, handle);
-    const report = await verify(deps, s);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.outputs, 600);
-  });
-});
-
-test('partitions added while a grouped pipeline runs join their group; pause and resume reach every group; status answers per partition', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'gadd', records: 400, partitions: 2, parallelism: 2, epoch: { maxRecords: 50, maxWaitMs: 300 } });
-  const spec = { ...s.spec, source: { ...s.spec.source, discoveryIntervalMs: 1000 } };
-  const t = { ...s, spec };
-  await withWorker(t, async () => {
-    const handle = await start(deps, t);
-    await waitUntil('both partitions committing', async () => (await pipelineStatus(deps, spec, 2)).every((r) => (r.committedOffset ?? 0) > 0), 30_000);
-    const paused = await controlPartitions(deps.client, spec.name, 2, 'pause');
-    assert.ok(paused.every((r) => r.ok), JSON.stringify(paused));
-    await waitUntil('both groups paused', async () => (await pipelineStatus(deps, spec, 2)).every((r) => r.phase === 'paused'), 30_000);
-    await controlPartitions(deps.client, spec.name, 2, 'resume');
-    await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 4 }] });
-    const more = makeEvents(400, 11, 0);
-    await produceValues(deps.settings.kafka, spec.source.topic, 4, more.values);
-    const rows = await waitUntil('the new partitions are read by their groups', async () => {
-      const r = await pipelineStatus(deps, spec, 4);
-      return r.length === 4 && r.every((x) => (x.committedOffset ?? 0) > 0) && r;
-    }, 60_000);
-    assert.deepEqual(rows.map((r) => r.workflow), [0, 1, 0, 1].map((g) => groupWorkflowId(spec.name, g)));
-    await drainAndWait(deps, t, handle);
-    const report = await verify(deps, t);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.sourceRecords, 800);
-  });
-  // The pipeline workflow that started the groups and told them of the new partitions replays too.
-  const history = await deps.client.workflow.getHandle(pipelineWorkflowId(spec.name)).fetchHistory();
-  await Worker.runReplayHistory({ workflowBundle: bundle() }, history, pipelineWorkflowId(spec.name));
-  const json = historyToJSON(history);
-  assert.match(json, /"addMembers"/);
-  if (process.env.ONCEFLOW_RECORD_HISTORIES) writeFileSync(join(__dirname, 'histories', 'pipeline', 'pipeline-groups-0.json'), json);
-  await replayGroup(spec.name, 0, 'joined');
-});
+test(
+  'partitions added while a grouped pipeline runs join their group; pause and resume reach every group; status answers per partition',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'gadd', records: 400, partitions: 2, parallelism: 2, epoch: { maxRecords: 50, maxWaitMs: 300 } });
+    const spec = { ...s.spec, source: { ...s.spec.source, discoveryIntervalMs: 1000 } };
+    const t = { ...s, spec };
+    await withWorker(t, async () => {
+      const handle = await start(deps, t);
+      await waitUntil('both partitions committing', async () => (await pipelineStatus(deps, spec, 2)).every((r) => (r.committedOffset ?? 0) > 0), 30_000);
+      const paused = await controlPartitions(deps.client, spec.name, 2, 'pause');
+      assert.ok(
+        paused.every((r) => r.ok),
+        JSON.stringify(paused),
+      );
+      await waitUntil('both groups paused', async () => (await pipelineStatus(deps, spec, 2)).every((r) => r.phase === 'paused'), 30_000);
+      await controlPartitions(deps.client, spec.name, 2, 'resume');
+      await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 4 }] });
+      const more = makeEvents(400, 11, 0);
+      await produceValues(deps.settings.kafka, spec.source.topic, 4, more.values);
+      const rows = await waitUntil(
+        'the new partitions are read by their groups',
+        async () => {
+          const r = await pipelineStatus(deps, spec, 4);
+          return r.length === 4 && r.every((x) => (x.committedOffset ?? 0) > 0) && r;
+        },
+        60_000,
+      );
+      assert.deepEqual(
+        rows.map((r) => r.workflow),
+        [0, 1, 0, 1].map((g) => groupWorkflowId(spec.name, g)),
+      );
+      await drainAndWait(deps, t, handle);
+      const report = await verify(deps, t);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.sourceRecords, 800);
+    });
+    // The pipeline workflow that started the groups and told them of the new partitions replays too.
+    const history = await deps.client.workflow.getHandle(pipelineWorkflowId(spec.name)).fetchHistory();
+    await Worker.runReplayHistory({ workflowBundle: bundle() }, history, pipelineWorkflowId(spec.name));
+    const json = historyToJSON(history);
+    assert.match(json, /"addMembers"/);
+    if (process.env.ONCEFLOW_RECORD_HISTORIES) writeFileSync(join(__dirname, 'histories', 'pipeline', 'pipeline-groups-0.json'), json);
+    await replayGroup(spec.name, 0, 'joined');
+  },
+);

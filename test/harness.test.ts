@@ -27,7 +27,10 @@ function soakSamples(n: number, change: (s: Sample, i: number) => Partial<Sample
     return { ...s, ...change(s, i) };
   });
 }
-const failing = (samples: Sample[]) => boundedStateChecks(samples, { partitions: 4, maxRecords: 500 }).filter((c) => !c.ok).map((c) => c.name);
+const failing = (samples: Sample[]) =>
+  boundedStateChecks(samples, { partitions: 4, maxRecords: 500 })
+    .filter((c) => !c.ok)
+    .map((c) => c.name);
 
 test('soak bounds: a steady run passes; each kind of growth fails its own check', () => {
   assert.deepEqual(failing(soakSamples(60)), []);
@@ -38,8 +41,14 @@ test('soak bounds: a steady run passes; each kind of growth fails its own check'
   const neverRestarted = failing(soakSamples(60, (s, i) => ({ historyEvents: s.historyEvents.map((e, p) => (p === 2 ? 100 + 200 * i : e)) })));
   assert.deepEqual(neverRestarted, ['every partition workflow continued as new', 'history per run does not grow']);
   // Too short to judge growth (the short soak): only the rule bounds are checked.
-  const short = boundedStateChecks(soakSamples(20, (_, i) => ({ workerRssMb: [100 + 50 * i, null] })), { partitions: 4, maxRecords: 500 });
-  assert.deepEqual(short.map((c) => c.name), ['ledger rows within the pruning rule', 'staged rows within two epochs per partition']);
+  const short = boundedStateChecks(
+    soakSamples(20, (_, i) => ({ workerRssMb: [100 + 50 * i, null] })),
+    { partitions: 4, maxRecords: 500 },
+  );
+  assert.deepEqual(
+    short.map((c) => c.name),
+    ['ledger rows within the pruning rule', 'staged rows within two epochs per partition'],
+  );
   assert.equal(growthJudged(soakSamples(20)), false);
   assert.equal(growthJudged(soakSamples(31)), true);
 });

@@ -7,7 +7,18 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { connectCluster, COORDINATOR, describeProducers, endTxn, fetchPartition, ISOLATION, latestOffset, onLeader, PreparedTransaction, type KafkaCluster } from '../src/kafka/internals';
+import {
+  connectCluster,
+  COORDINATOR,
+  describeProducers,
+  endTxn,
+  fetchPartition,
+  ISOLATION,
+  latestOffset,
+  onLeader,
+  PreparedTransaction,
+  type KafkaCluster,
+} from '../src/kafka/internals';
 import { checkLanded, CountedTransaction } from '../src/kafka/landed';
 import { TransientError } from '../src/errors';
 import { kafkaClientConfig } from '../src/kafka/client-config';
@@ -44,11 +55,14 @@ test('EndTxn from another connection commits; a retried commit answers ok; reads
   // EndTxn returns once the decision is logged; the markers that move the LSO follow.
   await waitDecided(deps.cluster, topic, 0, 1, { timeoutMs: 10_000 });
   const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
-  assert.deepEqual(r.records.map((x) => String(x.value)), ['a', 'b']);
+  assert.deepEqual(
+    r.records.map((x) => String(x.value)),
+    ['a', 'b'],
+  );
   assert.equal(r.nextOffset, 3, 'past the commit marker');
 });
 
-test('a transactional id\'s and a group\'s coordinators are asked for once per connection, not before every request (real broker)', async () => {
+test("a transactional id's and a group's coordinators are asked for once per connection, not before every request (real broker)", async () => {
   const topic = uniqueName('int-coord');
   await createTopic(deps.admin, topic, 1);
   const cluster = await connectCluster(kafkaClientConfig(deps.settings.kafka, 'onceflow-test-coordinators'));
@@ -72,7 +86,10 @@ test('a transactional id\'s and a group\'s coordinators are asked for once per c
     assert.deepEqual(lookups, [COORDINATOR.TRANSACTION, COORDINATOR.GROUP]);
     await waitDecided(deps.cluster, topic, 0, 3, { timeoutMs: 10_000 });
     const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
-    assert.deepEqual(r.records.map((x) => String(x.value)), ['first', 'second']);
+    assert.deepEqual(
+      r.records.map((x) => String(x.value)),
+      ['first', 'second'],
+    );
   } finally {
     await cluster.disconnect();
   }
@@ -99,16 +116,37 @@ test('commit after abort answers invalid-state; commit after a newer InitProduce
   assert.equal(await endTxn(deps.cluster, h3, true), 'ok');
   await waitDecided(deps.cluster, topic, 0, kept!.baseOffset, { timeoutMs: 10_000 });
 
-  const committed = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
-  assert.deepEqual(committed.records.map((x) => String(x.value)), ['kept']);
-  const all = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED });
+  const committed = await fetchPartition(deps.cluster, {
+    topic,
+    partition: 0,
+    fromOffset: 0,
+    maxBytes: 1 << 20,
+    maxWaitMs: 0,
+    isolation: ISOLATION.READ_COMMITTED,
+  });
+  assert.deepEqual(
+    committed.records.map((x) => String(x.value)),
+    ['kept'],
+  );
+  const all = await fetchPartition(deps.cluster, {
+    topic,
+    partition: 0,
+    fromOffset: 0,
+    maxBytes: 1 << 20,
+    maxWaitMs: 0,
+    isolation: ISOLATION.READ_UNCOMMITTED,
+  });
   assert.ok(all.records.length >= 3, 'read_uncommitted also returns the aborted records');
 });
 
 test('a progress marker decides: found once committed, absent once aborted', async () => {
   const topic = uniqueName('int-marker');
   await createTopic(deps.admin, topic, 1);
-  const marker = (epoch: number) => ({ key: '0', value: encodeMarker({ pipeline: 'x', partition: 0, epoch, start: 0, end: 1, records: 1, redo: false }), partition: 0 });
+  const marker = (epoch: number) => ({
+    key: '0',
+    value: encodeMarker({ pipeline: 'x', partition: 0, epoch, start: 0, end: 1, records: 1, redo: false }),
+    partition: 0,
+  });
   const t1 = new PreparedTransaction(deps.cluster, uniqueName('tid'), 60_000);
   const h1 = await t1.begin();
   const [m1] = await t1.send([{ topic, messages: [marker(7)] }]);
@@ -145,10 +183,25 @@ test('read_committed drops interleaved aborted transactions whatever order they 
 
   for (const fromOffset of [0, 1, 2]) {
     const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
-    assert.deepEqual(r.records.map((x) => x.value?.toString()), ['c1'], `read_committed from offset ${fromOffset} shows only the committed record`);
+    assert.deepEqual(
+      r.records.map((x) => x.value?.toString()),
+      ['c1'],
+      `read_committed from offset ${fromOffset} shows only the committed record`,
+    );
   }
-  const all = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED });
-  assert.deepEqual(all.records.map((x) => x.value?.toString()), ['a1', 'b1', 'a2', 'c1'], 'read_uncommitted shows the aborted records too');
+  const all = await fetchPartition(deps.cluster, {
+    topic,
+    partition: 0,
+    fromOffset: 0,
+    maxBytes: 1 << 20,
+    maxWaitMs: 0,
+    isolation: ISOLATION.READ_UNCOMMITTED,
+  });
+  assert.deepEqual(
+    all.records.map((x) => x.value?.toString()),
+    ['a1', 'b1', 'a2', 'c1'],
+    'read_uncommitted shows the aborted records too',
+  );
 });
 
 test('DescribeProducers: the leader states the producer epoch, last sequence and open transaction; checkLanded is exact both ways (real broker)', async () => {
@@ -157,8 +210,19 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
   const txn = new CountedTransaction(deps.cluster, uniqueName('tid'), 60_000);
   const h = await txn.begin();
   const [first] = await txn.send([{ topic, messages: [0, 1, 2].map((i) => ({ value: `a${i}`, partition: 0 })) }]);
-  await txn.send([{ topic, messages: [{ value: 'b', partition: 0 }, { value: 'c', partition: 1 }] }]);
-  const { partitions, requests } = await describeProducers(other, [{ topic, partition: 0 }, { topic, partition: 1 }]);
+  await txn.send([
+    {
+      topic,
+      messages: [
+        { value: 'b', partition: 0 },
+        { value: 'c', partition: 1 },
+      ],
+    },
+  ]);
+  const { partitions, requests } = await describeProducers(other, [
+    { topic, partition: 0 },
+    { topic, partition: 1 },
+  ]);
   assert.equal(requests, 1, 'one request to the one broker');
   const state = (p: number) => partitions.find((x) => x.partition === p)!.producers.find((x) => x.producerId === h.producerId)!;
   assert.deepEqual([state(0).producerEpoch, state(0).lastSequence, state(0).currentTxnStartOffset], [h.producerEpoch, 3, first!.baseOffset]);
@@ -167,10 +231,18 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
 
   // Records of this transaction the counted send did not see (a request sent twice): refused.
   await PreparedTransaction.prototype.send.call(txn, [{ topic, messages: [{ value: 'again', partition: 1 }] }]);
-  await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /more records of this transaction than were sent.*\[1\]: 1 sent \(sequences 0\.\.0\), last sequence in the log 1/.test((e as Error).message));
+  await assert.rejects(
+    checkLanded(other, txn, h),
+    (e: unknown) =>
+      e instanceof TransientError &&
+      /more records of this transaction than were sent.*\[1\]: 1 sent \(sequences 0\.\.0\), last sequence in the log 1/.test((e as Error).message),
+  );
   // Records counted as sent that are not in the log (a dropped partition): refused.
   txn.sent.get(`${topic}/1`)!.sent = 3;
-  await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /missing from the log.*\[1\]: 3 sent .*last sequence in the log 1/.test((e as Error).message));
+  await assert.rejects(
+    checkLanded(other, txn, h),
+    (e: unknown) => e instanceof TransientError && /missing from the log.*\[1\]: 3 sent .*last sequence in the log 1/.test((e as Error).message),
+  );
   // Once aborted, nothing of it may pass. EndTxn answers once the coordinator has logged the
   // abort; the leaders learn it from the markers written after that (until then a leader still
   // reports the transaction open — harmless in the engine, where the EndTxn commit that follows
@@ -179,12 +251,18 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
   await waitDecided(deps.cluster, topic, 0, 3, { timeoutMs: 10_000 });
   await waitDecided(deps.cluster, topic, 1, 1, { timeoutMs: 10_000 });
   txn.sent.get(`${topic}/1`)!.sent = 2;
-  await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /no transaction of the producer is open/.test((e as Error).message));
+  await assert.rejects(
+    checkLanded(other, txn, h),
+    (e: unknown) => e instanceof TransientError && /no transaction of the producer is open/.test((e as Error).message),
+  );
   // A newer InitProducerId on the id: the old handle is fenced.
   const newer = new PreparedTransaction(deps.cluster, h.transactionalId, 60_000);
   const h2 = await newer.begin();
   await newer.send([{ topic, messages: [{ value: 'd', partition: 0 }] }]);
-  await assert.rejects(checkLanded(other, txn, h), (e: unknown) => e instanceof TransientError && /is at epoch \d+, not this transaction's/.test((e as Error).message));
+  await assert.rejects(
+    checkLanded(other, txn, h),
+    (e: unknown) => e instanceof TransientError && /is at epoch \d+, not this transaction's/.test((e as Error).message),
+  );
   assert.equal(await endTxn(other, h2, false), 'ok');
 });
 
@@ -192,7 +270,7 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
 async function namedNotSettled(prefix: string): Promise<string> {
   const topic = uniqueName(prefix);
   await deps.admin.createTopics({ waitForLeaders: false, topics: [{ topic, numPartitions: 64, replicationFactor: -1 }] });
-  for (let named = false; !named; ) {
+  for (let named = false; !named;) {
     const m = await deps.admin.fetchTopicMetadata({ topics: [topic] }).catch(() => undefined); // unknown topic until it propagates
     named = m?.topics[0]?.partitions.length === 64 && m.topics[0].partitions.every((p) => p.leader >= 0);
     if (!named) await new Promise((r) => setTimeout(r, 50));
@@ -213,8 +291,15 @@ test('a one-partition Fetch on every partition of a topic created a moment ago: 
   // The reads of a redo and of the progress markers, on a leader that has not taken its partition
   // over yet: without onLeader around fetchPartition one of these fails (checked by removing it).
   const topic = await namedNotSettled('int-settle-fetch');
-  const reads = await Promise.all(Array.from({ length: 64 }, (_, p) => fetchPartition(deps.cluster, { topic, partition: p, fromOffset: 0, maxBytes: 1 << 16, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED })));
-  assert.deepEqual(reads.map((r) => [r.records.length, r.nextOffset, r.highWatermark]), new Array(64).fill([0, 0, 0]));
+  const reads = await Promise.all(
+    Array.from({ length: 64 }, (_, p) =>
+      fetchPartition(deps.cluster, { topic, partition: p, fromOffset: 0, maxBytes: 1 << 16, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED }),
+    ),
+  );
+  assert.deepEqual(
+    reads.map((r) => [r.records.length, r.nextOffset, r.highWatermark]),
+    new Array(64).fill([0, 0, 0]),
+  );
 });
 
 test('createTopicsReady returns once every leader answers: a plain kafkajs offsets query right after it succeeds (real broker, 64 partitions)', async () => {
@@ -247,10 +332,16 @@ test('onLeader: asks again after a settling answer, throws any other error at on
   assert.equal(calls, 3);
   assert.equal(refreshes, 2);
   calls = 0;
-  await assert.rejects(onLeader(fake, 't', 0, async () => (calls++, Promise.reject(Object.assign(new Error('fenced'), { type: 'INVALID_PRODUCER_EPOCH' })))), /fenced/);
+  await assert.rejects(
+    onLeader(fake, 't', 0, async () => (calls++, Promise.reject(Object.assign(new Error('fenced'), { type: 'INVALID_PRODUCER_EPOCH' })))),
+    /fenced/,
+  );
   assert.equal(calls, 1);
   calls = 0;
   const t0 = Date.now();
-  await assert.rejects(onLeader(fake, 't', 0, async () => (calls++, Promise.reject(settling())), 100), /not the leader/);
+  await assert.rejects(
+    onLeader(fake, 't', 0, async () => (calls++, Promise.reject(settling())), 100),
+    /not the leader/,
+  );
   assert.ok(calls >= 2 && Date.now() - t0 >= 100, `asked ${calls} times in ${Date.now() - t0} ms`);
 });

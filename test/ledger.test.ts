@@ -26,7 +26,12 @@ test('the ledger is pruned to its first and last epochs, verify still passes, an
   // One record per epoch: enough epochs for two prunes.
   const epochs = 2 * LEDGER_PRUNE_EVERY + 10;
   const s = await prepareScenario(deps, { prefix: 'ledger', records: epochs, partitions: 1, epoch: { maxRecords: 1, maxWaitMs: 200 } });
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: { codePath: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' } } });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    worker: { workflowBundle: { codePath: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' } },
+  });
   const running = w.run();
   try {
     const handle = await start(deps, s);
@@ -41,7 +46,10 @@ test('the ledger is pruned to its first and last epochs, verify still passes, an
   assert.ok(last >= 2 * LEDGER_PRUNE_EVERY, `ran ${last} epochs`);
   // The first row, then nothing older than LEDGER_KEEP_EPOCHS before the last prune.
   const lastPrune = last - (last % LEDGER_PRUNE_EVERY);
-  assert.deepEqual(kept.slice(1), Array.from({ length: last - (lastPrune - LEDGER_KEEP_EPOCHS) + 1 }, (_, i) => lastPrune - LEDGER_KEEP_EPOCHS + i));
+  assert.deepEqual(
+    kept.slice(1),
+    Array.from({ length: last - (lastPrune - LEDGER_KEEP_EPOCHS) + 1 }, (_, i) => lastPrune - LEDGER_KEEP_EPOCHS + i),
+  );
   assert.ok(kept.length <= 1 + LEDGER_KEEP_EPOCHS + LEDGER_PRUNE_EVERY, `${kept.length} rows kept of ${last} epochs`);
 
   const report = await verify(deps, s);
@@ -53,13 +61,19 @@ test('the ledger is pruned to its first and last epochs, verify still passes, an
   const conn = await deps.pool.getConnection();
   try {
     await conn.beginTransaction();
-    await assert.rejects(insertLedger(conn, s.spec.name, 0, { epoch: pruned, start: 0, end: 1, records: 1, redo: false }), (e) => e instanceof StaleEpoch && e.message.includes(`epoch ${pruned} is stale`));
+    await assert.rejects(
+      insertLedger(conn, s.spec.name, 0, { epoch: pruned, start: 0, end: 1, records: 1, redo: false }),
+      (e) => e instanceof StaleEpoch && e.message.includes(`epoch ${pruned} is stale`),
+    );
     await conn.rollback();
   } finally {
     conn.release();
   }
 
   // The progress topic keeps only the newest marker per partition (compaction).
-  const cfg = await deps.admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: s.spec.progressTopic, configNames: ['cleanup.policy'] }] });
+  const cfg = await deps.admin.describeConfigs({
+    includeSynonyms: false,
+    resources: [{ type: ConfigResourceTypes.TOPIC, name: s.spec.progressTopic, configNames: ['cleanup.policy'] }],
+  });
   assert.equal(cfg.resources[0]!.configEntries.find((c) => c.configName === 'cleanup.policy')?.configValue, 'compact');
 });

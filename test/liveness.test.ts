@@ -30,8 +30,19 @@ import { drainAndWait, failedChecks, prepareScenario, start, verify } from './su
 /** The longest a partition may go without a committed epoch while a healthy worker polls. */
 const LIVENESS_BOUND_MS = 20_000;
 const FREEZE_MS = Number(process.env.ONCEFLOW_LIVENESS_FREEZE_MS ?? 75_000);
-const STEPS: FaultPoint[] = ['prepare.start', 'prepare.kafka-sent', 'prepare.xa-prepared', 'commit.before', 'commit.between', 'commit.mysql-committed', 'commit.mysql'];
-const points: FaultPoint[] = process.env.ONCEFLOW_LIVENESS_POINTS === 'all' ? STEPS : ((process.env.ONCEFLOW_LIVENESS_POINTS?.split(',') as FaultPoint[] | undefined) ?? ['commit.before']);
+const STEPS: FaultPoint[] = [
+  'prepare.start',
+  'prepare.kafka-sent',
+  'prepare.xa-prepared',
+  'commit.before',
+  'commit.between',
+  'commit.mysql-committed',
+  'commit.mysql',
+];
+const points: FaultPoint[] =
+  process.env.ONCEFLOW_LIVENESS_POINTS === 'all'
+    ? STEPS
+    : ((process.env.ONCEFLOW_LIVENESS_POINTS?.split(',') as FaultPoint[] | undefined) ?? ['commit.before']);
 const PARTITIONS = 2;
 const RECORDS = 40_000;
 
@@ -43,7 +54,12 @@ before(async () => {
 after(async () => deps.close());
 
 /** Samples each partition's last committed epoch every 200 ms from `from` for `ms`; the longest time any went without a new one (ending early for a partition that caught up with the source). */
-async function longestStall(pipeline: string, from: number, ms: number, caughtUp: (p: number, end: number) => boolean): Promise<{ partition: number; gapMs: number; at: number }[]> {
+async function longestStall(
+  pipeline: string,
+  from: number,
+  ms: number,
+  caughtUp: (p: number, end: number) => boolean,
+): Promise<{ partition: number; gapMs: number; at: number }[]> {
   const last = new Map<number, { epoch: number; at: number }>();
   const worst = Array.from({ length: PARTITIONS }, (_, p) => ({ partition: p, gapMs: 0, at: from }));
   const done = new Set<number>();
@@ -64,40 +80,59 @@ async function longestStall(pipeline: string, from: number, ms: number, caughtUp
 }
 
 for (const point of points) {
-  test(`a worker frozen ${FREEZE_MS / 1000} s at ${point}: while another worker polls, no partition goes ${LIVENESS_BOUND_MS / 1000} s without a committed epoch; exactly once after the thaw`, { timeout: FREEZE_MS + 240_000 }, async () => {
-    const s = await prepareScenario(deps, { prefix: `live-${STEPS.indexOf(point)}`, records: RECORDS, partitions: PARTITIONS, epoch: { maxRecords: 20, maxWaitMs: 200 } });
-    const epoch = 4;
-    const frozen = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '', ONCEFLOW_FAULTS: `${point}@epoch=${epoch}@partition=0@attempt=1:freeze=${FREEZE_MS}` });
-    let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
-    let running: Promise<void> | undefined;
-    try {
-      const handle = await start(deps, s);
-      const hit = new RegExp(`freeze=${FREEZE_MS} at ${point.replace('.', '\\.')} epoch=${epoch} partition=0`);
-      await waitUntil(`worker A to freeze at ${point} of epoch ${epoch}`, async () => hit.test(frozen.stderrText), 120_000).catch((e) => {
-        throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
+  test(
+    `a worker frozen ${FREEZE_MS / 1000} s at ${point}: while another worker polls, no partition goes ${LIVENESS_BOUND_MS / 1000} s without a committed epoch; exactly once after the thaw`,
+    { timeout: FREEZE_MS + 240_000 },
+    async () => {
+      const s = await prepareScenario(deps, {
+        prefix: `live-${STEPS.indexOf(point)}`,
+        records: RECORDS,
+        partitions: PARTITIONS,
+        epoch: { maxRecords: 20, maxWaitMs: 200 },
       });
-      const frozenAt = Date.now();
-      healthy = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: { codePath: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' } } });
-      running = healthy.run();
-      const perPartition = RECORDS / PARTITIONS;
-      const worst = await longestStall(s.spec.name, frozenAt, FREEZE_MS - 2000, (_p, end) => end >= perPartition);
-      const report = worst.map((w) => `partition ${w.partition}: ${(w.gapMs / 1000).toFixed(1)} s without a committed epoch from +${((w.at - frozenAt) / 1000).toFixed(1)} s`).join('; ');
-      process.stdout.write(`# liveness ${point}, freeze ${FREEZE_MS / 1000} s: ${report}\n`);
-      assert.ok(
-        worst.every((w) => w.gapMs <= LIVENESS_BOUND_MS),
-        `longest no-progress time over ${LIVENESS_BOUND_MS / 1000} s while worker A was frozen at ${point}: ${report}`,
-      );
-      await waitUntil('worker A to thaw', async () => /thawed at/.test(frozen.stderrText), FREEZE_MS + 30_000);
-      await drainAndWait(deps, s, handle);
-      const verified = await verify(deps, s);
-      assert.ok(verified.ok, failedChecks(verified));
-      assert.equal(verified.totals.sourceRecords, RECORDS);
-    } finally {
-      frozen.kill('SIGCONT');
-      frozen.kill('SIGTERM');
-      await frozen.exited;
-      healthy?.shutdown();
-      await running;
-    }
-  });
+      const epoch = 4;
+      const frozen = spawnWorker(s.taskQueue, {
+        ONCEFLOW_WORKFLOW_BUNDLE: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '',
+        ONCEFLOW_FAULTS: `${point}@epoch=${epoch}@partition=0@attempt=1:freeze=${FREEZE_MS}`,
+      });
+      let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
+      let running: Promise<void> | undefined;
+      try {
+        const handle = await start(deps, s);
+        const hit = new RegExp(`freeze=${FREEZE_MS} at ${point.replace('.', '\\.')} epoch=${epoch} partition=0`);
+        await waitUntil(`worker A to freeze at ${point} of epoch ${epoch}`, async () => hit.test(frozen.stderrText), 120_000).catch((e) => {
+          throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
+        });
+        const frozenAt = Date.now();
+        healthy = await createOnceflowWorker({
+          settings: deps.settings,
+          taskQueue: s.taskQueue,
+          transforms: compareTransforms(),
+          worker: { workflowBundle: { codePath: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' } },
+        });
+        running = healthy.run();
+        const perPartition = RECORDS / PARTITIONS;
+        const worst = await longestStall(s.spec.name, frozenAt, FREEZE_MS - 2000, (_p, end) => end >= perPartition);
+        const report = worst
+          .map((w) => `partition ${w.partition}: ${(w.gapMs / 1000).toFixed(1)} s without a committed epoch from +${((w.at - frozenAt) / 1000).toFixed(1)} s`)
+          .join('; ');
+        process.stdout.write(`# liveness ${point}, freeze ${FREEZE_MS / 1000} s: ${report}\n`);
+        assert.ok(
+          worst.every((w) => w.gapMs <= LIVENESS_BOUND_MS),
+          `longest no-progress time over ${LIVENESS_BOUND_MS / 1000} s while worker A was frozen at ${point}: ${report}`,
+        );
+        await waitUntil('worker A to thaw', async () => /thawed at/.test(frozen.stderrText), FREEZE_MS + 30_000);
+        await drainAndWait(deps, s, handle);
+        const verified = await verify(deps, s);
+        assert.ok(verified.ok, failedChecks(verified));
+        assert.equal(verified.totals.sourceRecords, RECORDS);
+      } finally {
+        frozen.kill('SIGCONT');
+        frozen.kill('SIGTERM');
+        await frozen.exited;
+        healthy?.shutdown();
+        await running;
+      }
+    },
+  );
 }

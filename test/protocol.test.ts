@@ -42,7 +42,10 @@ const at = (side: 'kafka' | 'mysql', st: string, staged = true): EpochState => (
 
 test('every legal move is allowed, and a guarded one only when its guard holds', () => {
   let moves = 0;
-  for (const [side, table] of [['kafka', KAFKA_MOVES], ['mysql', MYSQL_MOVES]] as const) {
+  for (const [side, table] of [
+    ['kafka', KAFKA_MOVES],
+    ['mysql', MYSQL_MOVES],
+  ] as const) {
     for (const [from, list] of Object.entries(table)) {
       for (const m of list) {
         const key = `${side}:${from}→${m.to}`;
@@ -64,11 +67,18 @@ test('every legal move is allowed, and a guarded one only when its guard holds',
 
 test('every move not in the table is rejected', () => {
   let rejected = 0;
-  for (const [side, states, table] of [['kafka', KAFKA, KAFKA_MOVES], ['mysql', MYSQL, MYSQL_MOVES]] as const) {
+  for (const [side, states, table] of [
+    ['kafka', KAFKA, KAFKA_MOVES],
+    ['mysql', MYSQL, MYSQL_MOVES],
+  ] as const) {
     for (const from of states) {
       for (const to of states) {
         if ((table as Record<string, readonly { to: string }[]>)[from]!.some((m) => m.to === to)) continue;
-        assert.throws(() => move(at(side, from), side, to as never, { committedEverywhere: false, ledgerRow: false, decidedBranch: true }), /no such move/, `${side} ${from} → ${to}`);
+        assert.throws(
+          () => move(at(side, from), side, to as never, { committedEverywhere: false, ledgerRow: false, decidedBranch: true }),
+          /no such move/,
+          `${side} ${from} → ${to}`,
+        );
         rejected++;
       }
     }
@@ -98,7 +108,16 @@ test('recovery: commit only the branch the committed marker names, roll back old
   const decided = 'of:p:0:5#a3.rs.00000001';
   const stale = 'of:p:0:5#a2.rk.00000002';
   const newer = 'of:p:0:5#a9.zz.00000003';
-  const actions = recoverEpoch(ev({ marker: { start: 10, end: 20, xid: decided }, branches: [{ xid: stale, token: 900 }, { xid: decided, token: 950 }, { xid: newer, token: 2000 }] }));
+  const actions = recoverEpoch(
+    ev({
+      marker: { start: 10, end: 20, xid: decided },
+      branches: [
+        { xid: stale, token: 900 },
+        { xid: decided, token: 950 },
+        { xid: newer, token: 2000 },
+      ],
+    }),
+  );
   assert.deepEqual(actions, [
     { do: 'rollback-branch', xid: stale },
     { do: 'commit-branch', xid: decided },
@@ -106,7 +125,10 @@ test('recovery: commit only the branch the committed marker names, roll back old
     { do: 'apply-staged' },
   ]);
   // The decided branch is committed even when it is newer than the actor: the marker decided it.
-  assert.deepEqual(recoverEpoch(ev({ marker: { start: 10, end: 20, xid: decided }, branches: [{ xid: decided, token: 5000 }] }))[0], { do: 'commit-branch', xid: decided });
+  assert.deepEqual(recoverEpoch(ev({ marker: { start: 10, end: 20, xid: decided }, branches: [{ xid: decided, token: 5000 }] }))[0], {
+    do: 'commit-branch',
+    xid: decided,
+  });
 });
 
 test('recovery: undecided epochs roll back, one-sided epochs are redone, disagreement is refused', () => {
@@ -119,9 +141,20 @@ test('recovery: undecided epochs roll back, one-sided epochs are redone, disagre
     { do: 'redo-mysql', start: 10, end: 20 },
   ]);
   // Markers of older versions name no xid: the only branch is the decided one; two cannot be told apart.
-  assert.deepEqual(recoverEpoch(ev({ marker: { start: 10, end: 20 }, branches: [{ xid: 'a', token: 1 }] })), [{ do: 'commit-branch', xid: 'a' }, { do: 'apply-staged' }]);
+  assert.deepEqual(recoverEpoch(ev({ marker: { start: 10, end: 20 }, branches: [{ xid: 'a', token: 1 }] })), [
+    { do: 'commit-branch', xid: 'a' },
+    { do: 'apply-staged' },
+  ]);
   assert.deepEqual(
-    recoverEpoch(ev({ marker: { start: 10, end: 20 }, branches: [{ xid: 'a', token: 1 }, { xid: 'b', token: 2 }] })).map((a) => a.do),
+    recoverEpoch(
+      ev({
+        marker: { start: 10, end: 20 },
+        branches: [
+          { xid: 'a', token: 1 },
+          { xid: 'b', token: 2 },
+        ],
+      }),
+    ).map((a) => a.do),
     ['leave', 'leave'],
   );
   assert.match(JSON.stringify(recoverEpoch(ev({ marker: { start: 10, end: 20 }, ledger: { start: 10, end: 21 } }))), /refuse/);

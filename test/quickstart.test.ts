@@ -60,7 +60,10 @@ test("the README's quick start, typed literally into a fresh clone and a fresh p
   const blocks = quickStartBlocks(readFileSync(join(ROOT, 'README.md'), 'utf8'));
   assert.equal(blocks.length, 2, `expected two command blocks (in the clone; in a project of your own), found ${blocks.length}`);
   const [inClone, inProject] = blocks as [string[], string[]];
-  assert.ok(inProject.some((l) => l.includes(PLACEHOLDER)), `the project block no longer names the tarball as ${PLACEHOLDER}; update this test with the README`);
+  assert.ok(
+    inProject.some((l) => l.includes(PLACEHOLDER)),
+    `the project block no longer names the tarball as ${PLACEHOLDER}; update this test with the README`,
+  );
 
   work = mkdtempSync(join(tmpdir(), 'onceflow-quickstart-'));
   const clone = join(work, 'onceflow');
@@ -83,7 +86,11 @@ test("the README's quick start, typed literally into a fresh clone and a fresh p
       const began = Date.now();
       const r = await sh('bash', ['-c', line], cwd, 900_000, env);
       timings.push(`${line}: ${((Date.now() - began) / 1000).toFixed(1)} s`);
-      assert.equal(r.code, 0, `README quick start: \`${typed}\` (run as \`${line}\` in ${cwd}) exited ${r.code}:\n${r.out.slice(-4000)}\n${r.err.slice(-4000)}`);
+      assert.equal(
+        r.code,
+        0,
+        `README quick start: \`${typed}\` (run as \`${line}\` in ${cwd}) exited ${r.code}:\n${r.out.slice(-4000)}\n${r.err.slice(-4000)}`,
+      );
       if (/onceflow run .*--drain/.test(line)) assert.match(r.err + r.out, /records 5\b/, 'the drained run did not process the 5 sample events');
       if (/verify/.test(line)) assert.match(r.out, /RESULT: exactly once/);
     }
@@ -97,7 +104,10 @@ test("the README's quick start, typed literally into a fresh clone and a fresh p
   // The project depends on the tarball it was made from (no flag given), and the table holds
   // each word of the sample input once per occurrence.
   const dir = join(projects, name);
-  assert.equal((JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies.onceflow, `file:${tarball}`);
+  assert.equal(
+    (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { dependencies: Record<string, string> }).dependencies.onceflow,
+    `file:${tarball}`,
+  );
   const expected: Record<string, number> = {};
   for (const line of readFileSync(join(dir, 'events.jsonl'), 'utf8').split('\n').filter(Boolean)) {
     for (const w of (JSON.parse(line) as { text: string }).text.toLowerCase().match(/[a-z0-9']+/g) ?? []) expected[w] = (expected[w] ?? 0) + 1;

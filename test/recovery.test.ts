@@ -32,13 +32,17 @@ async function cli(...args: string[]): Promise<{ code: number; out: string; err:
 
 /** Runs the pipeline on a worker that stalls at `fault` in epoch 1's commit, then kills the worker and terminates the workflows. */
 async function crashMidCommit(s: Scenario, fault: string): Promise<void> {
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: `${fault}@epoch=1@partition=0:stall=120000`, ONCEFLOW_WORKFLOW_BUNDLE: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' });
+  const doomed = spawnWorker(s.taskQueue, {
+    ONCEFLOW_FAULTS: `${fault}@epoch=1@partition=0:stall=120000`,
+    ONCEFLOW_WORKFLOW_BUNDLE: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '',
+  });
   try {
     await start(deps, s);
     const point = fault.replace('.', '\\.');
     await waitUntil(`the worker to stall at ${fault} of epoch 1`, async () => new RegExp(`stall=120000 at ${point} epoch=1`).test(doomed.stderrText), 90_000);
     await new Promise((r) => setTimeout(r, 1000)); // the other side of the commit finishes
-    for (const id of [partitionWorkflowId(s.spec.name, 0), pipelineWorkflowId(s.spec.name)]) await deps.client.workflow.getHandle(id).terminate('recovery.test.ts: operator gave up');
+    for (const id of [partitionWorkflowId(s.spec.name, 0), pipelineWorkflowId(s.spec.name)])
+      await deps.client.workflow.getHandle(id).terminate('recovery.test.ts: operator gave up');
   } finally {
     doomed.kill('SIGKILL');
     await doomed.exited;
@@ -49,7 +53,12 @@ async function crashMidCommit(s: Scenario, fault: string): Promise<void> {
 async function resolveStartVerify(s: Scenario, records: number): Promise<string> {
   const resolved = await cli('transactions', s.spec.name, '--resolve');
   assert.equal(resolved.code, 0, resolved.err);
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), worker: { workflowBundle: { codePath: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' } } });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    worker: { workflowBundle: { codePath: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' } },
+  });
   const running = w.run();
   try {
     const handle = await start(deps, s);

@@ -29,7 +29,9 @@ import { COMMIT_ACTIVITIES, committedEpochs, LEGACY_COMMIT_ACTIVITIES, type Hist
 import { quietRuntime, workflowCode } from './support/env';
 
 const dir = join(__dirname, 'histories');
-const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+const files = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
 const load = (f: string) => historyFromJSON(JSON.parse(readFileSync(join(dir, f), 'utf8')));
 
 test('checked-in histories cover retries, a redo and continue-as-new, for every generation of the loop', () => {
@@ -47,7 +49,14 @@ test('checked-in histories cover retries, a redo and continue-as-new, for every 
   const preEngine = generation('v4-pre-engine-');
   const current = generation(null);
   assert.ok(files.length >= 18, `histories: ${files.join(', ')}`);
-  for (const [name, all] of [['sequential', sequential], ['pipelined v1', pipelinedV1], ['commit epoch v2', commitEpoch], ['advance epoch v3', advanceEpoch], ['pre-engine v4', preEngine], ['current', current]] as const) {
+  for (const [name, all] of [
+    ['sequential', sequential],
+    ['pipelined v1', pipelinedV1],
+    ['commit epoch v2', commitEpoch],
+    ['advance epoch v3', advanceEpoch],
+    ['pre-engine v4', preEngine],
+    ['current', current],
+  ] as const) {
     assert.match(all, /compare sink failed/, `${name}: a history with failed prepare attempts`);
     assert.match(all, name === 'current' ? /"redoMembers"/ : /"redoKafka"/, `${name}: a history with a redo`);
     assert.match(all, /ContinuedAsNew/, `${name}: a history that continued as new`);
@@ -121,7 +130,9 @@ test('a nondeterministic change of the partition workflow is caught by replay', 
 });
 
 const groupDir = join(dir, 'group');
-const groupFiles = readdirSync(groupDir).filter((f) => f.endsWith('.json')).sort();
+const groupFiles = readdirSync(groupDir)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
 
 test('recorded partition-group histories (retries, a per-partition redo, continue-as-new, a partition joining) replay with the current workflow code', async () => {
   quietRuntime();
@@ -132,7 +143,12 @@ test('recorded partition-group histories (retries, a per-partition redo, continu
       .join('\n');
   const [v1, v2, v3, current] = [generation('v1-ends-'), generation('v2-ends-'), generation('v3-pre-engine-'), generation(null)];
   // Recorded before group-ends-v1, before epoch-attribute-v1, before one-engine-v1 and since: every branch of the patches replays.
-  for (const [name, all] of [['before group-ends-v1', v1], ['before epoch-attribute-v1', v2], ['before one-engine-v1', v3], ['current', current]] as const) {
+  for (const [name, all] of [
+    ['before group-ends-v1', v1],
+    ['before epoch-attribute-v1', v2],
+    ['before one-engine-v1', v3],
+    ['current', current],
+  ] as const) {
     assert.match(all, /compare sink failed/, `${name}: a group epoch with failed prepare attempts`);
     assert.match(all, name === 'current' ? /"redoMembers"/ : /"redoGroupKafka"/, `${name}: a broker-aborted group transaction redone`);
     assert.match(all, /ContinuedAsNew/, `${name}: a group run that continued as new`);
@@ -141,7 +157,7 @@ test('recorded partition-group histories (retries, a per-partition redo, continu
   assert.deepEqual(patchIds(v1), []);
   assert.match(v1, /"partitionEnded"/, 'before: one signal per member');
   for (const all of [v2, v3, current]) {
-    assert.match(all, /"partitionsEnded"/, 'since group-ends-v1: the members\' ends in one signal');
+    assert.match(all, /"partitionsEnded"/, "since group-ends-v1: the members' ends in one signal");
     assert.doesNotMatch(all, /"partitionEnded"/);
   }
   assert.deepEqual(patchIds(v2), ['group-ends-v1']);
@@ -158,15 +174,20 @@ test('recorded partition-group histories (retries, a per-partition redo, continu
 });
 
 const pipelineDir = join(dir, 'pipeline');
-const pipelineFiles = readdirSync(pipelineDir).filter((f) => f.endsWith('.json')).sort();
+const pipelineFiles = readdirSync(pipelineDir)
+  .filter((f) => f.endsWith('.json'))
+  .sort();
 
 test('recorded pipeline histories (partition discovery, continue-as-new) replay with the current workflow code', async () => {
   quietRuntime();
   const all = pipelineFiles.map((f) => readFileSync(join(pipelineDir, f), 'utf8')).join('\n');
-  assert.deepEqual(patchIds(all).filter((p) => p === 'source-discovery-v1'), ['source-discovery-v1']);
+  assert.deepEqual(
+    patchIds(all).filter((p) => p === 'source-discovery-v1'),
+    ['source-discovery-v1'],
+  );
   assert.match(all, /ContinuedAsNew/, 'a pipeline run that continued as new');
   assert.match(all, /"partitionEnded"/, 'a partition reporting its end by signal');
-  assert.match(all, /"partitionsEnded"/, 'a group reporting its members\' ends in one signal');
+  assert.match(all, /"partitionsEnded"/, "a group reporting its members' ends in one signal");
   assert.ok(patchIds(all).includes('restart-halted-v1'), 'a pipeline that restarted a halted partition (test/deadletter.test.ts)');
   for (const f of pipelineFiles) {
     await Worker.runReplayHistory(workflowCode(), historyFromJSON(JSON.parse(readFileSync(join(pipelineDir, f), 'utf8'))), f);

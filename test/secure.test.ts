@@ -65,7 +65,15 @@ after(async () => admin?.close());
 /** A fresh compare pipeline on the secured stack, its input produced by the admin, its ACLs granted to `principal`. */
 async function scenario(prefix: string, principal: 'onceflow' | 'onceflow-nottx'): Promise<Scenario> {
   const s = await prepareScenario(admin, { prefix, records: 400, partitions: 2, epoch: { maxRecords: 50, maxWaitMs: 300 } });
-  await services('grant', s.spec.name, s.spec.source.topic, s.spec.kafkaSink.topic, '--principal', principal, ...(principal === 'onceflow' ? [] : ['--no-txn']));
+  await services(
+    'grant',
+    s.spec.name,
+    s.spec.source.topic,
+    s.spec.kafkaSink.topic,
+    '--principal',
+    principal,
+    ...(principal === 'onceflow' ? [] : ['--no-txn']),
+  );
   return s;
 }
 
@@ -90,34 +98,55 @@ function watched(w: ReturnType<typeof spawnWorker>, what: string) {
 test('onceflow config on the secured stack: every connection checked over TLS (Temporal mTLS, Kafka SASL_SSL, MySQL TLS), secrets redacted', async () => {
   const r = await cli(pipelineEnv(), 'config', '--json');
   assert.equal(r.code, 0, r.out + r.err);
-  const report = JSON.parse(r.out) as { settings: { kafka: { sasl: { password: string } }; temporal: { tls: { clientCertPair: { key: string } } } }; checks: { service: string; ok: boolean }[] };
-  assert.deepEqual(report.checks.map((c) => [c.service, c.ok]), [['temporal', true], ['kafka', true], ['mysql', true]]);
+  const report = JSON.parse(r.out) as {
+    settings: { kafka: { sasl: { password: string } }; temporal: { tls: { clientCertPair: { key: string } } } };
+    checks: { service: string; ok: boolean }[];
+  };
+  assert.deepEqual(
+    report.checks.map((c) => [c.service, c.ok]),
+    [
+      ['temporal', true],
+      ['kafka', true],
+      ['mysql', true],
+    ],
+  );
   assert.equal(report.settings.kafka.sasl.password, '(set, redacted)');
   assert.equal(report.settings.temporal.tls.clientCertPair.key, '(set, redacted)');
 });
 
-test('the pipeline as User:onceflow with only its ACLs, a worker SIGKILLed between prepare and commit and a second one recovering: exactly once', { timeout: 300_000 }, async () => {
-  const s = await scenario('sec', 'onceflow');
-  const doomed = watched(spawnWorker(s.taskQueue, { ONCEFLOW_SERVICES_ENV: PIPELINE_ENV, ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash' }), 'worker (killed)');
-  const handle = await start(admin, s);
-  assert.equal(await within('the first worker', 90_000, doomed.exited, () => doomed.stderrText), -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
-  const second = watched(spawnWorker(s.taskQueue, { ONCEFLOW_SERVICES_ENV: PIPELINE_ENV }), 'worker (recovering)');
-  try {
-    await within('the drain on the second worker', 120_000, drainAndWait(admin, s, handle), () => second.stderrText.slice(-3000));
-    const report = await within('verify', 60_000, verify(admin, s));
-    assert.ok(report.ok, failedChecks(report));
-  } finally {
-    second.kill('SIGTERM');
-    await within('the second worker stopping on SIGTERM', 60_000, second.exited, () => second.stderrText.slice(-3000));
-  }
-  const status = await within('onceflow status', 60_000, cli(pipelineEnv(), 'status', s.spec.name));
-  assert.equal(status.code, 0, status.err);
-  for (const id of [pipelineWorkflowId(s.spec.name), partitionWorkflowId(s.spec.name, 0), partitionWorkflowId(s.spec.name, 1)]) {
-    const h = admin.client.workflow.getHandle(id);
-    seen.push({ what: `history of ${id}`, text: decodedHistory(JSON.stringify(historyToJSON(await within(`history of ${id}`, 30_000, h.fetchHistory())))) });
-    seen.push({ what: `memo of ${id}`, text: JSON.stringify((await within(`describe ${id}`, 30_000, h.describe())).memo ?? {}) });
-  }
-});
+test(
+  'the pipeline as User:onceflow with only its ACLs, a worker SIGKILLed between prepare and commit and a second one recovering: exactly once',
+  { timeout: 300_000 },
+  async () => {
+    const s = await scenario('sec', 'onceflow');
+    const doomed = watched(
+      spawnWorker(s.taskQueue, { ONCEFLOW_SERVICES_ENV: PIPELINE_ENV, ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash' }),
+      'worker (killed)',
+    );
+    const handle = await start(admin, s);
+    assert.equal(
+      await within('the first worker', 90_000, doomed.exited, () => doomed.stderrText),
+      -1,
+      `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`,
+    );
+    const second = watched(spawnWorker(s.taskQueue, { ONCEFLOW_SERVICES_ENV: PIPELINE_ENV }), 'worker (recovering)');
+    try {
+      await within('the drain on the second worker', 120_000, drainAndWait(admin, s, handle), () => second.stderrText.slice(-3000));
+      const report = await within('verify', 60_000, verify(admin, s));
+      assert.ok(report.ok, failedChecks(report));
+    } finally {
+      second.kill('SIGTERM');
+      await within('the second worker stopping on SIGTERM', 60_000, second.exited, () => second.stderrText.slice(-3000));
+    }
+    const status = await within('onceflow status', 60_000, cli(pipelineEnv(), 'status', s.spec.name));
+    assert.equal(status.code, 0, status.err);
+    for (const id of [pipelineWorkflowId(s.spec.name), partitionWorkflowId(s.spec.name, 0), partitionWorkflowId(s.spec.name, 1)]) {
+      const h = admin.client.workflow.getHandle(id);
+      seen.push({ what: `history of ${id}`, text: decodedHistory(JSON.stringify(historyToJSON(await within(`history of ${id}`, 30_000, h.fetchHistory())))) });
+      seen.push({ what: `memo of ${id}`, text: JSON.stringify((await within(`describe ${id}`, 30_000, h.describe())).memo ?? {}) });
+    }
+  },
+);
 
 /** A worker started with `env` stops at once with an error matching `message`, having written nothing. */
 async function refusedWorker(env: Record<string, string>, message: RegExp): Promise<void> {
@@ -143,7 +172,12 @@ test('a wrong Kafka password or an untrusted CA stops the worker at start with t
     assert.equal(r.code, 1, r.out + r.err);
     return new Map((JSON.parse(r.out) as { checks: { service: string; ok: boolean; detail: string }[] }).checks.map((c) => [c.service, c]));
   };
-  let c = await checks({ ONCEFLOW_KAFKA_SASL_PASSWORD_FILE: wrong, ONCEFLOW_TEMPORAL_TLS_SERVER_NAME: 'wrong.example', ONCEFLOW_MYSQL_SSL: 'false', ONCEFLOW_MYSQL_SSL_CA_FILE: '' });
+  let c = await checks({
+    ONCEFLOW_KAFKA_SASL_PASSWORD_FILE: wrong,
+    ONCEFLOW_TEMPORAL_TLS_SERVER_NAME: 'wrong.example',
+    ONCEFLOW_MYSQL_SSL: 'false',
+    ONCEFLOW_MYSQL_SSL_CA_FILE: '',
+  });
   assert.match(c.get('kafka')!.detail, /refused the SASL login .*ONCEFLOW_KAFKA_SASL_USERNAME/);
   assert.match(c.get('temporal')!.detail, /does not name the host .*ONCEFLOW_TEMPORAL_TLS_SERVER_NAME/);
   assert.match(c.get('mysql')!.detail, /the account requires TLS \(REQUIRE SSL\) and TLS is off here: set ONCEFLOW_MYSQL_SSL=true/);
@@ -153,50 +187,65 @@ test('a wrong Kafka password or an untrusted CA stops the worker at start with t
   assert.ok(c.get('mysql')!.ok);
 });
 
-test('a principal without the transactional-id ACL: the partitions end with NotAuthorized naming the grant, and nothing is written', { timeout: 180_000 }, async () => {
-  const s = await scenario('secnotx', 'onceflow-nottx');
-  const nottx = parseEnvFile(readFileSync(ADMIN_ENV, 'utf8'));
-  const w = watched(
-    spawnWorker(s.taskQueue, { ONCEFLOW_SERVICES_ENV: PIPELINE_ENV, ONCEFLOW_KAFKA_SASL_USERNAME: nottx.ONCEFLOW_SECURE_NOTTX_USERNAME!, ONCEFLOW_KAFKA_SASL_PASSWORD_FILE: nottx.ONCEFLOW_SECURE_NOTTX_PASSWORD_FILE! }),
-    'worker (no transactional-id ACL)',
-  );
-  try {
-    const handle = await start(admin, s);
-    const outcome = await handle.result().then(
-      () => undefined,
-      (e: unknown) => e,
+test(
+  'a principal without the transactional-id ACL: the partitions end with NotAuthorized naming the grant, and nothing is written',
+  { timeout: 180_000 },
+  async () => {
+    const s = await scenario('secnotx', 'onceflow-nottx');
+    const nottx = parseEnvFile(readFileSync(ADMIN_ENV, 'utf8'));
+    const w = watched(
+      spawnWorker(s.taskQueue, {
+        ONCEFLOW_SERVICES_ENV: PIPELINE_ENV,
+        ONCEFLOW_KAFKA_SASL_USERNAME: nottx.ONCEFLOW_SECURE_NOTTX_USERNAME!,
+        ONCEFLOW_KAFKA_SASL_PASSWORD_FILE: nottx.ONCEFLOW_SECURE_NOTTX_PASSWORD_FILE!,
+      }),
+      'worker (no transactional-id ACL)',
     );
-    assert.ok(outcome, 'the pipeline fails');
-    const { error, errorType } = failureOf(outcome);
-    assert.equal(errorType, 'NotAuthorized', error);
-    assert.match(error, /Kafka refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED .*grant Write and Describe on the pipeline's transactional ids/);
-  } finally {
-    w.kill('SIGTERM');
-    await w.exited;
-  }
-  // Nothing written: the output topic's log is empty (not even aborted records), no table rows, no XA branch.
-  for (let p = 0; p < s.partitions; p++) {
-    const end = await latestOffset(admin.cluster, s.spec.kafkaSink.topic, p, ISOLATION.READ_UNCOMMITTED).catch(() => 0);
-    assert.equal(end, 0, `output partition ${p} holds nothing`);
-    assert.deepEqual(await recoverXids(admin.pool, partitionGtridPrefix(s.spec.name, p)), [], `no XA branch of partition ${p}`);
-  }
-  const table = s.spec.mysqlSink.tables[0]!.name;
-  const [rows] = await admin.pool.query<RowDataPacket[]>('SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?', [table]);
-  if (Number(rows[0]!.n) > 0) {
-    const [count] = await admin.pool.query<RowDataPacket[]>(`SELECT COUNT(*) AS n FROM \`${table}\``);
-    assert.equal(Number(count[0]!.n), 0, 'the table holds no row');
-  }
-});
+    try {
+      const handle = await start(admin, s);
+      const outcome = await handle.result().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      assert.ok(outcome, 'the pipeline fails');
+      const { error, errorType } = failureOf(outcome);
+      assert.equal(errorType, 'NotAuthorized', error);
+      assert.match(error, /Kafka refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED .*grant Write and Describe on the pipeline's transactional ids/);
+    } finally {
+      w.kill('SIGTERM');
+      await w.exited;
+    }
+    // Nothing written: the output topic's log is empty (not even aborted records), no table rows, no XA branch.
+    for (let p = 0; p < s.partitions; p++) {
+      const end = await latestOffset(admin.cluster, s.spec.kafkaSink.topic, p, ISOLATION.READ_UNCOMMITTED).catch(() => 0);
+      assert.equal(end, 0, `output partition ${p} holds nothing`);
+      assert.deepEqual(await recoverXids(admin.pool, partitionGtridPrefix(s.spec.name, p)), [], `no XA branch of partition ${p}`);
+    }
+    const table = s.spec.mysqlSink.tables[0]!.name;
+    const [rows] = await admin.pool.query<RowDataPacket[]>(
+      'SELECT COUNT(*) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?',
+      [table],
+    );
+    if (Number(rows[0]!.n) > 0) {
+      const [count] = await admin.pool.query<RowDataPacket[]>(`SELECT COUNT(*) AS n FROM \`${table}\``);
+      assert.equal(Number(count[0]!.n), 0, 'the table holds no row');
+    }
+  },
+);
 
 /** History JSON with every payload decoded (payloads are base64 in it). */
-const decodedHistory = (json: string) => `${json}\n${[...json.matchAll(/"data":\s*"([A-Za-z0-9+/=]*)"/g)].map((m) => Buffer.from(m[1]!, 'base64').toString('utf8')).join('\n')}`;
+const decodedHistory = (json: string) =>
+  `${json}\n${[...json.matchAll(/"data":\s*"([A-Za-z0-9+/=]*)"/g)].map((m) => Buffer.from(m[1]!, 'base64').toString('utf8')).join('\n')}`;
 
 test('no secret in use appears in any history, memo, worker log, CLI or script output of these runs', () => {
   const secrets = new Map<string, string>();
-  for (const f of readdirSync(join(RUN, 'secrets')).filter((f) => f.endsWith('.password'))) secrets.set(f, readFileSync(join(RUN, 'secrets', f), 'utf8').trim());
+  for (const f of readdirSync(join(RUN, 'secrets')).filter((f) => f.endsWith('.password')))
+    secrets.set(f, readFileSync(join(RUN, 'secrets', f), 'utf8').trim());
   // The private keys: any line of their base64 body.
   for (const k of ['client.key', 'server.key', 'ca.key']) {
-    const body = readFileSync(join(RUN, 'certs', k), 'utf8').split('\n').filter((l) => l && !l.startsWith('-----'));
+    const body = readFileSync(join(RUN, 'certs', k), 'utf8')
+      .split('\n')
+      .filter((l) => l && !l.startsWith('-----'));
     body.forEach((line, i) => secrets.set(`${k} line ${i + 1}`, line));
   }
   assert.ok(secrets.size >= 5 && [...secrets.values()].every((v) => v.length >= 12), 'the secrets to look for were read');

@@ -74,7 +74,12 @@ after(async () => {
 const commands: [string, string[], RegExp, RegExp][] = [
   ['npm start', ['start'], /running on task queue/, /worker stopped/],
   ['npx onceflow run', ['exec', '--', 'onceflow', 'run', 'pipeline.yaml', '--transforms', 'src/transforms.ts'], /running on task queue/, /worker stopped/],
-  ['npx onceflow worker', ['exec', '--', 'onceflow', 'worker', '--transforms', 'src/transforms.ts', '--task-queue', 'SIGNALS_TQ'], /onceflow worker on task queue/, /onceflow worker stopped/],
+  [
+    'npx onceflow worker',
+    ['exec', '--', 'onceflow', 'worker', '--transforms', 'src/transforms.ts', '--task-queue', 'SIGNALS_TQ'],
+    /onceflow worker on task queue/,
+    /onceflow worker stopped/,
+  ],
 ];
 
 for (const [what, args, ready, stopped] of commands) {
@@ -82,7 +87,11 @@ for (const [what, args, ready, stopped] of commands) {
     test(`${signal} to ${what} stops the worker and leaves no process`, async () => {
       // `npx x` is `npm exec -- x`; the npx script is a node wrapper that calls it in-process.
       const argv = what.startsWith('npx') ? ['npx', ...args.slice(2)] : ['npm', ...args];
-      const child = spawn(argv[0]!, argv.slice(1).map((a) => a.replace('SIGNALS_TQ', name)), { cwd: dir, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(
+        argv[0]!,
+        argv.slice(1).map((a) => a.replace('SIGNALS_TQ', name)),
+        { cwd: dir, env: process.env, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
       let output = '';
       for (const s of [child.stdout!, child.stderr!]) s.on('data', (d: Buffer) => void (output += d.toString()));
       // Closed once every process holding the pipes — npm, its shell, onceflow — has exited.
@@ -92,15 +101,23 @@ for (const [what, args, ready, stopped] of commands) {
         if (child.exitCode !== null || Date.now() > startBy) assert.fail(`${what} did not start its worker:\n${output}`);
         await new Promise((r) => setTimeout(r, 200));
       }
-      assert.ok(projectProcesses().some((l) => /node .*onceflow/.test(l)), `no onceflow process of the project running:\n${projectProcesses().join('\n')}`);
+      assert.ok(
+        projectProcesses().some((l) => /node .*onceflow/.test(l)),
+        `no onceflow process of the project running:\n${projectProcesses().join('\n')}`,
+      );
       const sentAt = Date.now();
       process.kill(child.pid!, signal);
       const inTime = await Promise.race([closed.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), STOP_BOUND_MS).unref())]);
       const left = projectProcesses();
-      assert.ok(inTime, `${STOP_BOUND_MS / 1000} s after ${signal} to ${what} (pid ${child.pid}), processes still hold its output:\n${left.join('\n')}\n${output}`);
+      assert.ok(
+        inTime,
+        `${STOP_BOUND_MS / 1000} s after ${signal} to ${what} (pid ${child.pid}), processes still hold its output:\n${left.join('\n')}\n${output}`,
+      );
       assert.deepEqual(left, [], `processes of the project left after ${signal} to ${what}:\n${left.join('\n')}`);
       assert.match(output, stopped, `no shutdown line from the worker:\n${output}`);
-      process.stderr.write(`  ${what}: stopped ${((Date.now() - sentAt) / 1000).toFixed(1)} s after ${signal}, npm exit ${child.exitCode ?? child.signalCode}\n`);
+      process.stderr.write(
+        `  ${what}: stopped ${((Date.now() - sentAt) / 1000).toFixed(1)} s after ${signal}, npm exit ${child.exitCode ?? child.signalCode}\n`,
+      );
     });
   }
 }

@@ -23,9 +23,7 @@ test('Temporal: a workflow with one activity completes on the dev server', async
     workflowsPath: require.resolve('./workflows/smoke'),
     activities: { greet: async (name: string) => `hello ${name}` },
   });
-  const result = await worker.runUntil(
-    deps.client.workflow.execute('smokeWorkflow', { taskQueue, workflowId: uniqueName('smoke-wf'), args: ['onceflow'] }),
-  );
+  const result = await worker.runUntil(deps.client.workflow.execute('smokeWorkflow', { taskQueue, workflowId: uniqueName('smoke-wf'), args: ['onceflow'] }));
   assert.equal(result, 'hello onceflow');
 });
 

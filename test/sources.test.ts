@@ -35,9 +35,19 @@ after(async () => deps.close());
 
 /** A pipeline definition for the compare transform over `source`, with a 1 s discovery interval. */
 function specFor(name: string, source: PipelineInput['source']): PipelineSpec {
-  const base = compareSpec({ name, source: { topic: 'placeholder' }, kafkaSink: { topic: `${name}.out` }, transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` } });
+  const base = compareSpec({
+    name,
+    source: { topic: 'placeholder' },
+    kafkaSink: { topic: `${name}.out` },
+    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}` },
+  });
   // The inputs hold up to 4 poison records per 100 (one partition gets them all): an explicit dead-letter budget.
-  return definePipeline({ ...base, source: { discoveryIntervalMs: 1000, ...source }, epoch: { maxRecords: 100, maxWaitMs: 500 }, deadLetter: { maxRatio: 0.1 } });
+  return definePipeline({
+    ...base,
+    source: { discoveryIntervalMs: 1000, ...source },
+    epoch: { maxRecords: 100, maxWaitMs: 500 },
+    deadLetter: { maxRatio: 0.1 },
+  });
 }
 
 /** A single-topic pipeline over a fresh `partitions`-partition topic holding `records` events (`seed`, one poison every `poisonEvery`). */
@@ -72,7 +82,10 @@ async function produceTo(topic: string, partitions: number[], values: ReturnType
   const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
   await producer.connect();
   try {
-    const messages = values.map((v, i) => ({ ...(typeof v === 'string' ? { key: `poison-${i}`, value: v } : { key: v.id, value: JSON.stringify(v) }), partition: partitions[i % partitions.length]! }));
+    const messages = values.map((v, i) => ({
+      ...(typeof v === 'string' ? { key: `poison-${i}`, value: v } : { key: v.id, value: JSON.stringify(v) }),
+      partition: partitions[i % partitions.length]!,
+    }));
     await producer.send({ topic, acks: -1, messages });
   } finally {
     await producer.disconnect();
@@ -100,8 +113,14 @@ async function assertExactlyOnce(spec: PipelineSpec, records: number, inputs: In
   const report = await verify(deps, { spec } as Scenario);
   assert.ok(report.ok, failedChecks(report));
   assert.equal(report.totals.sourceRecords, records);
-  assert.equal(report.totals.outputs, inputs.reduce((a, i) => a + i.events.length, 0));
-  assert.equal(report.totals.deadLetters, inputs.reduce((a, i) => a + i.poison, 0));
+  assert.equal(
+    report.totals.outputs,
+    inputs.reduce((a, i) => a + i.events.length, 0),
+  );
+  assert.equal(
+    report.totals.deadLetters,
+    inputs.reduce((a, i) => a + i.poison, 0),
+  );
   assert.deepEqual(await tableSums(deps.pool, spec.mysqlSink.tables[0]!.name), mergedSums(...inputs));
 }
 
@@ -114,21 +133,37 @@ test('partitions added to the source while the pipeline runs are discovered, rea
     await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 4 }] });
     const later = makeEvents(200, 12, 50);
     await produceTo(spec.source.topic, [2, 3], later.values);
-    const rows = await waitUntil('status shows the new partitions', async () => {
-      const r = await pipelineStatus(deps, spec, 2);
-      return r.length === 4 && r.every((x) => x.phase !== 'not started') && r;
-    }, 30_000);
-    assert.deepEqual(rows.map((r) => [r.partition, r.topicPartition, r.workflow]), [0, 1, 2, 3].map((p) => [p, p, partitionWorkflowId(spec.name, p)]));
+    const rows = await waitUntil(
+      'status shows the new partitions',
+      async () => {
+        const r = await pipelineStatus(deps, spec, 2);
+        return r.length === 4 && r.every((x) => x.phase !== 'not started') && r;
+      },
+      30_000,
+    );
+    assert.deepEqual(
+      rows.map((r) => [r.partition, r.topicPartition, r.workflow]),
+      [0, 1, 2, 3].map((p) => [p, p, partitionWorkflowId(spec.name, p)]),
+    );
     // Records produced to a partition added just before the drain must not be skipped either.
     await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 5 }] });
     const last = makeEvents(40, 13);
     await produceTo(spec.source.topic, [4], last.values);
     const results = await drain(spec);
-    assert.deepEqual(results.map((r) => [r.partition, r.reason]), [0, 1, 2, 3, 4].map((p) => [p, 'drained']));
+    assert.deepEqual(
+      results.map((r) => [r.partition, r.reason]),
+      [0, 1, 2, 3, 4].map((p) => [p, 'drained']),
+    );
     await assertExactlyOnce(spec, 540, [first.input, later.input, last.input]);
     // The progress topic grew with the source; the output topic did not (ids 2..4 write to id mod 2).
     const meta = await deps.admin.fetchTopicMetadata({ topics: [spec.progressTopic, spec.kafkaSink.topic] });
-    assert.deepEqual(meta.topics.map((t) => [t.name, t.partitions.length]).sort(), [[spec.kafkaSink.topic, 2], [spec.progressTopic, 5]].sort());
+    assert.deepEqual(
+      meta.topics.map((t) => [t.name, t.partitions.length]).sort(),
+      [
+        [spec.kafkaSink.topic, 2],
+        [spec.progressTopic, 5],
+      ].sort(),
+    );
     const after = await pipelineStatus(deps, spec, 2);
     assert.equal(after.length, 5);
     for (const r of after) assert.equal(r.lag, 0, `partition ${r.partition} caught up`);
@@ -147,13 +182,22 @@ test('several source topics: each (topic, partition) its own partition workflow,
     await waitUntil('all five partition workflows started', async () => (await pipelineStatus(deps, spec, 0)).every((r) => r.phase !== 'not started'), 30_000);
     // What `onceflow stop --drain` does, given the first topic's partition count: it reaches all five.
     const drained = await controlPartitions(deps.client, name, 3, 'drain');
-    assert.deepEqual(drained.map((r) => [r.partition, r.ok]), [0, 1, 2, 3, 4].map((p) => [p, true]));
+    assert.deepEqual(
+      drained.map((r) => [r.partition, r.ok]),
+      [0, 1, 2, 3, 4].map((p) => [p, true]),
+    );
     const results = (await deps.client.workflow.getHandle(pipelineWorkflowId(name)).result()) as PartitionResult[];
     assert.equal(results.length, 5);
     const rows = await pipelineStatus(deps, spec, 0);
     assert.deepEqual(
       rows.map((r) => [r.partition, r.label]),
-      [[0, `${a}[0]`], [1, `${a}[1]`], [2, `${a}[2]`], [3, `${b}[0]`], [4, `${b}[1]`]],
+      [
+        [0, `${a}[0]`],
+        [1, `${a}[1]`],
+        [2, `${a}[2]`],
+        [3, `${b}[0]`],
+        [4, `${b}[1]`],
+      ],
     );
     // The memo names the topic and partition each id reads.
     const d = await deps.client.workflow.getHandle(partitionWorkflowId(name, 4)).describe();
@@ -178,7 +222,13 @@ test('an output topic with fewer partitions than the source: outputs go to id mo
   });
   const report = await verify(deps, { spec } as Scenario);
   assert.ok(report.ok, failedChecks(report));
-  assert.deepEqual(report.outputs.map((o) => [o.partition, o.sources]), [[0, [0, 2]], [1, [1, 3]]]);
+  assert.deepEqual(
+    report.outputs.map((o) => [o.partition, o.sources]),
+    [
+      [0, [0, 2]],
+      [1, [1, 3]],
+    ],
+  );
   await assertExactlyOnce(spec, 400, [input.input]);
 });
 
@@ -188,7 +238,11 @@ test('a deleted source topic fails its partitions with an error naming it; statu
   const tq = uniqueName('tq');
   await withWorker(tq, async () => {
     await startPipeline(deps.client, spec, tq);
-    await waitUntil('both partitions running', async () => (await pipelineStatus(deps, spec, 0)).filter((r) => r.phase === 'preparing' || r.phase === 'committing').length === 2, 30_000);
+    await waitUntil(
+      'both partitions running',
+      async () => (await pipelineStatus(deps, spec, 0)).filter((r) => r.phase === 'preparing' || r.phase === 'committing').length === 2,
+      30_000,
+    );
     await deps.admin.deleteTopics({ topics: [b], timeout: 30_000 });
     const gone = partitionWorkflowId(name, 1);
     await assert.rejects(deps.client.workflow.getHandle(gone).result(), (e: Error) => {
@@ -222,7 +276,12 @@ test('the pipeline continues as new while discovering; its children keep running
   await withWorker(tq, async () => {
     // Two discovery rounds per run (1 s apart): the run continues as new every ~2 s.
     const carry: PipelineCarry = { control: { paused: false, drain: false, stop: false }, sources: [], ended: [], roundsPerRun: 2 };
-    await deps.client.workflow.start('pipelineWorkflow', { taskQueue: tq, workflowId: id, args: [spec, carry], typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.pipeline, value: name }] });
+    await deps.client.workflow.start('pipelineWorkflow', {
+      taskQueue: tq,
+      workflowId: id,
+      args: [spec, carry],
+      typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.pipeline, value: name }],
+    });
     await waitUntil('the pipeline continued as new', async () => (await runs()).length >= 2, 30_000);
     const firstRun = (await runs()).at(-1);
     // Partitions added after that are found by a later run; the first ones run on, unparented.
@@ -230,15 +289,26 @@ test('the pipeline continues as new while discovering; its children keep running
     const later = makeEvents(100, 52);
     await produceTo(spec.source.topic, [2], later.values);
     // The info query (what the CLI asks) lists every partition workflow, those of earlier runs too.
-    const info = await waitUntil('partition 2 started', async () => {
-      const i = await deps.client.workflow.getHandle(id).query<PipelineInfo>('info');
-      return i.sources?.length === 3 && i;
-    }, 30_000);
-    assert.deepEqual(info.sources?.map((x) => [x.id, x.topic, x.partition]), [0, 1, 2].map((p) => [p, spec.source.topic, p]));
+    const info = await waitUntil(
+      'partition 2 started',
+      async () => {
+        const i = await deps.client.workflow.getHandle(id).query<PipelineInfo>('info');
+        return i.sources?.length === 3 && i;
+      },
+      30_000,
+    );
+    assert.deepEqual(
+      info.sources?.map((x) => [x.id, x.topic, x.partition]),
+      [0, 1, 2].map((p) => [p, spec.source.topic, p]),
+    );
     const results = await drain(spec);
-    assert.deepEqual(results.map((r) => [r.partition, r.reason]), [0, 1, 2].map((p) => [p, 'drained']));
+    assert.deepEqual(
+      results.map((r) => [r.partition, r.reason]),
+      [0, 1, 2].map((p) => [p, 'drained']),
+    );
     // Partition 2 was started by a later run than partitions 0 and 1, which outlived theirs.
-    const parentOf = async (p: number) => (await deps.client.workflow.getHandle(partitionWorkflowId(name, p)).describe()).raw.workflowExecutionInfo?.parentExecution?.runId;
+    const parentOf = async (p: number) =>
+      (await deps.client.workflow.getHandle(partitionWorkflowId(name, p)).describe()).raw.workflowExecutionInfo?.parentExecution?.runId;
     assert.equal(await parentOf(0), firstRun);
     assert.notEqual(await parentOf(2), firstRun);
     await assertExactlyOnce(spec, 300, [first.input, later.input]);
@@ -257,7 +327,8 @@ test('the pipeline continues as new while discovering; its children keep running
     const child = deps.client.workflow.getHandle(partitionWorkflowId(name, 2));
     const childHistory = await child.fetchHistory();
     await Worker.runReplayHistory({ workflowBundle: bundle() }, childHistory, child.workflowId);
-    if (process.env.ONCEFLOW_RECORD_HISTORIES) writeFileSync(join(__dirname, 'histories', 'pipeline', 'partition-with-source-0.json'), historyToJSON(childHistory));
+    if (process.env.ONCEFLOW_RECORD_HISTORIES)
+      writeFileSync(join(__dirname, 'histories', 'pipeline', 'partition-with-source-0.json'), historyToJSON(childHistory));
   });
 });
 
@@ -293,7 +364,10 @@ test('default output partition is id mod the output partitions; a chosen partiti
   const layout = { outputPartitions: 2, deadLetterPartitions: 3 };
   const t = { map: (r: { offset: number }) => ({ kafka: [{ value: 'x', ...(r.offset === 1 ? { partition: 7 } : r.offset === 2 ? { partition: 0 } : {}) }] }) };
   const out = await applyTransform(spec, t, [rec(0), rec(1), rec(2)], ctx, tableMap(spec), layout);
-  assert.deepEqual(out.outputs.map((o) => o.partition), [1, 0]);
+  assert.deepEqual(
+    out.outputs.map((o) => o.partition),
+    [1, 0],
+  );
   assert.equal(out.deadLetters.length, 1);
   assert.equal(out.deadLetters[0]!.partition, 5 % 3);
   assert.match(out.deadLetters[0]!.headers!['onceflow.error']!, /output partition 7 does not exist: 'out' has partitions 0 to 1/);

@@ -38,7 +38,14 @@ after(async () => deps.close());
 
 async function splitRun(commits: 'markers' | 'outputs', parallelism?: number) {
   // One poison record in 7 (14% of every epoch): an explicit dead-letter budget above that.
-  const s = await prepareScenario(deps, { prefix: `split-${commits}${parallelism ? '-g' : ''}`, records: 600, partitions: 2, poisonEvery: 7, deadLetter: { maxRatio: 0.2 }, ...(parallelism ? { parallelism } : {}) });
+  const s = await prepareScenario(deps, {
+    prefix: `split-${commits}${parallelism ? '-g' : ''}`,
+    records: 600,
+    partitions: 2,
+    poisonEvery: 7,
+    deadLetter: { maxRatio: 0.2 },
+    ...(parallelism ? { parallelism } : {}),
+  });
   const splits: KafkaSplit[] = [];
   const redos: ObservedEvent[] = [];
   const w = await createOnceflowWorker({
@@ -67,40 +74,80 @@ async function splitRun(commits: 'markers' | 'outputs', parallelism?: number) {
 
 for (const parallelism of [undefined, 1]) {
   const mode = parallelism ? 'in a partition group' : 'ungrouped';
-  test(`a split with the outputs committed and the marker aborted (${mode}): the marker is written again, the outputs not — no duplicates`, { timeout: 240_000 }, async () => {
-    const { report, splits, redos, results } = await splitRun('outputs', parallelism);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
-    assert.ok(splits.length >= 1 && new Set(splits.map((x) => `${x.producerId}/${x.producerEpoch}`)).size === 1, `one transaction split, reported for each epoch it covered: ${JSON.stringify(splits)}`);
-    const split = splits[0]!;
-    assert.ok(split.committed.every((p) => !p.startsWith('onceflow.progress.')) && split.committed.length > 0, `outputs committed: ${split.committed.join(', ')}`);
-    assert.ok(split.aborted.length > 0 && split.aborted.every((p) => p.startsWith('onceflow.progress.')), `markers aborted: ${split.aborted.join(', ')}`);
-    assert.ok(redos.some((e) => e.kind === 'redo'), 'the aborted parts were redone');
-    assert.ok(results.some((r) => r.state.redos >= 1));
-  });
+  test(
+    `a split with the outputs committed and the marker aborted (${mode}): the marker is written again, the outputs not — no duplicates`,
+    { timeout: 240_000 },
+    async () => {
+      const { report, splits, redos, results } = await splitRun('outputs', parallelism);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
+      assert.ok(
+        splits.length >= 1 && new Set(splits.map((x) => `${x.producerId}/${x.producerEpoch}`)).size === 1,
+        `one transaction split, reported for each epoch it covered: ${JSON.stringify(splits)}`,
+      );
+      const split = splits[0]!;
+      assert.ok(
+        split.committed.every((p) => !p.startsWith('onceflow.progress.')) && split.committed.length > 0,
+        `outputs committed: ${split.committed.join(', ')}`,
+      );
+      assert.ok(split.aborted.length > 0 && split.aborted.every((p) => p.startsWith('onceflow.progress.')), `markers aborted: ${split.aborted.join(', ')}`);
+      assert.ok(
+        redos.some((e) => e.kind === 'redo'),
+        'the aborted parts were redone',
+      );
+      assert.ok(results.some((r) => r.state.redos >= 1));
+    },
+  );
 
-  test(`a split with the marker committed and the outputs aborted (${mode}): the outputs are written again, not skipped — nothing missing`, { timeout: 240_000 }, async () => {
-    const { report, splits, results } = await splitRun('markers', parallelism);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
-    assert.ok(splits.length >= 1 && new Set(splits.map((x) => `${x.producerId}/${x.producerEpoch}`)).size === 1, `one transaction split, reported for each epoch it covered: ${JSON.stringify(splits)}`);
-    const split = splits[0]!;
-    assert.ok(split.committed.length > 0 && split.committed.every((p) => p.startsWith('onceflow.progress.')), `markers committed: ${split.committed.join(', ')}`);
-    assert.ok(split.aborted.some((p) => !p.startsWith('onceflow.progress.')), `outputs aborted: ${split.aborted.join(', ')}`);
-    assert.ok(results.some((r) => r.state.redos >= 1));
-  });
+  test(
+    `a split with the marker committed and the outputs aborted (${mode}): the outputs are written again, not skipped — nothing missing`,
+    { timeout: 240_000 },
+    async () => {
+      const { report, splits, results } = await splitRun('markers', parallelism);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
+      assert.ok(
+        splits.length >= 1 && new Set(splits.map((x) => `${x.producerId}/${x.producerEpoch}`)).size === 1,
+        `one transaction split, reported for each epoch it covered: ${JSON.stringify(splits)}`,
+      );
+      const split = splits[0]!;
+      assert.ok(
+        split.committed.length > 0 && split.committed.every((p) => p.startsWith('onceflow.progress.')),
+        `markers committed: ${split.committed.join(', ')}`,
+      );
+      assert.ok(
+        split.aborted.some((p) => !p.startsWith('onceflow.progress.')),
+        `outputs aborted: ${split.aborted.join(', ')}`,
+      );
+      assert.ok(results.some((r) => r.state.redos >= 1));
+    },
+  );
 }
 
 /** Splits epoch 1's transaction on a worker that then stalls in the commit; the worker is killed and the workflows terminated. */
 async function splitThenAbandon(commits: 'markers' | 'outputs', parallelism?: number) {
-  const s = await prepareScenario(deps, { prefix: `split-log-${commits}${parallelism ? '-g' : ''}`, records: 600, partitions: 2, poisonEvery: 7, deadLetter: { maxRatio: 0.2 }, ...(parallelism ? { parallelism } : {}) });
+  const s = await prepareScenario(deps, {
+    prefix: `split-log-${commits}${parallelism ? '-g' : ''}`,
+    records: 600,
+    partitions: 2,
+    poisonEvery: 7,
+    deadLetter: { maxRatio: 0.2 },
+    ...(parallelism ? { parallelism } : {}),
+  });
   const at = 'commit.before@epoch=1@partition=0@attempt=1';
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: `${at}:split=${commits},${at}:stall=120000`, ONCEFLOW_WORKFLOW_BUNDLE: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' });
+  const doomed = spawnWorker(s.taskQueue, {
+    ONCEFLOW_FAULTS: `${at}:split=${commits},${at}:stall=120000`,
+    ONCEFLOW_WORKFLOW_BUNDLE: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '',
+  });
   try {
     await start(deps, s);
     await waitUntil('the worker to split epoch 1 and stall', async () => /stall=120000 at commit\.before epoch=1/.test(doomed.stderrText), 90_000);
     const ids = parallelism ? [groupWorkflowId(s.spec.name, 0)] : [0, 1].map((p) => partitionWorkflowId(s.spec.name, p));
-    for (const id of [pipelineWorkflowId(s.spec.name), ...ids]) await deps.client.workflow.getHandle(id).terminate('split.test.ts: operator gave up').catch(() => undefined);
+    for (const id of [pipelineWorkflowId(s.spec.name), ...ids])
+      await deps.client.workflow
+        .getHandle(id)
+        .terminate('split.test.ts: operator gave up')
+        .catch(() => undefined);
   } finally {
     doomed.kill('SIGKILL');
     await doomed.exited;
@@ -108,34 +155,44 @@ async function splitThenAbandon(commits: 'markers' | 'outputs', parallelism?: nu
   return s;
 }
 
-for (const [commits, parallelism] of [['outputs', undefined], ['markers', 1]] as const) {
+for (const [commits, parallelism] of [
+  ['outputs', undefined],
+  ['markers', 1],
+] as const) {
   const mode = parallelism ? 'in a partition group' : 'ungrouped';
-  test(`a split no history names (${commits} committed, ${mode}): onceflow transactions lists it, the restarted pipeline's reconcile repairs it — exactly once`, { timeout: 240_000 }, async () => {
-    const s = await splitThenAbandon(commits, parallelism);
-    let out = '';
-    assert.equal(await main(['transactions', s.spec.name], { stdout: (x) => void (out += x), stderr: (x) => void (out += x) }), 0, out);
-    assert.match(out, /partition \d+ epoch \d+: Kafka split its transaction \(producer \d+ epoch \d+\): committed on .+, aborted on .+ → starting the pipeline writes it again where it aborted/);
-    const splits: KafkaSplit[] = [];
-    const w = await createOnceflowWorker({
-      settings: deps.settings,
-      taskQueue: s.taskQueue,
-      transforms: compareTransforms(),
-      observe: (e) => void (e.kind === 'split' && splits.push(e.split)),
-      worker: { workflowBundle: bundle() },
-    });
-    const running = w.run();
-    try {
-      const handle = await start(deps, s);
-      await drainAndWait(deps, s, handle);
-      const report = await verify(deps, s);
-      assert.ok(report.ok, failedChecks(report));
-      assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
-      assert.ok(splits.length >= 1, 'reconcile reported the split it repaired');
-      const committedMarkers = splits.every((x) => x.committed.every((p) => p.startsWith('onceflow.progress.')));
-      assert.equal(committedMarkers, commits === 'markers', `what committed: ${JSON.stringify(splits)}`);
-    } finally {
-      w.shutdown();
-      await running;
-    }
-  });
+  test(
+    `a split no history names (${commits} committed, ${mode}): onceflow transactions lists it, the restarted pipeline's reconcile repairs it — exactly once`,
+    { timeout: 240_000 },
+    async () => {
+      const s = await splitThenAbandon(commits, parallelism);
+      let out = '';
+      assert.equal(await main(['transactions', s.spec.name], { stdout: (x) => void (out += x), stderr: (x) => void (out += x) }), 0, out);
+      assert.match(
+        out,
+        /partition \d+ epoch \d+: Kafka split its transaction \(producer \d+ epoch \d+\): committed on .+, aborted on .+ → starting the pipeline writes it again where it aborted/,
+      );
+      const splits: KafkaSplit[] = [];
+      const w = await createOnceflowWorker({
+        settings: deps.settings,
+        taskQueue: s.taskQueue,
+        transforms: compareTransforms(),
+        observe: (e) => void (e.kind === 'split' && splits.push(e.split)),
+        worker: { workflowBundle: bundle() },
+      });
+      const running = w.run();
+      try {
+        const handle = await start(deps, s);
+        await drainAndWait(deps, s, handle);
+        const report = await verify(deps, s);
+        assert.ok(report.ok, failedChecks(report));
+        assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
+        assert.ok(splits.length >= 1, 'reconcile reported the split it repaired');
+        const committedMarkers = splits.every((x) => x.committed.every((p) => p.startsWith('onceflow.progress.')));
+        assert.equal(committedMarkers, commits === 'markers', `what committed: ${JSON.stringify(splits)}`);
+      } finally {
+        w.shutdown();
+        await running;
+      }
+    },
+  );
 }

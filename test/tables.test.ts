@@ -114,7 +114,12 @@ const perPartition = (recs: Rec[]) => [...groupBy(recs, (r) => r.partition).valu
 async function produce(topic: string, recs: Rec[]): Promise<void> {
   const kafka = new Kafka({ ...kafkaClientConfig(deps.settings.kafka, 'onceflow-tables-input'), logLevel: logLevel.ERROR });
   recs.forEach((r, i) => assert.equal(r.partition, i % PARTITIONS));
-  await produceRecords(kafka, topic, PARTITIONS, recs.map((r) => ({ key: r.k, value: JSON.stringify(r) })));
+  await produceRecords(
+    kafka,
+    topic,
+    PARTITIONS,
+    recs.map((r) => ({ key: r.k, value: JSON.stringify(r) })),
+  );
 }
 
 async function tableRows(t: TableSpec): Promise<Map<string, { val: string; v: number; n: number }>> {
@@ -126,7 +131,11 @@ async function tableRows(t: TableSpec): Promise<Map<string, { val: string; v: nu
 async function checkAgainstInput(t: ReturnType<typeof tablesOf>, recs: Rec[]): Promise<void> {
   const [sum, last, newest, first] = await Promise.all([tableRows(t.sum), tableRows(t.last), tableRows(t.newest), tableRows(t.first)]);
   for (const [k, rs] of byKey(recs)) {
-    assert.equal(sum.get(k)?.n, rs.reduce((a, r) => a + r.n, 0), `accumulate: ${k}`);
+    assert.equal(
+      sum.get(k)?.n,
+      rs.reduce((a, r) => a + r.n, 0),
+      `accumulate: ${k}`,
+    );
     // Newest: the greatest version, and of equal ones the first (the tie record comes later in the same partition).
     const max = Math.max(...rs.map((r) => r.v));
     const winner = rs.find((r) => r.v === max)!;
@@ -141,7 +150,12 @@ async function checkAgainstInput(t: ReturnType<typeof tablesOf>, recs: Rec[]): P
 
 async function runPipelines(variants: { label: string; mode: 'staged' | 'direct'; parallelism?: number }[]) {
   const taskQueue = uniqueName('tq-tables');
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue, transforms: new TransformRegistry().register('tables', tablesTransform), worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue,
+    transforms: new TransformRegistry().register('tables', tablesTransform),
+    worker: { workflowBundle: bundle() },
+  });
   const running = w.run();
   try {
     const runs = await Promise.all(
@@ -174,45 +188,59 @@ async function runPipelines(variants: { label: string; mode: 'staged' | 'direct'
   }
 }
 
-const verifyRun = (spec: PipelineSpec) => verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: new TransformRegistry().register('tables', tablesTransform) }, spec);
+const verifyRun = (spec: PipelineSpec) =>
+  verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: new TransformRegistry().register('tables', tablesTransform) }, spec);
 
-test('each table mode with three source partitions writing the same keys, staged, direct and grouped: the tables follow their rule and verify passes; a changed row fails verify', { timeout: 180_000 }, async () => {
-  const runs = await runPipelines([
-    { label: 'staged', mode: 'staged' },
-    { label: 'direct', mode: 'direct' },
-    { label: 'group', mode: 'staged', parallelism: 1 },
-  ]);
-  for (const { variant, spec, tables, recs } of runs) {
-    await checkAgainstInput(tables, recs);
-    const report = await verifyRun(spec);
-    assert.ok(report.ok, `${variant.label}: ${failedChecks(report)}`);
-    assert.equal(report.totals.sourceRecords, recs.length);
-    assert.equal(report.totals.deadLetters, 0);
-  }
+test(
+  'each table mode with three source partitions writing the same keys, staged, direct and grouped: the tables follow their rule and verify passes; a changed row fails verify',
+  { timeout: 180_000 },
+  async () => {
+    const runs = await runPipelines([
+      { label: 'staged', mode: 'staged' },
+      { label: 'direct', mode: 'direct' },
+      { label: 'group', mode: 'staged', parallelism: 1 },
+    ]);
+    for (const { variant, spec, tables, recs } of runs) {
+      await checkAgainstInput(tables, recs);
+      const report = await verifyRun(spec);
+      assert.ok(report.ok, `${variant.label}: ${failedChecks(report)}`);
+      assert.equal(report.totals.sourceRecords, recs.length);
+      assert.equal(report.totals.deadLetters, 0);
+    }
 
-  // Tampering: in each table, one row becomes a value the input could have produced, but not
-  // under the table's rule and any order of commits.
-  const { spec, tables, recs } = runs[0]!;
-  const keyed = byKey(recs);
-  const [k, rs] = [...keyed].find(([, rs]) => new Set(rs.map((r) => r.partition)).size >= 2 && rs.length >= PARTITIONS * 2)!;
-  const lastOf = new Set(perPartition(rs).map((p) => p[p.length - 1]!.val));
-  const firstOf = new Set(perPartition(rs).map((p) => p[0]!.val));
-  const notLast = rs.find((r) => !lastOf.has(r.val))!;
-  const notFirst = rs.find((r) => !firstOf.has(r.val))!;
-  const max = Math.max(...rs.map((r) => r.v));
-  const older = rs.filter((r) => r.v < max).sort((a, b) => b.v - a.v)[0]!;
-  const set = (t: TableSpec, r: Partial<Rec>) =>
-    deps.pool.query(`UPDATE ${quoteIdent(t.name)} SET ${Object.keys(r).map((c) => `${quoteIdent(c)} = ?`).join(', ')} WHERE k = ?`, [...Object.values(r), k]);
-  await deps.pool.query(`UPDATE ${quoteIdent(tables.sum.name)} SET n = n + 1 WHERE k = ?`, [k]);
-  await set(tables.last, { val: notLast.val, v: notLast.v, n: notLast.n });
-  await set(tables.newest, { val: older.val, v: older.v, n: older.n });
-  await set(tables.first, { val: notFirst.val, v: notFirst.v, n: notFirst.n });
-  const tampered = await verifyRun(spec);
-  assert.equal(tampered.ok, false);
-  const failed = tampered.checks.filter((c) => !c.ok);
-  assert.deepEqual(failed.map((c) => c.name), ['MySQL tables equal the rows applied once'], failedChecks(tampered));
-  for (const t of Object.values(tables)) assert.match(failed[0]!.detail, new RegExp(`${t.name}: row \\["${k}"\\] is`), failed[0]!.detail);
-});
+    // Tampering: in each table, one row becomes a value the input could have produced, but not
+    // under the table's rule and any order of commits.
+    const { spec, tables, recs } = runs[0]!;
+    const keyed = byKey(recs);
+    const [k, rs] = [...keyed].find(([, rs]) => new Set(rs.map((r) => r.partition)).size >= 2 && rs.length >= PARTITIONS * 2)!;
+    const lastOf = new Set(perPartition(rs).map((p) => p[p.length - 1]!.val));
+    const firstOf = new Set(perPartition(rs).map((p) => p[0]!.val));
+    const notLast = rs.find((r) => !lastOf.has(r.val))!;
+    const notFirst = rs.find((r) => !firstOf.has(r.val))!;
+    const max = Math.max(...rs.map((r) => r.v));
+    const older = rs.filter((r) => r.v < max).sort((a, b) => b.v - a.v)[0]!;
+    const set = (t: TableSpec, r: Partial<Rec>) =>
+      deps.pool.query(
+        `UPDATE ${quoteIdent(t.name)} SET ${Object.keys(r)
+          .map((c) => `${quoteIdent(c)} = ?`)
+          .join(', ')} WHERE k = ?`,
+        [...Object.values(r), k],
+      );
+    await deps.pool.query(`UPDATE ${quoteIdent(tables.sum.name)} SET n = n + 1 WHERE k = ?`, [k]);
+    await set(tables.last, { val: notLast.val, v: notLast.v, n: notLast.n });
+    await set(tables.newest, { val: older.val, v: older.v, n: older.n });
+    await set(tables.first, { val: notFirst.val, v: notFirst.v, n: notFirst.n });
+    const tampered = await verifyRun(spec);
+    assert.equal(tampered.ok, false);
+    const failed = tampered.checks.filter((c) => !c.ok);
+    assert.deepEqual(
+      failed.map((c) => c.name),
+      ['MySQL tables equal the rows applied once'],
+      failedChecks(tampered),
+    );
+    for (const t of Object.values(tables)) assert.match(failed[0]!.detail, new RegExp(`${t.name}: row \\["${k}"\\] is`), failed[0]!.detail);
+  },
+);
 
 test('newest-wins SQL on MariaDB: a greater version replaces every column, an equal or smaller one changes nothing, a NULL version in the table counts as oldest', async () => {
   const dialect = await detectDialect(deps.pool);
@@ -230,9 +258,19 @@ test('newest-wins SQL on MariaDB: a greater version replaces every column, an eq
     assert.deepEqual(await write(['a', 'five again', 5]), [['a', 'five', 5]], 'an equal version keeps the row there');
     assert.deepEqual(await write(['a', 'seven', 7]), [['a', 'seven', 7]], 'a greater version replaces val and v (v assigned after val saw the old v)');
     // Several rows of one statement apply in order, each against the row the previous one left.
-    assert.deepEqual(await write(['a', 'nine', 9], ['a', 'eight', 8], ['b', 'b1', 1]), [['a', 'nine', 9], ['b', 'b1', 1]]);
+    assert.deepEqual(await write(['a', 'nine', 9], ['a', 'eight', 8], ['b', 'b1', 1]), [
+      ['a', 'nine', 9],
+      ['b', 'b1', 1],
+    ]);
     await deps.pool.query(`UPDATE ${quoteIdent(name)} SET v = NULL WHERE k = 'b'`);
-    assert.deepEqual(await write(['b', 'b0', 0]), [['a', 'nine', 9], ['b', 'b0', 0]], 'a NULL version in the table is older than any');
+    assert.deepEqual(
+      await write(['b', 'b0', 0]),
+      [
+        ['a', 'nine', 9],
+        ['b', 'b0', 0],
+      ],
+      'a NULL version in the table is older than any',
+    );
   } finally {
     await deps.pool.query(`DROP TABLE IF EXISTS ${quoteIdent(name)}`);
   }

@@ -29,7 +29,15 @@ before(async () => {
   browser = await chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
 });
 
@@ -42,7 +50,12 @@ test('the Web UI finds a running pipeline by its search attributes and shows its
   // Slow epochs (a record at a time with waits) keep the pipeline running while the browser looks.
   const s = await prepareScenario(deps, { prefix: 'webui', records: 400, partitions: 2, epoch: { maxRecords: 20, maxWaitMs: 500 } });
   const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue: s.taskQueue, transforms: compareTransforms(), ...(codePath ? { worker: { workflowBundle: { codePath } } } : {}) });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    ...(codePath ? { worker: { workflowBundle: { codePath } } } : {}),
+  });
   const running = w.run();
   try {
     const handle = await start(deps, s);
@@ -64,7 +77,10 @@ test('the Web UI finds a running pipeline by its search attributes and shows its
 
     await partitionLink.click();
     // The event history names each epoch's step through the activity summaries.
-    await page.getByText(/prepareEpoch|epoch \d+: prepare/).first().waitFor({ state: 'visible', timeout: 30_000 });
+    await page
+      .getByText(/prepareEpoch|epoch \d+: prepare/)
+      .first()
+      .waitFor({ state: 'visible', timeout: 30_000 });
     await page.screenshot({ path: join(SCREENSHOTS, 'web-ui-partition.png') });
     await page.close();
     await drainAndWait(deps, s, handle);

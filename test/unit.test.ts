@@ -5,7 +5,15 @@ import { ASYNC_TRANSFORM_WINDOW, applyTransform, tableMap } from '../src/activit
 import { parseEnvFile } from '../src/config';
 import { ValidationError } from '../src/errors';
 import { parseFaults } from '../src/faults';
-import { COORDINATOR, coordinatorCache, decodeDescribeProducers, decodeWriteTxnMarkers, describeProducersRequest, withoutAborted, writeTxnMarkersRequest } from '../src/kafka/internals';
+import {
+  COORDINATOR,
+  coordinatorCache,
+  decodeDescribeProducers,
+  decodeWriteTxnMarkers,
+  describeProducersRequest,
+  withoutAborted,
+  writeTxnMarkersRequest,
+} from '../src/kafka/internals';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
@@ -43,12 +51,20 @@ test('definePipeline names every wrong field and the fix', () => {
   }
   assert.ok(err instanceof ValidationError);
   const fields = err.problems.map((p) => p.field);
-  for (const f of ['name', 'kafkaSink.topic', 'kafkaSink.transactionalIdPool', 'mysqlSink.tables[0].name', 'mysqlSink.tables[0].onDuplicate.columns[0]', 'epoch.maxRecords']) {
+  for (const f of [
+    'name',
+    'kafkaSink.topic',
+    'kafkaSink.transactionalIdPool',
+    'mysqlSink.tables[0].name',
+    'mysqlSink.tables[0].onDuplicate.columns[0]',
+    'epoch.maxRecords',
+  ]) {
     assert.ok(fields.includes(f), `expected a problem for ${f}, got ${fields.join(', ')}`);
   }
   assert.match(err.message, /kafkaSink\.topic: must differ from source\.topic/);
   assert.throws(
-    () => definePipeline({ ...base, mysqlSink: { tables: [{ ...COMPARE_TABLE, columns: [...COMPARE_TABLE.columns, 'onceflow_seq'] }], mode: 'fast' as 'staged' } }),
+    () =>
+      definePipeline({ ...base, mysqlSink: { tables: [{ ...COMPARE_TABLE, columns: [...COMPARE_TABLE.columns, 'onceflow_seq'] }], mode: 'fast' as 'staged' } }),
     (e: unknown) => {
       assert.ok(e instanceof ValidationError);
       assert.match(e.message, /mysqlSink\.mode: must be 'staged' or 'direct', got "fast"/);
@@ -62,13 +78,19 @@ test('definePipeline names every wrong field and the fix', () => {
       () => definePipeline({ ...base, epoch: { maxWaitMs: 100, commitWithNextPrepare: value } as never }),
       (e: unknown) => {
         assert.ok(e instanceof ValidationError);
-        assert.deepEqual(e.problems.map((p) => p.field), ['epoch.commitWithNextPrepare']);
+        assert.deepEqual(
+          e.problems.map((p) => p.field),
+          ['epoch.commitWithNextPrepare'],
+        );
         assert.match(e.message, /epoch\.commitWithNextPrepare: was removed: .*Delete the field/);
         return true;
       },
     );
   }
-  assert.throws(() => definePipeline({ ...base, epoch: { maxWait: 5 } as never }), /epoch\.maxWait: is not a known field — did you mean 'maxWaitMs'\? \(known: maxRecords, maxBytes, maxWaitMs\)$/m);
+  assert.throws(
+    () => definePipeline({ ...base, epoch: { maxWait: 5 } as never }),
+    /epoch\.maxWait: is not a known field — did you mean 'maxWaitMs'\? \(known: maxRecords, maxBytes, maxWaitMs\)$/m,
+  );
   assert.throws(() => definePipeline({ ...base, parallelism: 0 }), /parallelism: must be an integer from 1 to 1024/);
   assert.equal(definePipeline({ ...base, parallelism: 4 }).parallelism, 4);
 });
@@ -139,14 +161,25 @@ test('env files parse KEY=VALUE, keep = inside values, skip comments', () => {
 
 test('poison records and rows that do not fit the table go to the dead-letter list with their coordinates', async () => {
   const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' } });
-  const rec = (offset: number, value: string | null) => ({ topic: 'in', partition: 2, offset, key: null, value: value === null ? null : Buffer.from(value), headers: {}, timestamp: '0' });
+  const rec = (offset: number, value: string | null) => ({
+    topic: 'in',
+    partition: 2,
+    offset,
+    key: null,
+    value: value === null ? null : Buffer.from(value),
+    headers: {},
+    timestamp: '0',
+  });
   const good = JSON.stringify({ id: 'a', slot_time: 't', key1: 'k', key2: 'k', key3: 'k', indicate: 3 });
   const ctx = { pipeline: 'u', partition: 2, epoch: 5, attempt: 1, options: {} };
   const out = await applyTransform(spec, compareTransform, [rec(10, good), rec(11, '{oops'), rec(12, null)], ctx, tableMap(spec));
   assert.equal(out.outputs.length, 1);
   assert.equal(out.outputs[0]!.partition, 2);
   assert.equal(out.rows.length, 1);
-  assert.deepEqual(out.deadLetters.map((d) => d.headers?.['onceflow.source']), ['in/2/11', 'in/2/12']);
+  assert.deepEqual(
+    out.deadLetters.map((d) => d.headers?.['onceflow.source']),
+    ['in/2/11', 'in/2/12'],
+  );
   assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /not JSON/);
   const badRows = await applyTransform(spec, { map: () => ({ mysql: [{ table: 'nope', values: {} }] }) }, [rec(13, good)], ctx, tableMap(spec));
   assert.match(String(badRows.deadLetters[0]!.headers?.['onceflow.error']), /unknown table 'nope'/);
@@ -171,8 +204,14 @@ test('an async transform keeps source order across its window, and a rejected lo
   };
   const records = Array.from({ length: 200 }, (_, i) => rec(i));
   const out = await applyTransform(spec, lookup, records, ctx, tableMap(spec));
-  assert.deepEqual(out.outputs.map((o) => o.value), records.filter((r) => r.offset !== 99).map((r) => `v${r.offset}`));
-  assert.deepEqual(out.deadLetters.map((d) => d.headers?.['onceflow.source']), ['in/0/99']);
+  assert.deepEqual(
+    out.outputs.map((o) => o.value),
+    records.filter((r) => r.offset !== 99).map((r) => `v${r.offset}`),
+  );
+  assert.deepEqual(
+    out.deadLetters.map((d) => d.headers?.['onceflow.source']),
+    ['in/0/99'],
+  );
   assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /lookup failed for 99/);
   assert.equal(most, ASYNC_TRANSFORM_WINDOW);
 });
@@ -204,10 +243,19 @@ test('a partition is stalled when it has lag and no commit for longer than the t
   assert.equal(isStalled({ ...healthy, phase: 'no answer', sinceCommitSec: null }, 60), true, 'no worker answers while records wait');
   assert.equal(isStalled({ ...healthy, phase: 'no answer', sinceCommitSec: null, lag: 0 }, 60), false);
   assert.equal(
-    describeStall({ partition: 1, sinceCommitSec: 95, waitingOn: 'commitEpoch attempt 7', phase: 'committing', lastError: 'Lock wait timeout exceeded; try restarting transaction' }),
+    describeStall({
+      partition: 1,
+      sinceCommitSec: 95,
+      waitingOn: 'commitEpoch attempt 7',
+      phase: 'committing',
+      lastError: 'Lock wait timeout exceeded; try restarting transaction',
+    }),
     'partition 1: no commit for 95s, waiting on commitEpoch attempt 7: Lock wait timeout exceeded; try restarting transaction',
   );
-  assert.equal(describeStall({ partition: 0, sinceCommitSec: null, waitingOn: null, phase: 'reconciling', lastError: null }), 'partition 0: no commit seen, waiting on phase reconciling');
+  assert.equal(
+    describeStall({ partition: 0, sinceCommitSec: null, waitingOn: null, phase: 'reconciling', lastError: null }),
+    'partition 0: no commit seen, waiting on phase reconciling',
+  );
   assert.equal(
     describeStall({ partition: 2, sinceCommitSec: null, waitingOn: 'prepareEpoch attempt 2', phase: 'no answer', lastError: 'activity Heartbeat timeout' }),
     'partition 2: no worker answers its status query, waiting on prepareEpoch attempt 2: activity Heartbeat timeout',
@@ -217,7 +265,8 @@ test('a partition is stalled when it has lag and no commit for longer than the t
 test('onceflow_seconds_since_last_commit: per partition, at scrape time, a retried commit of the same epoch does not reset it', async () => {
   let now = 1_000_000;
   const m = new WorkerMetrics(() => now);
-  const committed = (partition: number, epoch: number, side: 'kafka' | 'mysql') => m.observe({ kind: 'committed', pipeline: 'p', partition, epoch, side, ms: 5, startedAt: now });
+  const committed = (partition: number, epoch: number, side: 'kafka' | 'mysql') =>
+    m.observe({ kind: 'committed', pipeline: 'p', partition, epoch, side, ms: 5, startedAt: now });
   const value = async (partition: number) => {
     const line = (await m.text()).split('\n').find((l) => l.startsWith(`onceflow_seconds_since_last_commit{pipeline="p",partition="${partition}"}`));
     return line === undefined ? undefined : Number(line.split(' ').pop());
@@ -243,7 +292,19 @@ test('onceflow_seconds_since_last_commit: per partition, at scrape time, a retri
 test('each WorkerMetrics has its own registry: two workers in one process count apart', async () => {
   const [a, b] = [new WorkerMetrics(), new WorkerMetrics()];
   a.observe({ kind: 'split', pipeline: 'p', partition: 1, epoch: 4, split: { producerId: 1, producerEpoch: 0, committed: ['out-0'], aborted: ['out-1'] } });
-  a.observe({ kind: 'prepared', pipeline: 'p', partition: 1, epoch: 4, records: 3, deadLetters: 0, ms: 70, end: 3, lag: 9, startedAt: 0, split: { readMs: 0, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 } });
+  a.observe({
+    kind: 'prepared',
+    pipeline: 'p',
+    partition: 1,
+    epoch: 4,
+    records: 3,
+    deadLetters: 0,
+    ms: 70,
+    end: 3,
+    lag: 9,
+    startedAt: 0,
+    split: { readMs: 0, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 },
+  });
   const text = await a.text();
   assert.match(text, /^# TYPE onceflow_kafka_splits_total counter$/m);
   assert.match(text, /^onceflow_kafka_splits_total\{pipeline="p",partition="1"\} 1$/m);
@@ -259,10 +320,15 @@ test('each WorkerMetrics has its own registry: two workers in one process count 
 
 import { pollUntil } from '../src/poll';
 
-test('pollUntil returns the first defined answer, waits between calls, and throws the caller\'s error at the deadline', async () => {
+test("pollUntil returns the first defined answer, waits between calls, and throws the caller's error at the deadline", async () => {
   let calls = 0;
   let waits = 0;
-  const third = await pollUntil(() => (++calls === 3 ? false : undefined), { timeoutMs: 5_000, everyMs: 1, onWait: () => waits++, onTimeout: () => new Error('never') });
+  const third = await pollUntil(() => (++calls === 3 ? false : undefined), {
+    timeoutMs: 5_000,
+    everyMs: 1,
+    onWait: () => waits++,
+    onTimeout: () => new Error('never'),
+  });
   assert.deepEqual([third, calls, waits], [false, 3, 2], 'false is an answer; undefined is not');
   class Late extends Error {}
   calls = 0;
@@ -272,7 +338,10 @@ test('pollUntil returns the first defined answer, waits between calls, and throw
     (e: unknown) => e instanceof Late && /no answer after \d+ calls/.test(e.message),
   );
   assert.ok(Date.now() - t0 >= 40 && calls >= 2, `polled until the deadline: ${calls} calls in ${Date.now() - t0} ms`);
-  await assert.rejects(pollUntil(() => Promise.reject(new Error('broken')), { timeoutMs: 5_000, everyMs: 1, onTimeout: () => new Error('never') }), /broken/);
+  await assert.rejects(
+    pollUntil(() => Promise.reject(new Error('broken')), { timeoutMs: 5_000, everyMs: 1, onTimeout: () => new Error('never') }),
+    /broken/,
+  );
 });
 
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -308,14 +377,29 @@ test('--transforms: a JS name → transform map loads; a module without transfor
   assert.throws(() => loadTransforms(join(dir, 'none.js')), /exports no 'transforms'/);
   assert.throws(() => loadTransforms(join(dir, 'bad.js')), /'b' is not a transform/);
   assert.throws(() => loadTransforms(join(dir, 'missing.js')), /does not exist/);
-  assert.throws(() => loadTransforms(join(dir, 'ok.js')).get('zz', 'pipe'), /pipeline 'pipe' uses transform 'zz', which is not registered here \(registered: a\).*--transforms <module>/);
+  assert.throws(
+    () => loadTransforms(join(dir, 'ok.js')).get('zz', 'pipe'),
+    /pipeline 'pipe' uses transform 'zz', which is not registered here \(registered: a\).*--transforms <module>/,
+  );
 });
 
 test('the progress view counts each committed epoch once, and a warning is one line without its stack', () => {
   const lines: string[] = [];
   const p = new ProgressView((l) => lines.push(l));
   const split = { readMs: 0, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
-  const prepared = (epoch: number) => ({ kind: 'prepared' as const, pipeline: 'p', partition: 0, epoch, records: 10, deadLetters: 1, ms: 1, end: 0, lag: 5, startedAt: 0, split });
+  const prepared = (epoch: number) => ({
+    kind: 'prepared' as const,
+    pipeline: 'p',
+    partition: 0,
+    epoch,
+    records: 10,
+    deadLetters: 1,
+    ms: 1,
+    end: 0,
+    lag: 5,
+    startedAt: 0,
+    split,
+  });
   p.observe(prepared(1));
   p.observe(prepared(1)); // prepared again after a failed attempt
   p.observe({ kind: 'committed', pipeline: 'p', partition: 0, epoch: 1, side: 'mysql', ms: 1, startedAt: 0 });
@@ -324,19 +408,31 @@ test('the progress view counts each committed epoch once, and a warning is one l
   p.observe({ kind: 'retry', pipeline: 'p', partition: 0, activity: 'prepareEpoch' });
   assert.match(p.line(), /epochs 1 {2}records 10 .* lag 5 {2}dead letters 1 {2}retries 1 {2}redos 0/);
   const err = new Error('injected fault at prepare.start\n    at x (y.ts:1:1)');
-  assert.equal(summarize({ level: 'WARN', message: 'Activity failed', meta: { activityType: 'prepareEpoch', attempt: 2, workflowId: 'onceflow/p/0', error: err } }), '  attempt failed: prepareEpoch attempt 2 of onceflow/p/0 — injected fault at prepare.start');
+  assert.equal(
+    summarize({ level: 'WARN', message: 'Activity failed', meta: { activityType: 'prepareEpoch', attempt: 2, workflowId: 'onceflow/p/0', error: err } }),
+    '  attempt failed: prepareEpoch attempt 2 of onceflow/p/0 — injected fault at prepare.start',
+  );
 });
 
-test('the orders example: an enriched event in the customer\'s partition, both tables, and malformed orders rejected by field', async () => {
+test("the orders example: an enriched event in the customer's partition, both tables, and malformed orders rejected by field", async () => {
   const rec = (v: string) => ({ topic: 'o', partition: 0, offset: 0, key: null, value: Buffer.from(v), headers: {}, timestamp: '0' });
   const ctx = { pipeline: 'x', partition: 0, epoch: 1, attempt: 1, options: { outputPartitions: 3 } };
   const out = await orders.map(rec('{"id":"o1","customer":"c7","items":[{"sku":"a","qty":2,"price":4.5}],"status":"paid"}'), ctx);
   assert.equal(out.kafka![0]!.key, 'c7');
   assert.deepEqual(JSON.parse(String(out.kafka![0]!.value)), { order: 'o1', customer: 'c7', tier: 'standard', status: 'paid', items: 1, totalCents: 900 });
-  assert.equal(out.kafka![0]!.partition, (await orders.map(rec('{"id":"o2","customer":"c7","items":[{"sku":"b","qty":1,"price":1}]}'), ctx)).kafka![0]!.partition);
-  assert.deepEqual(out.mysql!.map((r) => r.table), ['orders_latest', 'customer_totals']);
+  assert.equal(
+    out.kafka![0]!.partition,
+    (await orders.map(rec('{"id":"o2","customer":"c7","items":[{"sku":"b","qty":1,"price":1}]}'), ctx)).kafka![0]!.partition,
+  );
+  assert.deepEqual(
+    out.mysql!.map((r) => r.table),
+    ['orders_latest', 'customer_totals'],
+  );
   assert.throws(() => parseOrder(rec('{"id":"o3","items":[]}')), /order o3: no 'customer'/);
-  assert.throws(() => parseOrder(rec('{"id":"o4","customer":"c","items":[{"sku":"a","qty":1.5,"price":1}]}')), /items\[0\] needs a sku, a positive integer qty/);
+  assert.throws(
+    () => parseOrder(rec('{"id":"o4","customer":"c","items":[{"sku":"a","qty":1.5,"price":1}]}')),
+    /items\[0\] needs a sku, a positive integer qty/,
+  );
   assert.throws(() => parseOrder(rec('nope')), /not JSON/);
 });
 
@@ -346,7 +442,12 @@ import { workflowUrl } from '../src/client';
 test('the Web UI link comes from the configuration: ONCEFLOW_TEMPORAL_UI, else port 8233 on the Temporal address host; a config file may set either', () => {
   const env = { ONCEFLOW_SERVICES_ENV: '/nonexistent/services.env', ONCEFLOW_MYSQL_PASSWORD: 'x' };
   assert.equal(loadSettings({ ...env, ONCEFLOW_TEMPORAL_ADDRESS: 'temporal.internal:7233' }).temporal.webUi, 'http://temporal.internal:8233');
-  const cloud = loadSettings({ ...env, ONCEFLOW_TEMPORAL_ADDRESS: 'ns.acct.tmprl.cloud:7233', ONCEFLOW_TEMPORAL_NAMESPACE: 'ns.acct', ONCEFLOW_TEMPORAL_UI: 'https://cloud.temporal.io/' });
+  const cloud = loadSettings({
+    ...env,
+    ONCEFLOW_TEMPORAL_ADDRESS: 'ns.acct.tmprl.cloud:7233',
+    ONCEFLOW_TEMPORAL_NAMESPACE: 'ns.acct',
+    ONCEFLOW_TEMPORAL_UI: 'https://cloud.temporal.io/',
+  });
   assert.equal(workflowUrl(cloud, 'onceflow/p'), 'https://cloud.temporal.io/namespaces/ns.acct/workflows/onceflow%2Fp');
   const dir = mkdtempSync(join(tmpdir(), 'onceflow-ui-'));
   const file = join(dir, 'p.yaml');
@@ -401,7 +502,10 @@ test('secure settings: TLS files, SASL and API keys from the environment or *_FI
   for (const secret of ['kafka-secret-1', 'api-key-secret-2', 'mysql-secret-3', 'PRIVATE KEY']) assert.ok(!shown.includes(secret), `${secret} is redacted`);
   // Plain settings stay plain: no TLS, no SASL, the broker's replication factor.
   const plain = loadSettings(env);
-  assert.deepEqual([plain.kafka.ssl, plain.kafka.sasl, plain.kafka.replicationFactor, plain.mysql.ssl, plain.temporal.tls], [undefined, undefined, -1, undefined, undefined]);
+  assert.deepEqual(
+    [plain.kafka.ssl, plain.kafka.sasl, plain.kafka.replicationFactor, plain.mysql.ssl, plain.temporal.tls],
+    [undefined, undefined, -1, undefined, undefined],
+  );
   // Each mistake names its setting and what to do.
   const bad: [Record<string, string>, RegExp][] = [
     [{ ONCEFLOW_KAFKA_SASL_MECHANISM: 'scram' }, /ONCEFLOW_KAFKA_SASL_MECHANISM must be one of plain, scram-sha-256, scram-sha-512, oauthbearer/],
@@ -420,7 +524,10 @@ test('secure settings: TLS files, SASL and API keys from the environment or *_FI
   for (const [extra, message] of bad) assert.throws(() => loadSettings({ ...env, ...extra }), message, JSON.stringify(extra));
   // An OAUTHBEARER provider comes through the library API.
   const provider = async () => ({ value: 'token' });
-  assert.deepEqual(loadSettings({ ...env, ONCEFLOW_KAFKA_SASL_MECHANISM: 'oauthbearer' }, { kafkaOAuthBearerProvider: provider }).kafka.sasl, { mechanism: 'oauthbearer', oauthBearerProvider: provider });
+  assert.deepEqual(loadSettings({ ...env, ONCEFLOW_KAFKA_SASL_MECHANISM: 'oauthbearer' }, { kafkaOAuthBearerProvider: provider }).kafka.sasl, {
+    mechanism: 'oauthbearer',
+    oauthBearerProvider: provider,
+  });
   // The same settings from a config file: relative paths from the file's folder; a secret given in the file replaces the environment's.
   const file = join(dir, 'p.yaml');
   writeFileSync(
@@ -439,7 +546,10 @@ connections:
   assert.deepEqual(f.mysql.ssl, { minVersion: 'TLSv1.3', rejectUnauthorized: true });
   assert.equal(f.mysql.password, 'kafka-secret-1');
   assert.equal(f.temporal.tls?.serverNameOverride, 'temporal.internal');
-  writeFileSync(file, `pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }\nconnections: { kafka: { sasl: { mechanism: kerberos } } }\n`);
+  writeFileSync(
+    file,
+    `pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }\nconnections: { kafka: { sasl: { mechanism: kerberos } } }\n`,
+  );
   assert.throws(() => loadPipelineConfig(file, env), /connections\.kafka\.sasl\.mechanism/);
 });
 
@@ -447,22 +557,62 @@ test('DescribeProducers v0: the request as the protocol lays it out (flexible: h
   const body: Buffer = (await describeProducersRequest([{ topic: 'out', partitions: [0, 7] }]).encode()).buffer;
   // header tags | topics (1+1) | "out" (3+1) | partitions (2+1) | 0 | 7 | topic tags | request tags
   assert.deepEqual([...body], [0, 2, 4, ...Buffer.from('out'), 3, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0]);
-  const int = (n: number, bytes: number) => { const b = Buffer.alloc(bytes); if (bytes === 8) b.writeBigInt64BE(BigInt(n)); else if (bytes === 4) b.writeInt32BE(n); else b.writeInt16BE(n); return [...b]; };
+  const int = (n: number, bytes: number) => {
+    const b = Buffer.alloc(bytes);
+    if (bytes === 8) b.writeBigInt64BE(BigInt(n));
+    else if (bytes === 4) b.writeInt32BE(n);
+    else b.writeInt16BE(n);
+    return [...b];
+  };
   const response = Buffer.from([
-    0, ...int(0, 4), 2, 4, ...Buffer.from('out'), 3, // header tags, throttle, 1 topic "out", 2 partitions
-    ...int(0, 4), ...int(0, 2), 0, 2, ...int(4001, 8), ...int(3, 4), ...int(41, 4), ...int(1700000000000, 8), ...int(5, 4), ...int(120, 8), 0, 0, // partition 0: one producer
-    ...int(7, 4), ...int(6, 2), 2, ...Buffer.from('x'), 1, 0, // partition 7: NOT_LEADER, message "x", no producers
-    0, 0,
+    0,
+    ...int(0, 4),
+    2,
+    4,
+    ...Buffer.from('out'),
+    3, // header tags, throttle, 1 topic "out", 2 partitions
+    ...int(0, 4),
+    ...int(0, 2),
+    0,
+    2,
+    ...int(4001, 8),
+    ...int(3, 4),
+    ...int(41, 4),
+    ...int(1700000000000, 8),
+    ...int(5, 4),
+    ...int(120, 8),
+    0,
+    0, // partition 0: one producer
+    ...int(7, 4),
+    ...int(6, 2),
+    2,
+    ...Buffer.from('x'),
+    1,
+    0, // partition 7: NOT_LEADER, message "x", no producers
+    0,
+    0,
   ]);
   assert.deepEqual(decodeDescribeProducers(response), [
-    { topic: 'out', partition: 0, errorCode: 0, errorMessage: null, producers: [{ producerId: 4001, producerEpoch: 3, lastSequence: 41, lastTimestamp: 1700000000000, coordinatorEpoch: 5, currentTxnStartOffset: 120 }] },
+    {
+      topic: 'out',
+      partition: 0,
+      errorCode: 0,
+      errorMessage: null,
+      producers: [{ producerId: 4001, producerEpoch: 3, lastSequence: 41, lastTimestamp: 1700000000000, coordinatorEpoch: 5, currentTxnStartOffset: 120 }],
+    },
     { topic: 'out', partition: 7, errorCode: 6, errorMessage: 'x', producers: [] },
   ]);
 });
 
 test('WriteTxnMarkers v1 (the forced split): the request as the protocol lays it out; the response decoded per partition', async () => {
   const body: Buffer = (await writeTxnMarkersRequest({ producerId: 4001, producerEpoch: 3 }, true, 0, [{ topic: 'out', partitions: [1] }]).encode()).buffer;
-  const be = (n: number, bytes: number) => { const b = Buffer.alloc(bytes); if (bytes === 8) b.writeBigInt64BE(BigInt(n)); else if (bytes === 4) b.writeInt32BE(n); else b.writeInt16BE(n); return [...b]; };
+  const be = (n: number, bytes: number) => {
+    const b = Buffer.alloc(bytes);
+    if (bytes === 8) b.writeBigInt64BE(BigInt(n));
+    else if (bytes === 4) b.writeInt32BE(n);
+    else b.writeInt16BE(n);
+    return [...b];
+  };
   // header tags | markers (1+1) | producer id | epoch | commit | topics (1+1) | "out" (3+1) | partitions (1+1) | 1 | topic tags | coordinator epoch | marker tags | request tags
   assert.deepEqual([...body], [0, 2, ...be(4001, 8), ...be(3, 2), 1, 2, 4, ...Buffer.from('out'), 2, ...be(1, 4), 0, ...be(0, 4), 0, 0]);
   const response = Buffer.from([0, 2, ...be(4001, 8), 2, 4, ...Buffer.from('out'), 3, ...be(1, 4), ...be(0, 2), 0, ...be(2, 4), ...be(47, 2), 0, 0, 0, 0]);
@@ -481,13 +631,39 @@ test('withoutAborted: enters every aborted transaction reached, leaves it at its
   const ABORT = Buffer.from([0, 0, 0, 0]);
   const COMMIT = Buffer.from([0, 0, 0, 1]);
   const rec = (offset: number, producerId: string, inTransaction = true) => ({ offset: String(offset), batchContext: { producerId, inTransaction } });
-  const ctl = (offset: number, producerId: string, key: Buffer) => ({ offset: String(offset), isControlRecord: true, key, batchContext: { producerId, inTransaction: true } });
-  const messages = [rec(10, '1'), rec(11, '2'), rec(12, '3'), ctl(13, '2', ABORT), ctl(14, '1', ABORT), ctl(15, '3', COMMIT), rec(16, '1'), rec(17, '4', false)];
+  const ctl = (offset: number, producerId: string, key: Buffer) => ({
+    offset: String(offset),
+    isControlRecord: true,
+    key,
+    batchContext: { producerId, inTransaction: true },
+  });
+  const messages = [
+    rec(10, '1'),
+    rec(11, '2'),
+    rec(12, '3'),
+    ctl(13, '2', ABORT),
+    ctl(14, '1', ABORT),
+    ctl(15, '3', COMMIT),
+    rec(16, '1'),
+    rec(17, '4', false),
+  ];
   // Listed in abort order, not by first offset (as the broker does).
-  const visible = withoutAborted(messages, [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]);
-  assert.deepEqual(visible.map((m) => m.offset), ['12', '16', '17']);
+  const visible = withoutAborted(messages, [
+    { producerId: '2', firstOffset: '11' },
+    { producerId: '1', firstOffset: '10' },
+  ]);
+  assert.deepEqual(
+    visible.map((m) => m.offset),
+    ['12', '16', '17'],
+  );
   // A fetch starting inside both aborted transactions.
-  assert.deepEqual(withoutAborted(messages.slice(2), [{ producerId: '2', firstOffset: '11' }, { producerId: '1', firstOffset: '10' }]).map((m) => m.offset), ['12', '16', '17']);
+  assert.deepEqual(
+    withoutAborted(messages.slice(2), [
+      { producerId: '2', firstOffset: '11' },
+      { producerId: '1', firstOffset: '10' },
+    ]).map((m) => m.offset),
+    ['12', '16', '17'],
+  );
 });
 
 test("our transactions' sends group by partition as kafkajs does (same partitions, same order), while kafkajs keeps its own grouping", () => {
@@ -513,7 +689,12 @@ test('a producer from messageProducerWith groups its sends with the grouping it 
   const createRetry = kafkajsRequire('./src/retry');
   const producer = create({
     logger: createLogger({ level: LEVELS.NOTHING, logCreator: () => () => undefined }),
-    cluster: { refreshMetadataIfNecessary: async () => undefined, addMultipleTargetTopics: async () => undefined, findTopicPartitionMetadata: () => [{ partitionId: 0, leader: 0 }], isConnected: () => true },
+    cluster: {
+      refreshMetadataIfNecessary: async () => undefined,
+      addMultipleTargetTopics: async () => undefined,
+      findTopicPartitionMetadata: () => [{ partitionId: 0, leader: 0 }],
+      isConnected: () => true,
+    },
     partitioner: () => 0,
     eosManager: {},
     idempotent: false,
@@ -529,7 +710,13 @@ test('coordinatorCache: one FindCoordinator per key and type; forgotten after a 
   let coordinatorOf = 1;
   let answer: unknown = undefined;
   const brokers = new Map<string, { nodeId: number; endTxn: () => Promise<string> }>();
-  const node = (nodeId: number) => ({ nodeId, endTxn: async () => { if (answer) throw answer; return `node ${nodeId}`; } });
+  const node = (nodeId: number) => ({
+    nodeId,
+    endTxn: async () => {
+      if (answer) throw answer;
+      return `node ${nodeId}`;
+    },
+  });
   for (const n of [1, 2]) brokers.set(String(n), node(n));
   const raw = {
     findGroupCoordinator: async ({ groupId, coordinatorType }: { groupId: string; coordinatorType: number }) => {
@@ -580,7 +767,13 @@ test('coordinatorCache: one FindCoordinator per key and type; forgotten after a 
   answer = undefined;
   let release: () => void = () => undefined;
   const held = new Promise<void>((r) => (release = r));
-  brokers.set('1', { nodeId: 1, endTxn: async () => { await held; throw Object.assign(new Error('not coordinator'), { type: 'NOT_COORDINATOR_FOR_GROUP' }); } });
+  brokers.set('1', {
+    nodeId: 1,
+    endTxn: async () => {
+      await held;
+      throw Object.assign(new Error('not coordinator'), { type: 'NOT_COORDINATOR_FOR_GROUP' });
+    },
+  });
   const late = (await find('tid', COORDINATOR.TRANSACTION)).endTxn(); // to node 1, the one remembered
   brokers.set('1', node(1));
   answer = Object.assign(new Error('Connection closed'), { name: 'KafkaJSConnectionClosedError' });
@@ -590,7 +783,7 @@ test('coordinatorCache: one FindCoordinator per key and type; forgotten after a 
   assert.equal(await call(), 'node 2', 'the new coordinator learnt');
   release();
   await assert.rejects(late, /not coordinator/);
-  assert.equal(await call(), 'node 2', 'still remembered after the old node\'s late answer');
+  assert.equal(await call(), 'node 2', "still remembered after the old node's late answer");
   assert.deepEqual(lookups, ['1:tid', '0:tid', '1:tid', '1:tid', '1:tid', '1:tid', '1:tid']);
 });
 
@@ -608,7 +801,8 @@ test('table modes in definitions: newest needs a version column of the table, ou
   const withTable = (t: TableSpec) => definePipeline({ ...base, mysqlSink: { tables: [t] } });
   assert.deepEqual(withTable(NEWEST).mysqlSink.tables[0]!.onDuplicate, { kind: 'newest', version: 'v', columns: ['val'] });
   assert.doesNotThrow(() => withTable(modeTable({ kind: 'newest', version: 'v' } as TableSpec['onDuplicate'])));
-  for (const od of [{ kind: 'accumulate', columns: ['v'] }, { kind: 'replace', columns: ['val', 'v'] }, { kind: 'ignore' }] as TableSpec['onDuplicate'][]) assert.doesNotThrow(() => withTable(modeTable(od)));
+  for (const od of [{ kind: 'accumulate', columns: ['v'] }, { kind: 'replace', columns: ['val', 'v'] }, { kind: 'ignore' }] as TableSpec['onDuplicate'][])
+    assert.doesNotThrow(() => withTable(modeTable(od)));
   const problems = (t: TableSpec) => {
     try {
       withTable(t);
@@ -620,23 +814,38 @@ test('table modes in definitions: newest needs a version column of the table, ou
   };
   assert.match(problems(modeTable({ kind: 'newest', columns: ['val'] } as never)), /onDuplicate\.version: must name the version column/);
   assert.match(problems(modeTable({ kind: 'newest', version: 'v`x', columns: ['val'] })), /onDuplicate\.version: must name the version column/);
-  assert.match(problems(modeTable({ kind: 'newest', version: 'seen', columns: ['val'] })), /onDuplicate\.version: 'seen' is not one of the table's columns \(k, val, v\)/);
-  assert.match(problems({ ...NEWEST, create: { columns: { k: 'INT', val: 'INT', v: 'INT' }, primaryKey: ['k', 'v'] } }), /onDuplicate\.version: 'v' is in create\.primaryKey/);
+  assert.match(
+    problems(modeTable({ kind: 'newest', version: 'seen', columns: ['val'] })),
+    /onDuplicate\.version: 'seen' is not one of the table's columns \(k, val, v\)/,
+  );
+  assert.match(
+    problems({ ...NEWEST, create: { columns: { k: 'INT', val: 'INT', v: 'INT' }, primaryKey: ['k', 'v'] } }),
+    /onDuplicate\.version: 'v' is in create\.primaryKey/,
+  );
   assert.match(problems(modeTable({ kind: 'replace', columns: ['val'], version: 'v' } as never)), /onDuplicate\.version: is only for kind 'newest'/);
   assert.match(problems(modeTable({ kind: 'latest' } as never)), /onDuplicate\.kind: must be 'accumulate' \(add up\), 'replace' \(last write wins\), 'newest'/);
   // A config file: a misspelt field gets its did-you-mean from the schema.
   const dir = mkdtempSync(join(tmpdir(), 'onceflow-modes-'));
   const file = join(dir, 'p.json');
   writeFileSync(file, JSON.stringify({ pipeline: { ...base, mysqlSink: { tables: [{ ...NEWEST, onDuplicate: { kind: 'newest', verison: 'v' } }] } } }));
-  assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), /pipeline\.mysqlSink\.tables\[0\]\.onDuplicate\.verison: is not a known field — did you mean 'version'\?/);
+  assert.throws(
+    () => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }),
+    /pipeline\.mysqlSink\.tables\[0\]\.onDuplicate\.verison: is not a known field — did you mean 'version'\?/,
+  );
   // A config file that still sets a removed field: told it was removed, not that it is unknown.
   writeFileSync(file, JSON.stringify({ pipeline: { ...base, epoch: { maxRecords: 1000, commitWithNextPrepare: false } } }));
-  assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), (e: unknown) => {
-    assert.ok(e instanceof ValidationError);
-    assert.deepEqual(e.problems.map((p) => p.field), ['pipeline.epoch.commitWithNextPrepare']);
-    assert.match(e.message, /pipeline\.epoch\.commitWithNextPrepare: was removed: .*Delete the field/);
-    return true;
-  });
+  assert.throws(
+    () => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }),
+    (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.deepEqual(
+        e.problems.map((p) => p.field),
+        ['pipeline.epoch.commitWithNextPrepare'],
+      );
+      assert.match(e.message, /pipeline\.epoch\.commitWithNextPrepare: was removed: .*Delete the field/);
+      return true;
+    },
+  );
 });
 
 test('table modes in SQL: newest assigns each column only when the incoming version is greater, the version last; both dialects and the staged apply', () => {
@@ -650,8 +859,18 @@ test('table modes in SQL: newest assigns each column only when the incoming vers
   );
   // Listing the version among the columns changes nothing: it is still assigned last.
   assert.equal(upsertSql(modeTable({ kind: 'newest', version: 'v', columns: ['v', 'val'] }), 1, 'mariadb'), upsertSql(NEWEST, 1, 'mariadb'));
-  assert.equal(onDuplicateSql(NEWEST, (c) => `s.${c}`, (c) => `t.${c}`), ' ON DUPLICATE KEY UPDATE t.val = IF((t.v IS NULL OR s.v > t.v), s.val, t.val), t.v = IF((t.v IS NULL OR s.v > t.v), s.v, t.v)');
-  assert.equal(upsertSql(modeTable({ kind: 'replace', columns: ['val', 'v'] }), 1, 'mariadb'), 'INSERT INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE `val` = VALUES(`val`), `v` = VALUES(`v`)');
+  assert.equal(
+    onDuplicateSql(
+      NEWEST,
+      (c) => `s.${c}`,
+      (c) => `t.${c}`,
+    ),
+    ' ON DUPLICATE KEY UPDATE t.val = IF((t.v IS NULL OR s.v > t.v), s.val, t.val), t.v = IF((t.v IS NULL OR s.v > t.v), s.v, t.v)',
+  );
+  assert.equal(
+    upsertSql(modeTable({ kind: 'replace', columns: ['val', 'v'] }), 1, 'mariadb'),
+    'INSERT INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE `val` = VALUES(`val`), `v` = VALUES(`v`)',
+  );
   assert.equal(upsertSql(modeTable({ kind: 'ignore' }), 1, 'mysql'), 'INSERT IGNORE INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?)');
 });
 
@@ -663,15 +882,41 @@ test('table modes when combining an epoch: accumulate sums, replace keeps the la
     ['a', 30, 5],
     ['a', 40, 4],
   ];
-  const combined = (t: TableSpec) => combineRows(t, rows.map((r) => [...r]));
-  assert.deepEqual(combined(modeTable({ kind: 'accumulate', columns: ['val', 'v'] })), [['a', 100, 17], ['b', 1, 1]]);
-  assert.deepEqual(combined(modeTable({ kind: 'replace', columns: ['val', 'v'] })), [['a', 40, 4], ['b', 1, 1]]);
-  assert.deepEqual(combined(NEWEST), [['a', 20, 5], ['b', 1, 1]]);
-  assert.deepEqual(combined(IGNORE), [['a', 10, 3], ['b', 1, 1]]);
+  const combined = (t: TableSpec) =>
+    combineRows(
+      t,
+      rows.map((r) => [...r]),
+    );
+  assert.deepEqual(combined(modeTable({ kind: 'accumulate', columns: ['val', 'v'] })), [
+    ['a', 100, 17],
+    ['b', 1, 1],
+  ]);
+  assert.deepEqual(combined(modeTable({ kind: 'replace', columns: ['val', 'v'] })), [
+    ['a', 40, 4],
+    ['b', 1, 1],
+  ]);
+  assert.deepEqual(combined(NEWEST), [
+    ['a', 20, 5],
+    ['b', 1, 1],
+  ]);
+  assert.deepEqual(combined(IGNORE), [
+    ['a', 10, 3],
+    ['b', 1, 1],
+  ]);
   // Versions as dates compare by time; versions of two kinds are left to MySQL, uncombined.
   const d = (s: string) => new Date(s);
-  assert.deepEqual(combineRows(NEWEST, [['a', 1, d('2026-01-02')], ['a', 2, d('2026-01-03')], ['a', 3, d('2026-01-01')]]), [['a', 2, d('2026-01-03')]]);
-  const mixed = [['a', 1, 5], ['a', 2, d('2026-01-01')]];
+  assert.deepEqual(
+    combineRows(NEWEST, [
+      ['a', 1, d('2026-01-02')],
+      ['a', 2, d('2026-01-03')],
+      ['a', 3, d('2026-01-01')],
+    ]),
+    [['a', 2, d('2026-01-03')]],
+  );
+  const mixed = [
+    ['a', 1, 5],
+    ['a', 2, d('2026-01-01')],
+  ];
   assert.equal(combineRows(NEWEST, mixed), mixed);
 });
 
@@ -679,27 +924,67 @@ test('a newest-wins row without a comparable version is a bad record with the re
   const tables = new Map([['m', NEWEST]]);
   assert.equal(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: 7 } }, tables), null);
   assert.match(String(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: null } }, tables)), /row for 'm' has no version: column 'v' is null/);
-  assert.match(String(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: '2026-01-01' } }, tables)), /not a number, a bigint or a Date; convert it in the transform/);
+  assert.match(
+    String(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: '2026-01-01' } }, tables)),
+    /not a number, a bigint or a Date; convert it in the transform/,
+  );
   const spec = definePipeline({ ...base, mysqlSink: { tables: [NEWEST] } });
   const rec = { topic: 'in', partition: 0, offset: 4, key: null, value: null, headers: {}, timestamp: '0' };
-  const out = await applyTransform(spec, { map: () => ({ mysql: [{ table: 'm', values: { k: 'a', val: 1, v: null } }] }) }, [rec], { pipeline: 'p1', partition: 0, epoch: 1, attempt: 1, options: {} }, tables);
+  const out = await applyTransform(
+    spec,
+    { map: () => ({ mysql: [{ table: 'm', values: { k: 'a', val: 1, v: null } }] }) },
+    [rec],
+    { pipeline: 'p1', partition: 0, epoch: 1, attempt: 1, options: {} },
+    tables,
+  );
   assert.equal(out.rows.length, 0);
   assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /has no version/);
 });
 
 test("verify's expectation per mode, from each source partition's rows of a key: what some order of their commits leaves", () => {
   // Partition 0 wrote a: (10, v3) then (20, v5); partition 1 wrote (30, v4) then (40, v2): combined per partition in record order.
-  const perPartition = (t: TableSpec) => [combineRows(t, [['a', 10, 3], ['a', 20, 5]])[0]!, combineRows(t, [['a', 30, 4], ['a', 40, 2]])[0]!];
+  const perPartition = (t: TableSpec) => [
+    combineRows(t, [
+      ['a', 10, 3],
+      ['a', 20, 5],
+    ])[0]!,
+    combineRows(t, [
+      ['a', 30, 4],
+      ['a', 40, 2],
+    ])[0]!,
+  ];
   const p = (t: TableSpec) => {
     const r = possibleRows(t, perPartition(t));
     return { updated: r.updated, kept: r.kept };
   };
   assert.deepEqual(p(modeTable({ kind: 'accumulate', columns: ['val', 'v'] })), { updated: [[100, 14]], kept: [['a'], ['a']] });
-  assert.deepEqual(p(modeTable({ kind: 'replace', columns: ['val', 'v'] })), { updated: [[20, 5], [40, 2]], kept: [['a'], ['a']] });
+  assert.deepEqual(p(modeTable({ kind: 'replace', columns: ['val', 'v'] })), {
+    updated: [
+      [20, 5],
+      [40, 2],
+    ],
+    kept: [['a'], ['a']],
+  });
   assert.deepEqual(p(NEWEST), { updated: [[20, 5]], kept: [['a'], ['a']] });
-  assert.deepEqual(p(IGNORE), { updated: [[], []], kept: [['a', 10, 3], ['a', 30, 4]] });
+  assert.deepEqual(p(IGNORE), {
+    updated: [[], []],
+    kept: [
+      ['a', 10, 3],
+      ['a', 30, 4],
+    ],
+  });
   // Equal greatest versions in two partitions: either may have committed first and stayed.
-  assert.deepEqual(possibleRows(NEWEST, [['a', 1, 9], ['a', 2, 9], ['a', 3, 8]]).updated, [[1, 9], [2, 9]]);
+  assert.deepEqual(
+    possibleRows(NEWEST, [
+      ['a', 1, 9],
+      ['a', 2, 9],
+      ['a', 3, 8],
+    ]).updated,
+    [
+      [1, 9],
+      [2, 9],
+    ],
+  );
 });
 
 import { deadLettersAllowed, haltIfOverBudget, type EpochPart } from '../src/activities/budget';
@@ -723,21 +1008,33 @@ test('the dead-letter budget: one bad record in a small epoch passes, a transfor
   assert.equal(deadLettersAllowed({ maxRatio: 1, maxPerEpoch: 5000 }, 5000, 'epoch'), 5000, 'maxRatio 1: never halts within maxPerEpoch');
 
   assert.equal(definePipeline({ ...base, deadLetter: { maxRatio: 0.2 } }).deadLetter!.maxPerEpoch, 100, 'a partial setting keeps the other default');
-  assert.throws(() => definePipeline({ ...base, deadLetter: { maxRatio: 1.5, maxPerEpoch: -1 } }), (e: unknown) => {
-    assert.ok(e instanceof ValidationError);
-    assert.match(e.message, /deadLetter\.maxRatio: must be a number from 0 to 1/);
-    assert.match(e.message, /deadLetter\.maxPerEpoch: must be an integer ≥ 0/);
-    return true;
-  });
-  assert.throws(() => definePipeline({ ...base, deadLetter: { maxRatoi: 0.1 } as never }), /deadLetter\.maxRatoi: is not a known field — did you mean 'maxRatio'\? \(known: maxRatio, maxPerEpoch\)/);
+  assert.throws(
+    () => definePipeline({ ...base, deadLetter: { maxRatio: 1.5, maxPerEpoch: -1 } }),
+    (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.match(e.message, /deadLetter\.maxRatio: must be a number from 0 to 1/);
+      assert.match(e.message, /deadLetter\.maxPerEpoch: must be an integer ≥ 0/);
+      return true;
+    },
+  );
+  assert.throws(
+    () => definePipeline({ ...base, deadLetter: { maxRatoi: 0.1 } as never }),
+    /deadLetter\.maxRatoi: is not a known field — did you mean 'maxRatio'\? \(known: maxRatio, maxPerEpoch\)/,
+  );
   // Two unknown fields of one object: a problem each, each with its own hint.
-  assert.throws(() => definePipeline({ ...base, deadLetter: { maxRatio: 0.1, maxPerEpoh: 3, ratio: 1 } as never }), (e: unknown) => {
-    assert.ok(e instanceof ValidationError);
-    assert.deepEqual(e.problems.map((p) => p.field), ['deadLetter.maxPerEpoh', 'deadLetter.ratio']);
-    assert.match(e.problems[0]!.problem, /did you mean 'maxPerEpoch'\?/);
-    assert.doesNotMatch(e.problems[1]!.problem, /did you mean/);
-    return true;
-  });
+  assert.throws(
+    () => definePipeline({ ...base, deadLetter: { maxRatio: 0.1, maxPerEpoh: 3, ratio: 1 } as never }),
+    (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.deepEqual(
+        e.problems.map((p) => p.field),
+        ['deadLetter.maxPerEpoh', 'deadLetter.ratio'],
+      );
+      assert.match(e.problems[0]!.problem, /did you mean 'maxPerEpoch'\?/);
+      assert.doesNotMatch(e.problems[1]!.problem, /did you mean/);
+      return true;
+    },
+  );
 });
 
 test('haltIfOverBudget: over the budget or a row for an undeclared table throws PipelineHalted naming the transform, the record and the way to resume', async () => {
@@ -748,7 +1045,18 @@ test('haltIfOverBudget: over the budget or a row for an undeclared table throws 
   const events: unknown[] = [];
   const logged: string[] = [];
   const actx = { observe: (e: unknown) => void events.push(e), error: (m: string) => void logged.push(m) };
-  const part = async (values: string[], transform = compareTransform): Promise<EpochPart> => ({ partition: 3, epoch: 4, records: values.length, applied: await applyTransform(spec, transform, values.map((v, i) => rec(40 + i, v)), ctx, tableMap(spec)) });
+  const part = async (values: string[], transform = compareTransform): Promise<EpochPart> => ({
+    partition: 3,
+    epoch: 4,
+    records: values.length,
+    applied: await applyTransform(
+      spec,
+      transform,
+      values.map((v, i) => rec(40 + i, v)),
+      ctx,
+      tableMap(spec),
+    ),
+  });
 
   // One poison record among three: within the default budget, dead-lettered with its reason class.
   const one = await part([good, '{oops', good]);
@@ -758,46 +1066,73 @@ test('haltIfOverBudget: over the budget or a row for an undeclared table throws 
 
   // Every record failing: halted, nothing to write.
   const all = await part(['{a', '{b', '{c']);
-  assert.throws(() => haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [all]), (e: unknown) => {
-    assert.ok(e instanceof PipelineHalted);
-    assert.equal(e.retryable, false);
-    assert.match(e.message, /transform 'flink-compare' failed on 3 of 3 records, over the dead-letter budget of 1/);
-    assert.match(e.message, /First failing record: topic 'in', partition 3, offset 40 — transform-error: .*not JSON/);
-    assert.match(e.message, /Nothing of this epoch was committed\. Once fixed, restart the workers and start the pipeline again/);
-    assert.deepEqual(e.details, { pipeline: 'u', partition: 3, epoch: 4, cause: 'dead-letter-budget', record: 'in/3/40', error: String(all.applied.firstFailure!.error) });
-    return true;
-  });
+  assert.throws(
+    () => haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [all]),
+    (e: unknown) => {
+      assert.ok(e instanceof PipelineHalted);
+      assert.equal(e.retryable, false);
+      assert.match(e.message, /transform 'flink-compare' failed on 3 of 3 records, over the dead-letter budget of 1/);
+      assert.match(e.message, /First failing record: topic 'in', partition 3, offset 40 — transform-error: .*not JSON/);
+      assert.match(e.message, /Nothing of this epoch was committed\. Once fixed, restart the workers and start the pipeline again/);
+      assert.deepEqual(e.details, {
+        pipeline: 'u',
+        partition: 3,
+        epoch: 4,
+        cause: 'dead-letter-budget',
+        record: 'in/3/40',
+        error: String(all.applied.firstFailure!.error),
+      });
+      return true;
+    },
+  );
   assert.deepEqual(events, [{ kind: 'halted', pipeline: 'u', partition: 3, epoch: 4, cause: 'dead-letter-budget' }]);
   assert.equal(logged.length, 1);
   // Judged over the epoch as a whole (a group epoch's members together): 3 of 300 at 1% pass.
   const many = await part(Array.from({ length: 100 }, () => good));
   const three = await part([good, '{x', good]);
   haltIfOverBudget(actx, spec, 'group 0 epoch 1', [many, many, { ...three, partition: 5 }]);
-  assert.throws(() => haltIfOverBudget(actx, spec, 'group 0 epoch 1', [many, { ...all, partition: 5 }]), /over the dead-letter budget of 1.*partition 3, offset 40/s);
+  assert.throws(
+    () => haltIfOverBudget(actx, spec, 'group 0 epoch 1', [many, { ...all, partition: 5 }]),
+    /over the dead-letter budget of 1.*partition 3, offset 40/s,
+  );
 
   // A row for a table the pipeline does not declare: halted even once, naming the table, the declared ones and the record.
   const undeclared = await part([good, good], { map: (r) => (r.offset === 41 ? { mysql: [{ table: 'nope', values: {} }] } : { kafka: [{ value: 'v' }] }) });
   assert.equal(undeclared.applied.deadLetters[0]!.headers?.['onceflow.reason'], 'undeclared-table');
-  assert.throws(() => haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [undeclared]), (e: unknown) => {
-    assert.ok(e instanceof PipelineHalted);
-    assert.match(e.message, /wrote a row for table 'nope', which the pipeline does not declare \(declared: test_two_step_compare\); record topic 'in', partition 3, offset 41/);
-    assert.equal(e.details.cause, 'undeclared-table');
-    return true;
-  });
+  assert.throws(
+    () => haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [undeclared]),
+    (e: unknown) => {
+      assert.ok(e instanceof PipelineHalted);
+      assert.match(
+        e.message,
+        /wrote a row for table 'nope', which the pipeline does not declare \(declared: test_two_step_compare\); record topic 'in', partition 3, offset 41/,
+      );
+      assert.equal(e.details.cause, 'undeclared-table');
+      return true;
+    },
+  );
   // A row that lacks a column stays a dead letter within the budget.
-  const lacking = await part([good, good, good], { map: (r) => (r.offset === 41 ? { mysql: [{ table: 'test_two_step_compare', values: { slot_time: 't' } }] } : { kafka: [{ value: 'v' }] }) });
+  const lacking = await part([good, good, good], {
+    map: (r) => (r.offset === 41 ? { mysql: [{ table: 'test_two_step_compare', values: { slot_time: 't' } }] } : { kafka: [{ value: 'v' }] }),
+  });
   assert.equal(lacking.applied.deadLetters[0]!.headers?.['onceflow.reason'], 'row-mismatch');
   haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [lacking]);
 });
 
 test("verify's dead-letter line counts per reason, and the run fails above its budget", () => {
   const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' }, deadLetter: { maxRatio: 0.05 } });
-  const dl = (reason: string | undefined, error = 'transform failed: x') => ({ headers: { 'onceflow.error': Buffer.from(error), ...(reason ? { 'onceflow.reason': Buffer.from(reason) } : {}) } });
+  const dl = (reason: string | undefined, error = 'transform failed: x') => ({
+    headers: { 'onceflow.error': Buffer.from(error), ...(reason ? { 'onceflow.reason': Buffer.from(reason) } : {}) },
+  });
   const within = deadLetterSummary(spec, [dl('transform-error'), dl('transform-error'), dl('row-mismatch'), dl(undefined)], 100);
   assert.deepEqual(within, { total: 4, byReason: { 'transform-error': 2, 'row-mismatch': 1, 'transform failed': 1 }, allowed: 5, maxRatio: 0.05 });
   assert.equal(deadLetterLine(within), 'dead letters: 4 (budget 5) — transform-error 2, row-mismatch 1, transform failed 1');
   assert.equal(budgetCheck(within, 100).ok, true);
-  const over = deadLetterSummary(spec, Array.from({ length: 6 }, () => dl('transform-error')), 100);
+  const over = deadLetterSummary(
+    spec,
+    Array.from({ length: 6 }, () => dl('transform-error')),
+    100,
+  );
   const check = budgetCheck(over, 100);
   assert.equal(check.ok, false);
   assert.match(check.detail, /6 of 100 source records, at most 5 allowed .*raise pipeline\.deadLetter/);
@@ -808,7 +1143,14 @@ test('a halt is a metric and a terminal line of its own', async () => {
   const m = new WorkerMetrics();
   m.observe({ kind: 'halted', pipeline: 'p', partition: 2, epoch: 0, cause: 'dead-letter-budget' });
   assert.match(await m.text(), /onceflow_halts_total\{[^}]*cause="dead-letter-budget"[^}]*\} 1/);
-  assert.equal(summarize({ level: 'ERROR', message: "pipeline 'p' halted at partition 2 epoch 0: …", meta: { activityType: 'prepareEpoch', attempt: 1, workflowId: 'onceflow/p/2' } }), "  error: prepareEpoch attempt 1 of onceflow/p/2 — pipeline 'p' halted at partition 2 epoch 0: …");
+  assert.equal(
+    summarize({
+      level: 'ERROR',
+      message: "pipeline 'p' halted at partition 2 epoch 0: …",
+      meta: { activityType: 'prepareEpoch', attempt: 1, workflowId: 'onceflow/p/2' },
+    }),
+    "  error: prepareEpoch attempt 1 of onceflow/p/2 — pipeline 'p' halted at partition 2 epoch 0: …",
+  );
 });
 
 import { mkdirSync, existsSync as fileExists, statSync } from 'node:fs';
@@ -823,16 +1165,25 @@ test('onceflow init run from a local tarball depends on that tarball; from a che
   mkdirSync(pkg, { recursive: true });
   mkdirSync(join(root, 'packs'));
   writeFileSync(join(root, 'packs', 'onceflow-0.1.0.tgz'), '');
-  writeFileSync(join(project, 'node_modules', '.package-lock.json'), JSON.stringify({ packages: { 'node_modules/onceflow': { version: '0.1.0', resolved: 'file:../../packs/onceflow-0.1.0.tgz' } } }));
+  writeFileSync(
+    join(project, 'node_modules', '.package-lock.json'),
+    JSON.stringify({ packages: { 'node_modules/onceflow': { version: '0.1.0', resolved: 'file:../../packs/onceflow-0.1.0.tgz' } } }),
+  );
   const tgz = `file:${join(root, 'packs', 'onceflow-0.1.0.tgz')}`;
   assert.equal(installedFromTarball(pkg), tgz);
   assert.equal(onceflowDependency('^0.1.0', '0.1.0', tgz), tgz);
   assert.equal(onceflowDependency('file:/elsewhere.tgz', '0.1.0', tgz), 'file:/elsewhere.tgz', 'an explicit --onceflow wins');
   assert.equal(onceflowDependency('^0.1.0', '0.1.0', undefined), '^0.1.0');
   // Installed from a registry, a tarball since deleted, or not under node_modules at all: no tarball.
-  writeFileSync(join(project, 'node_modules', '.package-lock.json'), JSON.stringify({ packages: { 'node_modules/onceflow': { resolved: 'https://registry.npmjs.org/onceflow/-/onceflow-0.1.0.tgz' } } }));
+  writeFileSync(
+    join(project, 'node_modules', '.package-lock.json'),
+    JSON.stringify({ packages: { 'node_modules/onceflow': { resolved: 'https://registry.npmjs.org/onceflow/-/onceflow-0.1.0.tgz' } } }),
+  );
   assert.equal(installedFromTarball(pkg), undefined);
-  writeFileSync(join(project, 'node_modules', '.package-lock.json'), JSON.stringify({ packages: { 'node_modules/onceflow': { resolved: 'file:../../packs/gone-0.1.0.tgz' } } }));
+  writeFileSync(
+    join(project, 'node_modules', '.package-lock.json'),
+    JSON.stringify({ packages: { 'node_modules/onceflow': { resolved: 'file:../../packs/gone-0.1.0.tgz' } } }),
+  );
   assert.equal(installedFromTarball(pkg), undefined);
   assert.equal(installedFromTarball(resolvePath(__dirname, '..')), undefined);
 });
@@ -865,13 +1216,24 @@ function reachable(entry: string): Set<string> {
 
 test('the public API (the package root and onceflow/workflows) reaches nothing in src/cli/, and only src/config.ts reads process.env', () => {
   const src = resolvePath(__dirname, '..', 'src');
-  for (const [entry, deep] of [['index.ts', 'kafka/internals/cluster.ts'], ['workflows/index.ts', 'protocol/epoch.ts']] as const) {
+  for (const [entry, deep] of [
+    ['index.ts', 'kafka/internals/cluster.ts'],
+    ['workflows/index.ts', 'protocol/epoch.ts'],
+  ] as const) {
     const modules = [...reachable(resolvePath(src, entry))].map((f) => f.slice(src.length + 1));
     assert.ok(modules.includes(deep), `the walk from src/${entry} did not reach src/${deep}: is it still following imports?`);
-    assert.deepEqual(modules.filter((f) => f.startsWith('cli/')), [], `src/${entry} reaches CLI modules`);
+    assert.deepEqual(
+      modules.filter((f) => f.startsWith('cli/')),
+      [],
+      `src/${entry} reaches CLI modules`,
+    );
   }
   const files = (readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts'));
-  assert.deepEqual(files.filter((f) => f !== 'config.ts' && readFileSync(resolvePath(src, f), 'utf8').includes('process.env')), [], 'process.env outside src/config.ts');
+  assert.deepEqual(
+    files.filter((f) => f !== 'config.ts' && readFileSync(resolvePath(src, f), 'utf8').includes('process.env')),
+    [],
+    'process.env outside src/config.ts',
+  );
 });
 
 import { execFileSync } from 'node:child_process';
@@ -880,7 +1242,10 @@ import { FIELD_SETTINGS } from '../src/config';
 
 test('the published JSON Schema is the one the zod schema generates (run `npm run schema` after changing a field)', () => {
   const committed = readFileSync(join(__dirname, '..', CONFIG_JSON_SCHEMA_FILE), 'utf8');
-  assert.ok(committed === configJsonSchemaText(), `${CONFIG_JSON_SCHEMA_FILE} differs from what src/schema/config-file.ts generates: run npm run schema and commit it`);
+  assert.ok(
+    committed === configJsonSchemaText(),
+    `${CONFIG_JSON_SCHEMA_FILE} differs from what src/schema/config-file.ts generates: run npm run schema and commit it`,
+  );
   const schema = JSON.parse(committed);
   const pipeline = schema.properties.pipeline;
   // What editors show: defaults, descriptions, and no unknown fields.
@@ -897,8 +1262,14 @@ test('the published JSON Schema is the one the zod schema generates (run `npm ru
 test('workflow code loads no zod: src/spec.ts takes the schema as types only', () => {
   const probe = "require('./src/workflows'); console.log(JSON.stringify(Object.keys(require.cache)))";
   const modules: string[] = JSON.parse(execFileSync(process.execPath, ['--import', 'tsx', '-e', probe], { cwd: join(__dirname, '..'), encoding: 'utf8' }));
-  assert.ok(modules.some((m) => m.endsWith(join('src', 'spec.ts'))), 'the probe loaded src/spec.ts');
-  assert.deepEqual(modules.filter((m) => m.includes(join('node_modules', 'zod')) || m.includes(join('src', 'schema'))), []);
+  assert.ok(
+    modules.some((m) => m.endsWith(join('src', 'spec.ts'))),
+    'the probe loaded src/spec.ts',
+  );
+  assert.deepEqual(
+    modules.filter((m) => m.includes(join('node_modules', 'zod')) || m.includes(join('src', 'schema'))),
+    [],
+  );
 });
 
 test('a config file is checked whole: unknown, mistyped and removed fields and the values definePipeline refuses, each by its field', () => {
@@ -916,22 +1287,35 @@ test('a config file is checked whole: unknown, mistyped and removed fields and t
       'connections: { kafka: { brokerz: [a] } }',
     ].join('\n'),
   );
-  assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), (e: unknown) => {
-    assert.ok(e instanceof ValidationError);
-    assert.deepEqual(Object.fromEntries(e.problems.map((p) => [p.field, p.problem])), {
-      'pipeline.name': "must match /^[a-z0-9][a-z0-9._-]{0,39}$/ (lower-case letters, digits, '.', '_', '-'; at most 40), got \"Bad Name\"",
-      'pipeline.source.startFrom': "must be 'earliest' or 'latest', got \"first\"",
-      'pipeline.kafkaSink.transactionTimeoutMs': 'must be an integer, got string "long"',
-      'pipeline.epochs': "is not a known field — did you mean 'epoch'? (known: name, source, transform, transformOptions, kafkaSink, mysqlSink, deadLetterTopic, progressTopic, deadLetter, epoch, epochsPerRun, parallelism)",
-      'connections.kafka.brokerz': "is not a known field — did you mean 'brokers'? (known: brokers, replicationFactor, ssl, sasl)",
-    });
-    return true;
-  });
-  writeFileSync(file, 'pipeline: { name: p, source: { topic: in }, transform: t, kafkaSink: { topic: in }, mysqlSink: { tables: [{ name: t, columns: [a], onDuplicate: { kind: replace, columns: [b] } }] } }\n');
-  assert.throws(() => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }), (e: unknown) => {
-    assert.ok(e instanceof ValidationError);
-    assert.deepEqual(e.problems.map((p) => p.field), ['pipeline.mysqlSink.tables[0].onDuplicate.columns[0]', 'pipeline.kafkaSink.topic']);
-    return true;
-  });
+  assert.throws(
+    () => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }),
+    (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.deepEqual(Object.fromEntries(e.problems.map((p) => [p.field, p.problem])), {
+        'pipeline.name': "must match /^[a-z0-9][a-z0-9._-]{0,39}$/ (lower-case letters, digits, '.', '_', '-'; at most 40), got \"Bad Name\"",
+        'pipeline.source.startFrom': "must be 'earliest' or 'latest', got \"first\"",
+        'pipeline.kafkaSink.transactionTimeoutMs': 'must be an integer, got string "long"',
+        'pipeline.epochs':
+          "is not a known field — did you mean 'epoch'? (known: name, source, transform, transformOptions, kafkaSink, mysqlSink, deadLetterTopic, progressTopic, deadLetter, epoch, epochsPerRun, parallelism)",
+        'connections.kafka.brokerz': "is not a known field — did you mean 'brokers'? (known: brokers, replicationFactor, ssl, sasl)",
+      });
+      return true;
+    },
+  );
+  writeFileSync(
+    file,
+    'pipeline: { name: p, source: { topic: in }, transform: t, kafkaSink: { topic: in }, mysqlSink: { tables: [{ name: t, columns: [a], onDuplicate: { kind: replace, columns: [b] } }] } }\n',
+  );
+  assert.throws(
+    () => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }),
+    (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.deepEqual(
+        e.problems.map((p) => p.field),
+        ['pipeline.mysqlSink.tables[0].onDuplicate.columns[0]', 'pipeline.kafkaSink.topic'],
+      );
+      return true;
+    },
+  );
   assert.throws(() => definePipeline(undefined as never), /\(definition\): is required/);
 });

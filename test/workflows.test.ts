@@ -27,10 +27,17 @@ before(async () => {
   quietRuntime();
   const { temporalBin } = toolPaths();
   if (!temporalBin) {
-    throw new Error('the Temporal CLI is not known: set ONCEFLOW_TEMPORAL_BIN to its path, or run `npm run test:workflows` (scripts/test.sh builds it with scripts/services.sh install temporal)');
+    throw new Error(
+      'the Temporal CLI is not known: set ONCEFLOW_TEMPORAL_BIN to its path, or run `npm run test:workflows` (scripts/test.sh builds it with scripts/services.sh install temporal)',
+    );
   }
   env = await TestWorkflowEnvironment.createLocal({
-    server: { executable: { type: 'existing-path', path: temporalBin }, ip: '127.0.0.1', searchAttributes: Object.values(SEARCH_ATTRIBUTES), log: { format: 'pretty', level: 'error' } },
+    server: {
+      executable: { type: 'existing-path', path: temporalBin },
+      ip: '127.0.0.1',
+      searchAttributes: Object.values(SEARCH_ATTRIBUTES),
+      log: { format: 'pretty', level: 'error' },
+    },
   });
 });
 
@@ -67,7 +74,14 @@ async function run<I, R>(workflow: (input: I) => Promise<R>, input: I, activitie
   return worker.runUntil(handle.result());
 }
 
-const state = (s: Partial<PartitionState> & { epoch: number; offset: number }): PartitionState => ({ committedEpochs: 0, records: 0, deadLetters: 0, redos: 0, mysqlRedos: 0, ...s });
+const state = (s: Partial<PartitionState> & { epoch: number; offset: number }): PartitionState => ({
+  committedEpochs: 0,
+  records: 0,
+  deadLetters: 0,
+  redos: 0,
+  mysqlRedos: 0,
+  ...s,
+});
 
 test('legacy partition loop (no SourceRef): epochs are prepared, decided and committed in order until the source is drained', async () => {
   const spec = stubSpec();
@@ -123,11 +137,30 @@ test('legacy partition loop, two-activity: a prepared next epoch is withdrawn be
   // commit e and prepare e+1 run at once, so only these orders are fixed:
   const c = stubs.calls;
   assert.deepEqual(c.slice(0, 2), ['reconcile fresh', 'prepare 0@0']);
-  assert.deepEqual([...c].sort(), ['reconcile fresh', 'prepare 0@0', 'commit 0', 'prepare 1@10', 'commit 1', 'prepare 2@20', 'withdraw 2', 'redo 1', 'prepare 2@20', 'commit 2', 'prepare 3@30'].sort());
+  assert.deepEqual(
+    [...c].sort(),
+    [
+      'reconcile fresh',
+      'prepare 0@0',
+      'commit 0',
+      'prepare 1@10',
+      'commit 1',
+      'prepare 2@20',
+      'withdraw 2',
+      'redo 1',
+      'prepare 2@20',
+      'commit 2',
+      'prepare 3@30',
+    ].sort(),
+  );
   const at = (line: string, from = 0) => c.indexOf(line, from);
   assert.ok(at('prepare 1@10') > at('prepare 0@0') && at('commit 1') > at('commit 0'), c.join(', '));
   assert.ok(at('withdraw 2') > at('commit 1') && at('withdraw 2') > at('prepare 2@20'), `e+1 withdrawn after e's commit came back aborted: ${c.join(', ')}`);
-  assert.deepEqual(c.slice(at('withdraw 2'), at('withdraw 2') + 3), ['withdraw 2', 'redo 1', 'prepare 2@20'], `withdraw e+1, redo e, prepare e+1 again: ${c.join(', ')}`);
+  assert.deepEqual(
+    c.slice(at('withdraw 2'), at('withdraw 2') + 3),
+    ['withdraw 2', 'redo 1', 'prepare 2@20'],
+    `withdraw e+1, redo e, prepare e+1 again: ${c.join(', ')}`,
+  );
   // The overlapping prepare waits for the previous epoch's commit (afterCommitOf); the one after the redo does not overlap.
   const prepares = stubs.args.filter((x) => x.name === 'prepareEpoch').map((x) => x.args as { epoch: number; afterCommitOf?: number });
   assert.deepEqual(
@@ -181,10 +214,16 @@ test("legacy partition loop (no SourceRef): continue-as-new carries the state in
     'prepare 4@40',
     'advance 4 → empty',
   ]);
-  assert.deepEqual(result, { pipeline: spec.name, partition: 0, reason: 'drained', state: state({ epoch: 5, offset: 50, committedEpochs: 5, records: 50, redos: 1 }) });
+  assert.deepEqual(result, {
+    pipeline: spec.name,
+    partition: 0,
+    reason: 'drained',
+    state: state({ epoch: 5, offset: 50, committedEpochs: 5, records: 50, redos: 1 }),
+  });
 });
 
-const members = (spec: PipelineSpec, ids: number[]): GroupMember[] => ids.map((id) => ({ id, source: { topic: spec.source.topic, partition: id, outputPartitions: 1, deadLetterPartitions: 1 } }));
+const members = (spec: PipelineSpec, ids: number[]): GroupMember[] =>
+  ids.map((id) => ({ id, source: { topic: spec.source.topic, partition: id, outputPartitions: 1, deadLetterPartitions: 1 } }));
 const source = (spec: PipelineSpec, id: number) => members(spec, [id])[0]!.source!;
 
 test('engine, group of one: epochs are prepared, decided and committed in order until drained, with the partition as the unit', async () => {
@@ -194,7 +233,9 @@ test('engine, group of one: epochs are prepared, decided and committed in order 
 
   assert.deepEqual(stubs.calls, ['reconcile fresh', 'prepare 0 3:0@0', 'advance 0 → 3:1@10', 'advance 1 → 3:2@20', 'advance 2 → empty']);
   // Each commit is handed the decision its prepare returned (from history); every call names the partition as a group of one; a draining run never waits.
-  const advanced = stubs.args.filter((c) => c.name === 'advanceMembers').map((c) => c.args as { prepared: { members: { start: number; end: number }[]; xid: string } });
+  const advanced = stubs.args
+    .filter((c) => c.name === 'advanceMembers')
+    .map((c) => c.args as { prepared: { members: { start: number; end: number }[]; xid: string } });
   assert.deepEqual(
     advanced.map((a) => [a.prepared.members[0]!.start, a.prepared.members[0]!.end, a.prepared.xid]),
     [
@@ -225,8 +266,18 @@ test('engine, group of one: an aborted epoch is redone (its prepared successor w
   const stubs = engineStubs({ sourceEnd: { 0: 30 }, perEpoch: 10, aborted: [1], mysqlRedone: [2] });
   const result = await run(partitionWorkflow, { spec, partition: 0, source: source(spec, 0), control: DRAIN }, stubs.activities);
 
-  assert.deepEqual(stubs.calls, ['reconcile fresh', 'prepare 0 0:0@0', 'advance 0 → 0:1@10', 'advance 1 → withdrawn', 'redo 1', 'prepare 2 0:2@20', 'advance 2 → empty']);
-  const redo = stubs.args.find((c) => c.name === 'redoMembers')?.args as { prepared: { groupEpoch: number; members: { start: number; end: number }[]; xid: string } };
+  assert.deepEqual(stubs.calls, [
+    'reconcile fresh',
+    'prepare 0 0:0@0',
+    'advance 0 → 0:1@10',
+    'advance 1 → withdrawn',
+    'redo 1',
+    'prepare 2 0:2@20',
+    'advance 2 → empty',
+  ]);
+  const redo = stubs.args.find((c) => c.name === 'redoMembers')?.args as {
+    prepared: { groupEpoch: number; members: { start: number; end: number }[]; xid: string };
+  };
   assert.deepEqual([redo.prepared.groupEpoch, redo.prepared.members[0]!.start, redo.prepared.members[0]!.end, redo.prepared.xid], [1, 10, 20, 'xid-1']);
   // A MySQL side redone inside the commit (epoch 2) is only counted.
   assert.deepEqual(result.state, state({ epoch: 3, offset: 30, committedEpochs: 3, records: 30, redos: 1, mysqlRedos: 1 }));
@@ -270,7 +321,12 @@ test("engine, group of one: continue-as-new carries the state into the next run'
     'prepare 4 0:4@40',
     'advance 4 → empty',
   ]);
-  assert.deepEqual(result, { pipeline: spec.name, partition: 0, reason: 'drained', state: state({ epoch: 5, offset: 50, committedEpochs: 5, records: 50, redos: 1 }) });
+  assert.deepEqual(result, {
+    pipeline: spec.name,
+    partition: 0,
+    reason: 'drained',
+    state: state({ epoch: 5, offset: 50, committedEpochs: 5, records: 50, redos: 1 }),
+  });
 });
 
 test("engine, partition group: epochs are prepared and committed for every member from reconcile's positions until drained", async () => {
@@ -300,7 +356,10 @@ test('engine, partition group: an aborted group epoch is redone before the next 
   const results = await run(groupWorkflow, { spec, group: 1, members: members(spec, [1]), control: DRAIN }, stubs.activities);
 
   assert.deepEqual(stubs.calls, ['reconcile fresh', 'prepare 0 1:0@0', 'advance 0 → withdrawn', 'redo 0', 'prepare 1 1:1@10', 'advance 1 → empty']);
-  assert.deepEqual(results.map((r) => r.state), [state({ epoch: 2, offset: 20, committedEpochs: 2, records: 20, redos: 1 })]);
+  assert.deepEqual(
+    results.map((r) => r.state),
+    [state({ epoch: 2, offset: 20, committedEpochs: 2, records: 20, redos: 1 })],
+  );
 });
 
 test("engine, partition group: continue-as-new carries the group epoch and every member's state into the next run", async () => {

@@ -54,12 +54,20 @@ function workerB(s: Scenario, events: unknown[], faults: string, observe?: (e: O
  * Thaws worker A and requires the pipeline to drain within RECOVERY_BOUND_MS, the frozen attempt
  * to have run on after the thaw (the zombie), and verify to pass with every record once.
  */
-async function thawAndRecover(s: Scenario, handle: Awaited<ReturnType<typeof start>>, frozen: ReturnType<typeof spawnWorker>, thawed: RegExp, events: unknown[]): Promise<void> {
+async function thawAndRecover(
+  s: Scenario,
+  handle: Awaited<ReturnType<typeof start>>,
+  frozen: ReturnType<typeof spawnWorker>,
+  thawed: RegExp,
+  events: unknown[],
+): Promise<void> {
   frozen.kill('SIGCONT');
   const thawedAt = Date.now();
   const [result] = await Promise.race([
     drainAndWait(deps, s, handle),
-    new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`partition 0 did not drain within ${RECOVERY_BOUND_MS} ms of the thaw: wedged`)), RECOVERY_BOUND_MS)),
+    new Promise<never>((_, rej) =>
+      setTimeout(() => rej(new Error(`partition 0 did not drain within ${RECOVERY_BOUND_MS} ms of the thaw: wedged`)), RECOVERY_BOUND_MS),
+    ),
   ]);
   assert.ok(result);
   assert.ok(Date.now() - thawedAt < RECOVERY_BOUND_MS);
@@ -93,7 +101,11 @@ test('a prepare attempt frozen past its timeout and thawed after the retry was d
   let running: Promise<void> | undefined;
   try {
     const handle = await start(deps, s);
-    await waitUntil('worker A to freeze in prepare(epoch 2) attempt 2', async () => /freeze=240000 at prepare\.start epoch=2/.test(frozen.stderrText), 120_000).catch((e) => {
+    await waitUntil(
+      'worker A to freeze in prepare(epoch 2) attempt 2',
+      async () => /freeze=240000 at prepare\.start epoch=2/.test(frozen.stderrText),
+      120_000,
+    ).catch((e) => {
       throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
     });
     // Worker B takes over; it holds epoch 2's XA COMMIT back for 20 s, the window in which the
@@ -113,42 +125,57 @@ test('a prepare attempt frozen past its timeout and thawed after the retry was d
   }
 });
 
-test('frozen at prepare.xa-prepared until the attempt times out, thawed after the retry started: the partition commits again within the bound, exactly once', { timeout: 300_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'zombie-xa', records: 600, partitions: 1, epoch: { maxRecords: 100, maxWaitMs: 500 } });
-  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
-  // Worker A alone: epoch 2's first attempt prepares its branch (its ledger row locked, its
-  // session still open) and freezes right after XA PREPARE, for longer than the test waits.
-  const frozen = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: codePath, ONCEFLOW_MAX_CONCURRENT_ACTIVITIES: '1', ONCEFLOW_FAULTS: 'prepare.xa-prepared@epoch=2@partition=0@attempt=1:freeze=400000' });
-  let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
-  let running: Promise<void> | undefined;
-  try {
-    const handle = await start(deps, s);
-    await waitUntil('worker A to freeze after XA PREPARE of epoch 2', async () => /freeze=400000 at prepare\.xa-prepared epoch=2/.test(frozen.stderrText), 120_000).catch((e) => {
-      throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
+test(
+  'frozen at prepare.xa-prepared until the attempt times out, thawed after the retry started: the partition commits again within the bound, exactly once',
+  { timeout: 300_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'zombie-xa', records: 600, partitions: 1, epoch: { maxRecords: 100, maxWaitMs: 500 } });
+    const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
+    // Worker A alone: epoch 2's first attempt prepares its branch (its ledger row locked, its
+    // session still open) and freezes right after XA PREPARE, for longer than the test waits.
+    const frozen = spawnWorker(s.taskQueue, {
+      ONCEFLOW_WORKFLOW_BUNDLE: codePath,
+      ONCEFLOW_MAX_CONCURRENT_ACTIVITIES: '1',
+      ONCEFLOW_FAULTS: 'prepare.xa-prepared@epoch=2@partition=0@attempt=1:freeze=400000',
     });
-    // Worker B joins, as the second worker of a deployment would.
-    const events: unknown[] = [];
-    healthy = await workerB(s, events, '');
-    running = healthy.run();
-    // The frozen attempt times out (heartbeat timeout) and a retry starts on B (A's one slot is
-    // taken); the frozen branch's locks block it until A thaws.
-    const partition = deps.client.workflow.getHandle(partitionWorkflowId(s.spec.name, 0));
-    let pending: unknown = [];
-    await waitUntil(
-      'a retry of prepare(epoch 2) to start',
-      async () => {
-        const activities = (await partition.describe()).raw.pendingActivities ?? [];
-        pending = activities.map((a) => ({ type: a.activityType?.name, attempt: a.attempt, state: a.state, lastFailure: a.lastFailure?.message }));
-        // Epoch 2 is prepared by advanceMembers (with epoch 1's commit), or alone by prepareMembers.
-        const preparing = (name?: string | null) => name === 'prepareMembers' || name === 'advanceMembers';
-        return activities.some((a) => preparing(a.activityType?.name) && (a.attempt ?? 0) >= 2 && a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED);
-      },
-      120_000,
-    ).catch((e) => {
-      throw new Error(`${(e as Error).message}; pending activities: ${JSON.stringify(pending)}`);
-    });
-    await thawAndRecover(s, handle, frozen, /thawed at prepare\.xa-prepared epoch=2/, events);
-  } finally {
-    await stopBoth(frozen, healthy, running);
-  }
-});
+    let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
+    let running: Promise<void> | undefined;
+    try {
+      const handle = await start(deps, s);
+      await waitUntil(
+        'worker A to freeze after XA PREPARE of epoch 2',
+        async () => /freeze=400000 at prepare\.xa-prepared epoch=2/.test(frozen.stderrText),
+        120_000,
+      ).catch((e) => {
+        throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
+      });
+      // Worker B joins, as the second worker of a deployment would.
+      const events: unknown[] = [];
+      healthy = await workerB(s, events, '');
+      running = healthy.run();
+      // The frozen attempt times out (heartbeat timeout) and a retry starts on B (A's one slot is
+      // taken); the frozen branch's locks block it until A thaws.
+      const partition = deps.client.workflow.getHandle(partitionWorkflowId(s.spec.name, 0));
+      let pending: unknown = [];
+      await waitUntil(
+        'a retry of prepare(epoch 2) to start',
+        async () => {
+          const activities = (await partition.describe()).raw.pendingActivities ?? [];
+          pending = activities.map((a) => ({ type: a.activityType?.name, attempt: a.attempt, state: a.state, lastFailure: a.lastFailure?.message }));
+          // Epoch 2 is prepared by advanceMembers (with epoch 1's commit), or alone by prepareMembers.
+          const preparing = (name?: string | null) => name === 'prepareMembers' || name === 'advanceMembers';
+          return activities.some(
+            (a) =>
+              preparing(a.activityType?.name) && (a.attempt ?? 0) >= 2 && a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+          );
+        },
+        120_000,
+      ).catch((e) => {
+        throw new Error(`${(e as Error).message}; pending activities: ${JSON.stringify(pending)}`);
+      });
+      await thawAndRecover(s, handle, frozen, /thawed at prepare\.xa-prepared epoch=2/, events);
+    } finally {
+      await stopBoth(frozen, healthy, running);
+    }
+  },
+);

@@ -30,7 +30,14 @@ export function prng(seed: number): () => number {
   };
 }
 
-export function compareSpec(over: Partial<PipelineInput> & { name: string; source: { topic: string }; kafkaSink: { topic: string }; transformOptions?: CompareOptions & { table?: string } }): PipelineSpec {
+export function compareSpec(
+  over: Partial<PipelineInput> & {
+    name: string;
+    source: { topic: string };
+    kafkaSink: { topic: string };
+    transformOptions?: CompareOptions & { table?: string };
+  },
+): PipelineSpec {
   const table = over.transformOptions?.table ?? COMPARE_TABLE.name;
   return definePipeline({
     transform: 'flink-compare',
@@ -122,7 +129,8 @@ export async function produceRecords(kafka: Kafka, topic: string, partitions: nu
     for (let p = 0; p < partitions; p++) {
       const sent = records.filter((_, k) => (offset + k) % partitions === p).length;
       const landed = (after.get(p) ?? 0) - (before.get(p) ?? 0);
-      if (landed !== sent) throw new Error(`input of ${topic}[${p}]: ${sent} records acknowledged, ${landed} in the log; the input is not what the run will be checked against`);
+      if (landed !== sent)
+        throw new Error(`input of ${topic}[${p}]: ${sent} records acknowledged, ${landed} in the log; the input is not what the run will be checked against`);
     }
   } finally {
     await Promise.allSettled([producer.disconnect(), admin.disconnect()]);

@@ -66,7 +66,9 @@ export const compareTransform: Transform = {
     const e = parseEvent(record.value);
     return {
       kafka: [{ key: e.id, value: JSON.stringify({ ...e, src: `${record.partition}:${record.offset}` }) }],
-      mysql: [{ table: opts(ctx).table ?? COMPARE_TABLE.name, values: { slot_time: e.slot_time, key1: e.key1, key2: e.key2, key3: e.key3, indicate: e.indicate } }],
+      mysql: [
+        { table: opts(ctx).table ?? COMPARE_TABLE.name, values: { slot_time: e.slot_time, key1: e.key1, key2: e.key2, key3: e.key3, indicate: e.indicate } },
+      ],
     };
   },
   sink(_chunk, ctx) {

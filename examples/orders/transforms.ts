@@ -59,7 +59,14 @@ export const orders = defineTransform({
     const cents = order.items.reduce((sum, it) => sum + it.qty * Math.round(it.price * 100), 0);
     const partitions = Number(ctx.options.outputPartitions ?? 1);
     const { latestTable = 'orders_latest', totalsTable = 'customer_totals' } = ctx.options as { latestTable?: string; totalsTable?: string };
-    const event = { order: order.id, customer: order.customer, tier: await tierOf(order.customer), status: order.status, items: order.items.length, totalCents: cents };
+    const event = {
+      order: order.id,
+      customer: order.customer,
+      tier: await tierOf(order.customer),
+      status: order.status,
+      items: order.items.length,
+      totalCents: cents,
+    };
     return {
       kafka: [{ key: order.customer, value: JSON.stringify(event), partition: partitionOf(order.customer, partitions) }],
       mysql: [

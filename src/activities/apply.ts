@@ -63,7 +63,14 @@ export interface OutputLayout {
   deadLetterPartitions: number;
 }
 
-export function deadLetter(spec: PipelineSpec, record: SourceRecord, epoch: number, reason: string, partition = record.partition, reasonClass?: DeadLetterReason): KafkaMessage {
+export function deadLetter(
+  spec: PipelineSpec,
+  record: SourceRecord,
+  epoch: number,
+  reason: string,
+  partition = record.partition,
+  reasonClass?: DeadLetterReason,
+): KafkaMessage {
   return {
     key: record.key,
     value: record.value,
@@ -82,7 +89,8 @@ export function deadLetter(spec: PipelineSpec, record: SourceRecord, epoch: numb
 /** Records whose async transform calls run at once (like the capacity of Flink's async I/O). */
 export const ASYNC_TRANSFORM_WINDOW = 64;
 
-const isThenable = (v: unknown): v is PromiseLike<TransformResult> => typeof v === 'object' && v !== null && typeof (v as PromiseLike<unknown>).then === 'function';
+const isThenable = (v: unknown): v is PromiseLike<TransformResult> =>
+  typeof v === 'object' && v !== null && typeof (v as PromiseLike<unknown>).then === 'function';
 
 type Outcome = { ok: true; result: TransformResult } | { ok: false; error: unknown };
 
@@ -101,12 +109,32 @@ async function mapAll(transform: Transform, records: SourceRecord[], ctx: Transf
         return { ok: false, error };
       }
     });
-    outcomes.push(...(window.some(isThenable) ? await Promise.all(window.map((w) => (isThenable(w) ? Promise.resolve(w).then((result): Outcome => ({ ok: true, result }), (error): Outcome => ({ ok: false, error })) : w))) : window));
+    outcomes.push(
+      ...(window.some(isThenable)
+        ? await Promise.all(
+            window.map((w) =>
+              isThenable(w)
+                ? Promise.resolve(w).then(
+                    (result): Outcome => ({ ok: true, result }),
+                    (error): Outcome => ({ ok: false, error }),
+                  )
+                : w,
+            ),
+          )
+        : window),
+    );
   }
   return outcomes as Outcome[];
 }
 
-export async function applyTransform(spec: PipelineSpec, transform: Transform, records: SourceRecord[], ctx: TransformContext, tables: Map<string, TableSpec>, layout?: OutputLayout): Promise<Applied> {
+export async function applyTransform(
+  spec: PipelineSpec,
+  transform: Transform,
+  records: SourceRecord[],
+  ctx: TransformContext,
+  tables: Map<string, TableSpec>,
+  layout?: OutputLayout,
+): Promise<Applied> {
   const out: Applied = { outputs: [], deadLetters: [], rows: [], processed: [] };
   // ctx.partition is the source partition id (src/protocol/index.ts, SourceRef).
   const defaultOut = (record: SourceRecord) => (layout ? ctx.partition % layout.outputPartitions : record.partition);
@@ -124,9 +152,18 @@ export async function applyTransform(spec: PipelineSpec, transform: Transform, r
       const problem = (result.mysql ?? []).map((op) => rowProblem(op, tables)).find((p) => p !== null);
       if (problem) throw new RecordProblem('row-mismatch', problem);
       for (const o of result.kafka ?? []) {
-        if (o.value !== null && typeof o.value !== 'string' && !Buffer.isBuffer(o.value)) throw new RecordProblem('bad-output-value', 'output record value must be a string, a Buffer or null');
-        if (layout && o.partition !== undefined && o.partition !== null && !(Number.isInteger(o.partition) && o.partition >= 0 && o.partition < layout.outputPartitions)) {
-          throw new RecordProblem('no-output-partition', `output partition ${JSON.stringify(o.partition)} does not exist: '${spec.kafkaSink.topic}' has partitions 0 to ${layout.outputPartitions - 1}`);
+        if (o.value !== null && typeof o.value !== 'string' && !Buffer.isBuffer(o.value))
+          throw new RecordProblem('bad-output-value', 'output record value must be a string, a Buffer or null');
+        if (
+          layout &&
+          o.partition !== undefined &&
+          o.partition !== null &&
+          !(Number.isInteger(o.partition) && o.partition >= 0 && o.partition < layout.outputPartitions)
+        ) {
+          throw new RecordProblem(
+            'no-output-partition',
+            `output partition ${JSON.stringify(o.partition)} does not exist: '${spec.kafkaSink.topic}' has partitions 0 to ${layout.outputPartitions - 1}`,
+          );
         }
       }
     } catch (e) {

@@ -80,7 +80,14 @@ export function haltIfOverBudget(ctx: Pick<ActivityContext, 'observe' | 'error'>
   }
   if (!halt) return;
   const { cause, part, first } = halt;
-  const details = { pipeline: spec.name, partition: part.partition, epoch: part.epoch, cause, record: `${first.record.topic}/${first.record.partition}/${first.record.offset}`, error: first.error };
+  const details = {
+    pipeline: spec.name,
+    partition: part.partition,
+    epoch: part.epoch,
+    cause,
+    record: `${first.record.topic}/${first.record.partition}/${first.record.offset}`,
+    error: first.error,
+  };
   ctx.observe({ kind: 'halted', pipeline: spec.name, partition: part.partition, epoch: part.epoch, cause });
   ctx.error(halt.message, details);
   throw new PipelineHalted(halt.message, details);

@@ -28,18 +28,27 @@ import { applyEpoch, commitDecided, finishMysqlSide, redoMysqlSide } from './mys
  */
 export function reportSplit(ctx: ActivityContext, spec: PipelineSpec, epochs: { id: number; epoch: number }[], split: KafkaSplit): void {
   for (const m of epochs) ctx.observe({ kind: 'split', pipeline: spec.name, partition: m.id, epoch: m.epoch, split });
-  ctx.warn(`Kafka split the transaction of ${epochs.map((m) => `source partition ${m.id} epoch ${m.epoch}`).join(', ')}: committed on ${split.committed.join(', ')}, aborted on ${split.aborted.join(', ')}; the aborted parts are redone`, {
-    pipeline: spec.name,
-    producerId: split.producerId,
-    producerEpoch: split.producerEpoch,
-    committed: split.committed,
-    aborted: split.aborted,
-  });
+  ctx.warn(
+    `Kafka split the transaction of ${epochs.map((m) => `source partition ${m.id} epoch ${m.epoch}`).join(', ')}: committed on ${split.committed.join(', ')}, aborted on ${split.aborted.join(', ')}; the aborted parts are redone`,
+    {
+      pipeline: spec.name,
+      producerId: split.producerId,
+      producerEpoch: split.producerEpoch,
+      committed: split.committed,
+      aborted: split.aborted,
+    },
+  );
 }
 
 /** For the fault split=…: splits this transaction, committing its markers or its other parts. */
-export function splitter(ctx: ActivityContext, spec: PipelineSpec, handle: TxnHandle & { written?: WrittenParts }, markers: { partition: number; offset: number }[]) {
-  return (commits: SplitCommits) => forceSplit(ctx.cluster, handle, txnParts(spec, commits === 'markers' ? markers : [], commits === 'markers' ? undefined : handle.written));
+export function splitter(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  handle: TxnHandle & { written?: WrittenParts },
+  markers: { partition: number; offset: number }[],
+) {
+  return (commits: SplitCommits) =>
+    forceSplit(ctx.cluster, handle, txnParts(spec, commits === 'markers' ? markers : [], commits === 'markers' ? undefined : handle.written));
 }
 
 /** A decided epoch's state as the commit finds it: both sides prepared (the prepare result is in history). */
@@ -59,7 +68,9 @@ export function committer(ctx: ActivityContext) {
     const k = await commitOrFindOut(cluster, spec, { handle: p.kafka, markers }, ctx.heartbeat);
     // What the commit observed, stated to the protocol: aborted on some partition it wrote, or not.
     const state = move(decided(spec, p.groupEpoch), 'kafka', k.outcome, { committedEverywhere: k.outcome === 'committed' });
-    if (k.outcome === 'committed') for (const m of p.members) ctx.observe({ kind: 'committed', pipeline: spec.name, partition: m.id, epoch: m.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
+    if (k.outcome === 'committed')
+      for (const m of p.members)
+        ctx.observe({ kind: 'committed', pipeline: spec.name, partition: m.id, epoch: m.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
     if (k.split) reportSplit(ctx, spec, p.members, k.split);
     await ctx.hit('commit.between', { partition: group, epoch: p.groupEpoch });
     return { state, ...(k.split ? { split: k.split } : {}) };
@@ -79,7 +90,10 @@ export function committer(ctx: ActivityContext) {
       move(move(decided(spec, p.groupEpoch), 'mysql', 'gone', { ledgerRow: false }), 'mysql', 'redone', { ledgerRow: false });
       let outcome: MysqlCommitOutcome = 'committed';
       for (const m of p.members) {
-        if ((await redoMysqlSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid }, srcOf(spec, memberOf(members, m.id)))) === 'redone') outcome = 'redone';
+        if (
+          (await redoMysqlSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid }, srcOf(spec, memberOf(members, m.id)))) === 'redone'
+        )
+          outcome = 'redone';
       }
       return outcome;
     }
@@ -111,7 +125,8 @@ export function committer(ctx: ActivityContext) {
     let redone = false;
     for (const m of p.members) {
       const src = srcOf(spec, memberOf(members, m.id));
-      if (await redoKafkaSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid, markerFrom: m.markerOffset, original: p.kafka }, src)) redone = true;
+      if (await redoKafkaSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid, markerFrom: m.markerOffset, original: p.kafka }, src))
+        redone = true;
     }
     return redone;
   }

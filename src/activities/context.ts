@@ -43,12 +43,19 @@ export function activityContext(deps: ActivityDeps) {
     ...deps,
     observe: deps.observe ?? (() => undefined),
     dialect: async () => (dialect ??= await detectDialect(deps.pool)),
-    hit: (point: FaultPoint, at: { partition: number; epoch: number }, split?: (commits: SplitCommits) => Promise<void>) => faults.hit(point, { ...at, attempt: attempt() }, split),
+    hit: (point: FaultPoint, at: { partition: number; epoch: number }, split?: (commits: SplitCommits) => Promise<void>) =>
+      faults.hit(point, { ...at, attempt: attempt() }, split),
     heartbeat: () => Context.current().heartbeat(),
     /** A line in the worker's log (Temporal's activity logger: the activity's workflow, type and attempt are added). */
     warn: (message: string, attrs: Record<string, unknown> = {}) => Context.current().log.warn(message, attrs),
     error: (message: string, attrs: Record<string, unknown> = {}) => Context.current().log.error(message, attrs),
-    transformCtx: (spec: PipelineSpec, partition: number, epoch: number) => ({ pipeline: spec.name, partition, epoch, attempt: attempt(), options: spec.transformOptions ?? {} }),
+    transformCtx: (spec: PipelineSpec, partition: number, epoch: number) => ({
+      pipeline: spec.name,
+      partition,
+      epoch,
+      attempt: attempt(),
+      options: spec.transformOptions ?? {},
+    }),
   };
 }
 

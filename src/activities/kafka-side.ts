@@ -35,8 +35,17 @@ export interface SentEpoch {
  * a TransientError otherwise). `parts` may be empty (a split's repair whose markers committed):
  * then no marker and no source offsets are sent.
  */
-export async function sendEpoch(ctx: ActivityContext, txn: CountedTransaction, spec: PipelineSpec, applied: Pick<Applied, 'outputs' | 'deadLetters'>, parts: SentPart[]): Promise<SentEpoch> {
-  const all = [...applied.outputs.map((msg) => ({ topic: spec.kafkaSink.topic, msg })), ...applied.deadLetters.map((msg) => ({ topic: spec.deadLetterTopic, msg }))];
+export async function sendEpoch(
+  ctx: ActivityContext,
+  txn: CountedTransaction,
+  spec: PipelineSpec,
+  applied: Pick<Applied, 'outputs' | 'deadLetters'>,
+  parts: SentPart[],
+): Promise<SentEpoch> {
+  const all = [
+    ...applied.outputs.map((msg) => ({ topic: spec.kafkaSink.topic, msg })),
+    ...applied.deadLetters.map((msg) => ({ topic: spec.deadLetterTopic, msg })),
+  ];
   let markerOffsets: (number | undefined)[] = [];
   let i = 0;
   do {
@@ -110,11 +119,27 @@ export async function redoKafkaSide(ctx: ActivityContext, spec: PipelineSpec, pa
   const covered = parts && e.original ? await committedCopies(ctx.cluster, e.original, parts, handle.producerId, ctx.heartbeat) : new Set<string>();
   if (markerDone && parts && covered.size === parts.length) return false;
   const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, e.start, e.end, ctx.heartbeat));
-  const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, e.epoch), tableMap(spec), src.layout);
+  const applied = await applyTransform(
+    spec,
+    ctx.transforms.get(spec.transform, spec.name),
+    records,
+    ctx.transformCtx(spec, partition, e.epoch),
+    tableMap(spec),
+    src.layout,
+  );
   const missing = (topic: string) => (m: KafkaMessage) => !covered.has(partName({ topic, partition: m.partition }));
   const outputs = applied.outputs.filter(missing(spec.kafkaSink.topic));
   const deadLetters = applied.deadLetters.filter(missing(spec.deadLetterTopic));
-  const marker: Marker = { pipeline: spec.name, partition, epoch: e.epoch, start: e.start, end: e.end, records: records.length, redo: true, ...(e.xid ? { xid: e.xid } : {}) };
+  const marker: Marker = {
+    pipeline: spec.name,
+    partition,
+    epoch: e.epoch,
+    start: e.start,
+    end: e.end,
+    records: records.length,
+    redo: true,
+    ...(e.xid ? { xid: e.xid } : {}),
+  };
   if (markerDone && !outputs.length && !deadLetters.length) return false;
   try {
     await sendEpoch(ctx, txn, spec, { outputs, deadLetters }, markerDone ? [] : [{ marker, src }]);

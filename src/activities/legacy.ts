@@ -52,7 +52,13 @@ const soloOf = (a: { spec: PipelineSpec; partition: number; source?: SourceRef }
 /** An ungrouped prepare result as its group of one's. */
 function unitEpochOf(partition: number, p: PreparedEpoch): PreparedGroupEpoch {
   const { markerOffset, ...kafka } = p.kafka;
-  return { kind: 'prepared', groupEpoch: p.epoch, members: [{ id: partition, epoch: p.epoch, start: p.start, end: p.end, records: p.records, deadLetters: p.deadLetters, markerOffset }], kafka, xid: p.xid };
+  return {
+    kind: 'prepared',
+    groupEpoch: p.epoch,
+    members: [{ id: partition, epoch: p.epoch, start: p.start, end: p.end, records: p.records, deadLetters: p.deadLetters, markerOffset }],
+    kafka,
+    xid: p.xid,
+  };
 }
 
 /** A group of one's prepare result as an ungrouped one ('empty' names where it stayed). */
@@ -90,7 +96,11 @@ export function createLegacy(ctx: ActivityContext) {
     async advanceEpoch(a: AdvanceArgs): Promise<AdvanceResult> {
       return edge(async () => {
         const p = a.prepared;
-        const r = await advance({ ...commitArgsOf(a), positions: [{ id: a.partition, epoch: p.epoch, offset: p.start }], ...(a.noWait !== undefined ? { noWait: a.noWait } : {}) });
+        const r = await advance({
+          ...commitArgsOf(a),
+          positions: [{ id: a.partition, epoch: p.epoch, offset: p.start }],
+          ...(a.noWait !== undefined ? { noWait: a.noWait } : {}),
+        });
         const { next, ...outcomes } = r;
         return { ...outcomes, ...(next ? { next: epochOf(next, p.end) } : {}) };
       });
@@ -102,7 +112,11 @@ export function createLegacy(ctx: ActivityContext) {
     async commitKafka(a: CommitArgs): Promise<KafkaCommitOutcome> {
       return edge(async () => {
         const args = commitArgsOf(a);
-        await ctx.hit('commit.before', { partition: a.partition, epoch: a.prepared.epoch }, splitter(ctx, a.spec, a.prepared.kafka, [{ partition: a.partition, offset: a.prepared.kafka.markerOffset }]));
+        await ctx.hit(
+          'commit.before',
+          { partition: a.partition, epoch: a.prepared.epoch },
+          splitter(ctx, a.spec, a.prepared.kafka, [{ partition: a.partition, offset: a.prepared.kafka.markerOffset }]),
+        );
         return (await commit.kafkaSide(args)).state.kafka === 'committed' ? 'committed' : 'aborted';
       });
     },

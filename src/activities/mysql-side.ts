@@ -17,12 +17,25 @@ import { readingSource, readRange, type Src } from './source';
  * Rolls back prepared branches of an epoch: those older than `olderThan` (a fencing token), or
  * all but `except` (the decided xid, when history decided one). Returns the rolled-back xids.
  */
-export async function rollbackBranches(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number, which: { olderThan: number } | { except: string }): Promise<string[]> {
-  return rollbackGtrid(ctx, epochGtrid(spec.name, partition, epoch), which, (xid) => ctx.observe({ kind: 'rolled-back', pipeline: spec.name, partition, epoch, xid }));
+export async function rollbackBranches(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  partition: number,
+  epoch: number,
+  which: { olderThan: number } | { except: string },
+): Promise<string[]> {
+  return rollbackGtrid(ctx, epochGtrid(spec.name, partition, epoch), which, (xid) =>
+    ctx.observe({ kind: 'rolled-back', pipeline: spec.name, partition, epoch, xid }),
+  );
 }
 
 /** The prepared branches of one gtrid (an epoch's or a group epoch's attempts), rolled back but those `which` keeps; returns the xids rolled back. */
-export async function rollbackGtrid(ctx: ActivityContext, gtrid: string, which: { olderThan: number } | { except: string }, onRolledBack?: (xid: string) => void): Promise<string[]> {
+export async function rollbackGtrid(
+  ctx: ActivityContext,
+  gtrid: string,
+  which: { olderThan: number } | { except: string },
+  onRolledBack?: (xid: string) => void,
+): Promise<string[]> {
   const out: string[] = [];
   for (const x of await recoverXids(ctx.pool, gtrid)) {
     if (x.gtrid !== gtrid) continue;
@@ -45,7 +58,11 @@ export async function applyEpoch(ctx: ActivityContext, spec: PipelineSpec, parti
  * XA COMMIT of the decided branch `xid` from any connection: 'committed' (now or before), or
  * 'gone' (rolled back behind our back: no ledger row of `ledger`, an epoch the branch wrote).
  */
-export async function commitDecided(ctx: ActivityContext, xid: string, ledger: { pipeline: string; partition: number; epoch: number }): Promise<'committed' | 'gone'> {
+export async function commitDecided(
+  ctx: ActivityContext,
+  xid: string,
+  ledger: { pipeline: string; partition: number; epoch: number },
+): Promise<'committed' | 'gone'> {
   let r = await commitBranch(ctx.pool, xidFromString(xid), ledger);
   // Attached: the preparing worker's session is still closing (it was destroyed right after
   // XA PREPARE). That clears within milliseconds; look again shortly before an activity retry.
@@ -61,7 +78,13 @@ export async function commitDecided(ctx: ActivityContext, xid: string, ledger: {
  * XA COMMIT of the decided branch from any connection, then its staged rows into the tables.
  * A branch rolled back behind our back (gone, no ledger row) is redone in a local transaction.
  */
-export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, p: { epoch: number; start: number; end: number; xid: string }, src: Src): Promise<MysqlCommitOutcome> {
+export async function commitMysqlSide(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  partition: number,
+  p: { epoch: number; start: number; end: number; xid: string },
+  src: Src,
+): Promise<MysqlCommitOutcome> {
   const started = Date.now();
   const at = { partition, epoch: p.epoch };
   await ctx.hit('commit.mysql', at);
@@ -73,11 +96,27 @@ export async function commitMysqlSide(ctx: ActivityContext, spec: PipelineSpec, 
 }
 
 /** After an epoch's XA COMMIT: its staged rows into the tables; the ledger pruned now and then. */
-export async function finishMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number, started: number, opts: { applied?: boolean } = {}): Promise<void> {
+export async function finishMysqlSide(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  partition: number,
+  epoch: number,
+  started: number,
+  opts: { applied?: boolean } = {},
+): Promise<void> {
   const applyFrom = Date.now();
   if (!opts.applied) await applyEpoch(ctx, spec, partition, epoch);
   if (ledgerPruneDue(epoch)) await pruneLedger(ctx.pool, spec.name, partition, epoch);
-  ctx.observe({ kind: 'committed', pipeline: spec.name, partition, epoch, side: 'mysql', ms: Date.now() - started, startedAt: started, applyMs: Date.now() - applyFrom });
+  ctx.observe({
+    kind: 'committed',
+    pipeline: spec.name,
+    partition,
+    epoch,
+    side: 'mysql',
+    ms: Date.now() - started,
+    startedAt: started,
+    applyMs: Date.now() - applyFrom,
+  });
 }
 
 /**
@@ -85,10 +124,23 @@ export async function finishMysqlSide(ctx: ActivityContext, spec: PipelineSpec, 
  * transaction, the ledger row first. Every other prepared branch of the epoch is stale (history
  * decided exactly one), so it is rolled back first: it may hold the ledger row's lock.
  */
-export async function redoMysqlSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, p: { epoch: number; start: number; end: number; xid?: string }, src: Src): Promise<MysqlCommitOutcome> {
+export async function redoMysqlSide(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  partition: number,
+  p: { epoch: number; start: number; end: number; xid?: string },
+  src: Src,
+): Promise<MysqlCommitOutcome> {
   await rollbackBranches(ctx, spec, partition, p.epoch, p.xid ? { except: p.xid } : { olderThan: Infinity });
   const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, p.start, p.end, ctx.heartbeat));
-  const applied = await applyTransform(spec, ctx.transforms.get(spec.transform, spec.name), records, ctx.transformCtx(spec, partition, p.epoch), tableMap(spec), src.layout);
+  const applied = await applyTransform(
+    spec,
+    ctx.transforms.get(spec.transform, spec.name),
+    records,
+    ctx.transformCtx(spec, partition, p.epoch),
+    tableMap(spec),
+    src.layout,
+  );
   const dialect = await ctx.dialect();
   const outcome = await inLocalTransaction(ctx.pool, async (conn) => {
     try {

@@ -110,7 +110,16 @@ export function preparer(ctx: ActivityContext) {
       judged.push({ partition: p.id, epoch: p.epoch, applied, records: r.records.length });
       const m = { id: p.id, epoch: p.epoch, start: p.offset, end: r.end, records: r.records.length, deadLetters: applied.deadLetters.length };
       // Each member's marker names the branch: a committed marker of any member decides it.
-      const marker: Marker = { pipeline: spec.name, partition: p.id, epoch: p.epoch, start: p.offset, end: r.end, records: r.records.length, redo: false, xid: xidToString(xid) };
+      const marker: Marker = {
+        pipeline: spec.name,
+        partition: p.id,
+        epoch: p.epoch,
+        start: p.offset,
+        end: r.end,
+        records: r.records.length,
+        redo: false,
+        xid: xidToString(xid),
+      };
       // The transform's own sink sees the processed records once both sides hold them.
       const sink = () => {
         for (let i = 0; i < applied.processed.length; i += CHUNK) {
@@ -120,7 +129,16 @@ export function preparer(ctx: ActivityContext) {
       parts.push({ marker, src, m, sink });
     }
     // Before anything is written: an epoch over the dead-letter budget is never committed.
-    haltIfOverBudget(ctx, spec, unitEpochName(args, groupEpoch, judged.map((j) => ({ id: j.partition, epoch: j.epoch }))), judged);
+    haltIfOverBudget(
+      ctx,
+      spec,
+      unitEpochName(
+        args,
+        groupEpoch,
+        judged.map((j) => ({ id: j.partition, epoch: j.epoch })),
+      ),
+      judged,
+    );
     // InitProducerId on the unit's id of this epoch: fences zombies and aborts their open transaction.
     // Counted: each send must acknowledge every partition it carried (src/kafka/landed.ts).
     const txn = new CountedTransaction(cluster, unitTxnId(spec, args, groupEpoch), spec.kafkaSink.transactionTimeoutMs);
@@ -145,7 +163,8 @@ export function preparer(ctx: ActivityContext) {
           if (staged) await timed('mysqlMs', () => stageRows(conn, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch }, rows, tables));
           else await timed('mysqlMs', () => writeRows(conn, rows, tables, dialect));
           for (const part of parts) part.sink();
-          for (const { m } of parts) await timed('mysqlMs', () => insertLedger(conn, spec.name, m.id, { epoch: m.epoch, start: m.start, end: m.end, records: m.records, redo: false }));
+          for (const { m } of parts)
+            await timed('mysqlMs', () => insertLedger(conn, spec.name, m.id, { epoch: m.epoch, start: m.start, end: m.end, records: m.records, redo: false }));
           bodyDone = Date.now();
         },
         { afterPrepare: () => ctx.hit('prepare.xa-prepared', at), lockWaitSec: LOCK_WAIT_SEC[staged ? 'staged' : 'direct'] },
@@ -154,9 +173,28 @@ export function preparer(ctx: ActivityContext) {
       const ms = Date.now() - started;
       for (const [i, { m }] of parts.entries()) {
         const r = taking[i]!.r;
-        ctx.observe({ kind: 'prepared', pipeline: spec.name, partition: m.id, epoch: m.epoch, records: m.records, deadLetters: m.deadLetters, ms, end: m.end, lag: Math.max(0, r.sourceEnd - m.end), startedAt: started, split, ...(args.solo ? {} : { group }) });
+        ctx.observe({
+          kind: 'prepared',
+          pipeline: spec.name,
+          partition: m.id,
+          epoch: m.epoch,
+          records: m.records,
+          deadLetters: m.deadLetters,
+          ms,
+          end: m.end,
+          lag: Math.max(0, r.sourceEnd - m.end),
+          startedAt: started,
+          split,
+          ...(args.solo ? {} : { group }),
+        });
       }
-      return { kind: 'prepared', groupEpoch, members: parts.map(({ m }, i) => ({ ...m, markerOffset: sent.markerOffsets[i]! })), kafka: { ...handle, written: sent.written }, xid: xidToString(xid) };
+      return {
+        kind: 'prepared',
+        groupEpoch,
+        members: parts.map(({ m }, i) => ({ ...m, markerOffset: sent.markerOffsets[i]! })),
+        kafka: { ...handle, written: sent.written },
+        xid: xidToString(xid),
+      };
     } catch (e) {
       // This attempt's result will never be in history: abort its open transaction now rather
       // than let it hold back the members' LSOs until the next InitProducerId or the broker's

@@ -8,7 +8,18 @@ import { ReconcileMismatch } from '../errors';
 import { earliestOffset, latestOffset, ISOLATION } from '../kafka/internals';
 import { mapLimit } from '../limit';
 import type { GroupReconcileArgs, GroupReconcileResult, ReconcileArgs, ReconcileResult } from '../protocol';
-import { carryOut, describeSplit, examineGroupBranches, examinePartition, loggedSplits, namedXids, RECOVERY_LANES, resolveGroupBranches, settleGroupKafka, settleKafka } from '../recovery';
+import {
+  carryOut,
+  describeSplit,
+  examineGroupBranches,
+  examinePartition,
+  loggedSplits,
+  namedXids,
+  RECOVERY_LANES,
+  resolveGroupBranches,
+  settleGroupKafka,
+  settleKafka,
+} from '../recovery';
 import { reportSplit } from './commit';
 import { attemptToken, edge, type ActivityContext } from './context';
 import { redoKafkaSide } from './kafka-side';
@@ -77,7 +88,13 @@ async function repairSplits(ctx: ActivityContext, args: ReconcileArgs): Promise<
   for (const s of splits) {
     reportSplit(ctx, spec, [{ id: partition, epoch: s.marker.epoch }], s.split);
     const m = s.marker;
-    await redoKafkaSide(ctx, spec, partition, { epoch: m.epoch, start: m.start, end: m.end, ...(m.xid ? { xid: m.xid } : {}), markerFrom: s.markerOffset, original: s.original }, sourceOf(args));
+    await redoKafkaSide(
+      ctx,
+      spec,
+      partition,
+      { epoch: m.epoch, start: m.start, end: m.end, ...(m.xid ? { xid: m.xid } : {}), markerFrom: s.markerOffset, original: s.original },
+      sourceOf(args),
+    );
   }
   if (splits.length) await settleKafka(ctx.cluster, spec, partition, ctx.heartbeat);
   return splits.map((s) => `${describeSplit(partition, s)}; written again where it aborted`);
@@ -92,7 +109,10 @@ async function repairSplits(ctx: ActivityContext, args: ReconcileArgs): Promise<
  * (parallelism lowered), for a group of one every group's (the pipeline ran with
  * spec.parallelism before). Then every member goes through the per-partition reconcile.
  */
-export async function reconcileUnit(ctx: ActivityContext, args: GroupReconcileArgs & { joining?: boolean }): Promise<{ result: GroupReconcileResult; each: ReconcileResult[] }> {
+export async function reconcileUnit(
+  ctx: ActivityContext,
+  args: GroupReconcileArgs & { joining?: boolean },
+): Promise<{ result: GroupReconcileResult; each: ReconcileResult[] }> {
   const { cluster, pool } = ctx;
   const { spec, group, members } = args;
   const token = attemptToken();
@@ -109,7 +129,16 @@ export async function reconcileUnit(ctx: ActivityContext, args: GroupReconcileAr
   // Members are independent from here on (their own ids, markers, branches and rows).
   const each = await mapLimit(members, RECOVERY_LANES, (m) => {
     const expected = args.expected?.find((e) => e.id === m.id);
-    return reconcilePartition(ctx, { spec, partition: m.id, ...(m.source ? { source: m.source } : {}), ...(expected ? { expected: { epoch: expected.epoch, offset: expected.offset } } : {}) }, token);
+    return reconcilePartition(
+      ctx,
+      {
+        spec,
+        partition: m.id,
+        ...(m.source ? { source: m.source } : {}),
+        ...(expected ? { expected: { epoch: expected.epoch, offset: expected.offset } } : {}),
+      },
+      token,
+    );
   });
   const positions = members.map((m, i) => ({ id: m.id, epoch: each[i]!.epoch, offset: each[i]!.offset }));
   for (const r of each) recovered.push(...(r.recovered ?? []));

@@ -28,12 +28,15 @@ const size = (r: RawRecord) => (r.key?.length ?? 0) + (r.value?.length ?? 0);
 
 function checkRetained(topic: string, partition: number, from: number, logStart: number): void {
   if (logStart > from) {
-    throw new SourceGone(`source ${topic}[${partition}] no longer holds offset ${from} (log starts at ${logStart}); raise the topic's retention or restart the pipeline from a newer offset`, {
-      topic,
-      partition,
-      from,
-      logStart,
-    });
+    throw new SourceGone(
+      `source ${topic}[${partition}] no longer holds offset ${from} (log starts at ${logStart}); raise the topic's retention or restart the pipeline from a newer offset`,
+      {
+        topic,
+        partition,
+        from,
+        logStart,
+      },
+    );
   }
 }
 
@@ -188,7 +191,14 @@ function takeShares(state: Member[], rs: FetchResult[], bounds: EpochBounds, tot
 }
 
 /** Exactly the visible records of [start, end), for a redo. */
-export async function readRange(cluster: KafkaCluster, topic: string, partition: number, start: number, end: number, onProgress: () => void): Promise<SourceRecord[]> {
+export async function readRange(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  start: number,
+  end: number,
+  onProgress: () => void,
+): Promise<SourceRecord[]> {
   const out: SourceRecord[] = [];
   let next = start;
   while (next < end) {

@@ -28,7 +28,11 @@ export const OPTIONS = {
   'task-queue': { type: 'string', value: 'q', help: 'the Temporal task queue (default: the settings)' },
   'metrics-port': { type: 'string', value: 'n', help: 'serve Prometheus metrics on port n (0: a free port)' },
   'stalled-after': { type: 'string', value: 's', help: `stalled = lag > 0 and no commit for s seconds (default ${STALLED_AFTER_SEC}), or attempt ≥ 5` },
-  transforms: { type: 'string', value: 'module', help: "a .js/.ts module exporting 'transforms' (a TransformRegistry or a name → transform map); also ONCEFLOW_TRANSFORMS" },
+  transforms: {
+    type: 'string',
+    value: 'module',
+    help: "a .js/.ts module exporting 'transforms' (a TransformRegistry or a name → transform map); also ONCEFLOW_TRANSFORMS",
+  },
   onceflow: { type: 'string', value: 'spec', help: "the project's onceflow dependency (default ^<this version>), e.g. file:onceflow-0.1.0.tgz" },
   partitions: { type: 'string', value: 'n', help: 'partitions of each topic created (default: 1)' },
   file: { type: 'string', value: 'f', help: 'a JSON-lines file: one JSON value per line (blank lines are skipped)' },
@@ -130,7 +134,8 @@ export const COMMANDS: Record<string, CommandSpec> = {
     args: '<topic>',
     positionals: [1, 1],
     summary: 'produce the lines of a JSON-lines file to a topic, one record per line',
-    details: 'Each record\'s value is its line. Every line is checked first: one bad line (its number and what is wrong\nare named) and nothing of the file is produced.',
+    details:
+      "Each record's value is its line. Every line is checked first: one bad line (its number and what is wrong\nare named) and nothing of the file is produced.",
     options: ['file', 'key'],
   },
 };

@@ -36,7 +36,6 @@ export function redactedSettings(settings: Settings): unknown {
   return redact(settings);
 }
 
-
 const withTimeout = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
   Promise.race([p, new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`no answer from ${what} within ${ms / 1000} s`)), ms).unref())]);
 
@@ -47,7 +46,11 @@ async function checkTemporal(s: Settings): Promise<ConnectionCheck> {
     client = await withTimeout(connectClient(s), 10_000, where);
   } catch (e) {
     const cause = (await temporalTlsProblem(s.temporal)) ?? e;
-    return { service: 'temporal', ok: false, detail: `${where}: ${securityHint(cause, 'ONCEFLOW_TEMPORAL_TLS') ?? `cannot reach it: ${errorMessage(cause)} — check ONCEFLOW_TEMPORAL_ADDRESS and that the server runs`}` };
+    return {
+      service: 'temporal',
+      ok: false,
+      detail: `${where}: ${securityHint(cause, 'ONCEFLOW_TEMPORAL_TLS') ?? `cannot reach it: ${errorMessage(cause)} — check ONCEFLOW_TEMPORAL_ADDRESS and that the server runs`}`,
+    };
   }
   try {
     await withTimeout(client.workflowService.describeNamespace({ namespace: s.temporal.namespace }), 10_000, where);
@@ -69,7 +72,11 @@ async function checkKafka(s: Settings): Promise<ConnectionCheck> {
     const cluster = await withTimeout(admin.describeCluster(), 15_000, where);
     return { service: 'kafka', ok: true, detail: `${where}: ${cluster.brokers.length} broker(s), controller ${cluster.controller}` };
   } catch (e) {
-    return { service: 'kafka', ok: false, detail: `${where}: ${securityHint(e, 'ONCEFLOW_KAFKA_SSL') ?? `cannot reach it: ${errorMessage(e)} — check ONCEFLOW_KAFKA_BROKERS and that the brokers run`}` };
+    return {
+      service: 'kafka',
+      ok: false,
+      detail: `${where}: ${securityHint(e, 'ONCEFLOW_KAFKA_SSL') ?? `cannot reach it: ${errorMessage(e)} — check ONCEFLOW_KAFKA_BROKERS and that the brokers run`}`,
+    };
   } finally {
     await admin.disconnect().catch(() => undefined);
   }
@@ -81,7 +88,7 @@ function mysqlHint(e: unknown, s: Settings): string {
   const m = s.mysql;
   switch (code) {
     case 'ER_ACCESS_DENIED_ERROR':
-      return `wrong user or password for '${m.user}' — check ONCEFLOW_MYSQL_USER and ONCEFLOW_MYSQL_PASSWORD (or _FILE, connections.mysql.passwordEnv)${m.ssl ? '' : "; or the account requires TLS (REQUIRE SSL) and TLS is off here: set ONCEFLOW_MYSQL_SSL=true"}`;
+      return `wrong user or password for '${m.user}' — check ONCEFLOW_MYSQL_USER and ONCEFLOW_MYSQL_PASSWORD (or _FILE, connections.mysql.passwordEnv)${m.ssl ? '' : '; or the account requires TLS (REQUIRE SSL) and TLS is off here: set ONCEFLOW_MYSQL_SSL=true'}`;
     case 'ER_BAD_DB_ERROR':
       return `database '${m.database}' does not exist — create it, or set ONCEFLOW_MYSQL_DATABASE`;
     case 'ER_DBACCESS_DENIED_ERROR':
@@ -109,7 +116,11 @@ async function checkMysql(s: Settings): Promise<ConnectionCheck> {
     try {
       await conn.query('XA RECOVER');
     } catch (e) {
-      return { service: 'mysql', ok: false, detail: `${where} (${version}): XA RECOVER is refused (${errorMessage(e)}) — recovery needs it: on MySQL 8 GRANT XA_RECOVER_ADMIN ON *.* TO the user` };
+      return {
+        service: 'mysql',
+        ok: false,
+        detail: `${where} (${version}): XA RECOVER is refused (${errorMessage(e)}) — recovery needs it: on MySQL 8 GRANT XA_RECOVER_ADMIN ON *.* TO the user`,
+      };
     }
     return { service: 'mysql', ok: true, detail: `${where}, database '${s.mysql.database}' (${version}), XA RECOVER allowed` };
   } finally {

@@ -100,7 +100,10 @@ export function stopCommand({ arg, o, settings, out, io, need }: CommandContext)
       io.stderr(`  ${action}: ${rows.map((r) => `${r.label} lag ${r.lag ?? '?'}`).join(', ')}\n`);
     }
     const results = await done;
-    out(results.map((r) => `partition ${r.partition}: ${r.reason} after ${r.state.committedEpochs} epochs in the last run, offset ${r.state.offset}`).join('\n'), results);
+    out(
+      results.map((r) => `partition ${r.partition}: ${r.reason} after ${r.state.committedEpochs} epochs in the last run, offset ${r.state.offset}`).join('\n'),
+      results,
+    );
     return 0;
   });
 }

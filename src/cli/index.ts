@@ -36,7 +36,10 @@ function parseCommandLine(argv: string[]): { cmd?: string; args: string[]; o: Pa
   if (!spec) throw new UsageError(`unknown command '${cmd}'\n\n${usage()}`);
   const foreign = (Object.keys(o) as OptionName[]).filter((k) => !spec.options.includes(k) && !GLOBAL_OPTIONS.includes(k));
   if (foreign.length) throw new UsageError(`${foreign.map((f) => `--${f}`).join(', ')} does not apply to '${cmd}'\n\n${commandHelp(cmd)}`);
-  if (args.length > spec.positionals[1]) throw new UsageError(`'${cmd}' takes ${spec.positionals[1] === 0 ? 'no arguments' : `at most ${spec.positionals[1]} argument(s)`}, got ${args.map((a) => `'${a}'`).join(' ')}\n\n${commandHelp(cmd)}`);
+  if (args.length > spec.positionals[1])
+    throw new UsageError(
+      `'${cmd}' takes ${spec.positionals[1] === 0 ? 'no arguments' : `at most ${spec.positionals[1]} argument(s)`}, got ${args.map((a) => `'${a}'`).join(' ')}\n\n${commandHelp(cmd)}`,
+    );
   return { cmd, args, o };
 }
 

@@ -196,6 +196,9 @@ export function initProject(dir: string, dependency: string): { name: string; fi
 export function initCommand({ arg, o, out, need }: CommandContext): number {
   const dir = need(arg, 'directory');
   const { name, files } = initProject(dir, (o.onceflow as string | undefined) ?? `^${version()}`);
-  out(`created pipeline project '${name}' in ${dir}: ${files.join(', ')}\nnext: cd ${dir} && npm install && npm test && npm run topics && npm run feed && npm start`, { name, dir, files });
+  out(
+    `created pipeline project '${name}' in ${dir}: ${files.join(', ')}\nnext: cd ${dir} && npm install && npm test && npm run topics && npm run feed && npm start`,
+    { name, dir, files },
+  );
   return 0;
 }

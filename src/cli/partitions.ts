@@ -31,7 +31,9 @@ export async function recordedIds(pool: Pool, pipeline: string, partitions: numb
 /** The source partition ids a discovering pipeline workflow reports in its info query, with the workflow that runs each; null when it does not answer or predates discovery. */
 async function startedIds(client: Client, pipeline: string): Promise<{ id: number; workflowId: string }[] | null> {
   try {
-    const info = await client.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => client.workflow.getHandle(pipelineWorkflowId(pipeline)).query<PipelineInfo>('info'));
+    const info = await client.withDeadline(Date.now() + QUERY_DEADLINE_MS, () =>
+      client.workflow.getHandle(pipelineWorkflowId(pipeline)).query<PipelineInfo>('info'),
+    );
     return info.sources ? info.sources.map((s) => ({ id: s.id, workflowId: s.workflowId })) : null;
   } catch {
     return null;
@@ -49,7 +51,12 @@ export async function pipelinePartitionIds(deps: { admin: Admin; pool: Pool }, s
  * partitions) — and to a discovering pipeline workflow itself, so that partitions it starts
  * later get the same control state (a control that does not apply any more is ignored there).
  */
-export async function controlPartitions(client: Client, pipeline: string, partitions: number | number[], action: ControlAction): Promise<{ partition: number; ok: boolean; message: string }[]> {
+export async function controlPartitions(
+  client: Client,
+  pipeline: string,
+  partitions: number | number[],
+  action: ControlAction,
+): Promise<{ partition: number; ok: boolean; message: string }[]> {
   const out: { partition: number; ok: boolean; message: string }[] = [];
   const started = Array.isArray(partitions) ? null : await startedIds(client, pipeline);
   const targets = started ?? idsOf(partitions).map((id) => ({ id, workflowId: partitionWorkflowId(pipeline, id) }));
@@ -71,6 +78,10 @@ export async function controlPartitions(client: Client, pipeline: string, partit
     out.push({ partition: p, ...(await answers.get(workflowId)!) });
   }
   // After the partitions' own updates (which answer), so none of them finds it applied already.
-  if (started) await client.workflow.getHandle(pipelineWorkflowId(pipeline)).signal('control', action).catch(() => undefined);
+  if (started)
+    await client.workflow
+      .getHandle(pipelineWorkflowId(pipeline))
+      .signal('control', action)
+      .catch(() => undefined);
   return out;
 }

@@ -40,7 +40,14 @@ export function installWorkerLog(opts: CliLogOptions): void {
 export function summarize(e: { level: string; message: string; meta?: Record<string, unknown> }): string {
   const m = (e.meta ?? {}) as { activityType?: string; attempt?: number; workflowId?: string; error?: unknown };
   // An activity's own log line (no error attached, e.g. a halted pipeline's): its message is the news.
-  const err = m.error instanceof Error ? m.error.message : m.error === undefined ? (m.activityType ? e.message : '') : String((m.error as { message?: unknown }).message ?? m.error);
+  const err =
+    m.error instanceof Error
+      ? m.error.message
+      : m.error === undefined
+        ? m.activityType
+          ? e.message
+          : ''
+        : String((m.error as { message?: unknown }).message ?? m.error);
   const where = m.activityType ? `${m.activityType} attempt ${m.attempt ?? '?'}${m.workflowId ? ` of ${m.workflowId}` : ''}` : e.message;
   return `  ${e.level === 'ERROR' ? 'error' : 'attempt failed'}: ${where}${err ? ` — ${err.split('\n')[0]}` : ''}`;
 }

@@ -68,7 +68,11 @@ export function deadLetterLine(d: VerifyReport['deadLetters']): string {
 export function verifyCommand({ arg, o, settings, out, io, need }: CommandContext): Promise<number> {
   return withServices(settings, async (s) => {
     const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
-    const report = await verifyPipeline({ ...s, transforms: transformsOf(settings) }, spec, o.json ? undefined : (done, total, p) => io.stderr(`  verified ${p} (${done}/${total})\n`));
+    const report = await verifyPipeline(
+      { ...s, transforms: transformsOf(settings) },
+      spec,
+      o.json ? undefined : (done, total, p) => io.stderr(`  verified ${p} (${done}/${total})\n`),
+    );
     if (o.json) out('', report);
     else printReport(report, io.stdout);
     return report.ok ? 0 : 1;

@@ -14,14 +14,19 @@ import { installWorkerLog, ProgressView } from './progress';
 import { say, type CommandContext } from './context';
 import { onStopSignal } from '../signals';
 
-export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; progressEveryMs?: number; print: (line: string) => void }): Promise<PartitionResult[] | null> {
+export async function runPipeline(
+  cfg: PipelineConfig,
+  opts: { drain: boolean; progressEveryMs?: number; print: (line: string) => void },
+): Promise<PartitionResult[] | null> {
   const progress = new ProgressView(opts.print);
   const worker = await createOnceflowWorker({ settings: cfg.settings, taskQueue: cfg.taskQueue, observe: progress.observe });
   const running = worker.run();
   const client = await connectClient(cfg.settings);
   try {
     const handle = await startPipeline(client, cfg.spec, cfg.taskQueue);
-    opts.print(`pipeline ${cfg.spec.name} running on task queue ${cfg.taskQueue} (workflow ${handle.workflowId})${opts.drain ? '; draining: it ends once caught up with the source' : '; Ctrl-C stops this worker, the pipeline resumes with the next one'}`);
+    opts.print(
+      `pipeline ${cfg.spec.name} running on task queue ${cfg.taskQueue} (workflow ${handle.workflowId})${opts.drain ? '; draining: it ends once caught up with the source' : '; Ctrl-C stops this worker, the pipeline resumes with the next one'}`,
+    );
     opts.print(`Web UI: ${workflowUrl(cfg.settings, handle.workflowId)}`);
     progress.start(opts.progressEveryMs);
     let results: PartitionResult[] | null = null;
@@ -59,7 +64,10 @@ export async function runPipeline(cfg: PipelineConfig, opts: { drain: boolean; p
 export async function runCommand({ arg, o, settings, out, logOptions, need }: CommandContext): Promise<number> {
   const cfg = loadPipelineConfig(need(arg, 'config file'));
   installWorkerLog(logOptions);
-  const results = await runPipeline({ ...cfg, settings: { ...cfg.settings, ...(settings.transformsModule ? { transformsModule: settings.transformsModule } : {}) } }, { drain: Boolean(o.drain), print: say });
+  const results = await runPipeline(
+    { ...cfg, settings: { ...cfg.settings, ...(settings.transformsModule ? { transformsModule: settings.transformsModule } : {}) } },
+    { drain: Boolean(o.drain), print: say },
+  );
   if (results) out(results.map((r) => `partition ${r.partition}: ${r.reason}, offset ${r.state.offset}`).join('\n'), results);
   return 0;
 }

@@ -69,7 +69,8 @@ export function isStalled(row: Pick<PartitionRow, 'phase' | 'lag' | 'sinceCommit
 
 /** The line `onceflow status` prints under its table for a stalled partition. Pure. */
 export function describeStall(row: Pick<PartitionRow, 'partition' | 'sinceCommitSec' | 'waitingOn' | 'phase' | 'lastError'>): string {
-  const since = row.phase === 'no answer' ? 'no worker answers its status query' : row.sinceCommitSec === null ? 'no commit seen' : `no commit for ${row.sinceCommitSec}s`;
+  const since =
+    row.phase === 'no answer' ? 'no worker answers its status query' : row.sinceCommitSec === null ? 'no commit seen' : `no commit for ${row.sinceCommitSec}s`;
   const on = row.waitingOn ?? `phase ${row.phase}`;
   return `partition ${row.partition}: ${since}, waiting on ${on}${row.lastError ? `: ${row.lastError}` : ''}`;
 }
@@ -81,7 +82,10 @@ interface PendingActivity {
 }
 
 /** A workflow's status, pending activities (most attempts first) and run start; null if it does not exist. */
-async function describePartition(client: Client, id: string): Promise<{ status: string; startedAt: number; pending: PendingActivity[]; failure?: string } | null> {
+async function describePartition(
+  client: Client,
+  id: string,
+): Promise<{ status: string; startedAt: number; pending: PendingActivity[]; failure?: string } | null> {
   try {
     const d = await client.workflow.getHandle(id).describe();
     const pending = (d.raw.pendingActivities ?? [])
@@ -115,7 +119,8 @@ async function failureOf(client: Client, id: string): Promise<string | undefined
 export async function pipelineProblem(client: Client, spec: PipelineSpec): Promise<string | null> {
   const wf = await describePartition(client, pipelineWorkflowId(spec.name));
   if (!wf) return null;
-  if (wf.failure !== undefined || (wf.status !== 'RUNNING' && wf.status !== 'COMPLETED')) return `the pipeline workflow ${wf.status.toLowerCase()}${wf.failure ? `: ${wf.failure}` : ''}`;
+  if (wf.failure !== undefined || (wf.status !== 'RUNNING' && wf.status !== 'COMPLETED'))
+    return `the pipeline workflow ${wf.status.toLowerCase()}${wf.failure ? `: ${wf.failure}` : ''}`;
   const stuck = wf.status === 'RUNNING' ? wf.pending.find((a) => a.lastError) : undefined;
   return stuck ? `the pipeline's ${stuck.type} attempt ${stuck.attempt} failed: ${stuck.lastError}` : null;
 }
@@ -159,7 +164,9 @@ export async function pipelineStatus(
       let s: PartitionStatus | null = null;
       try {
         // A group's workflow answers for the member named (an ungrouped partition's ignores the argument).
-        s = await deps.client.withDeadline(Date.now() + QUERY_DEADLINE_MS, () => deps.client.workflow.getHandle(id).query<PartitionStatus, [number]>('status', p));
+        s = await deps.client.withDeadline(Date.now() + QUERY_DEADLINE_MS, () =>
+          deps.client.workflow.getHandle(id).query<PartitionStatus, [number]>('status', p),
+        );
       } catch (e) {
         // No worker polls the task queue, or the workflow task fails: that is what it waits on.
         phase = 'no answer';
@@ -184,7 +191,14 @@ export async function pipelineStatus(
     // A closed run still lists the activities it had pending; only a running one waits on them.
     const top = wf?.status === 'RUNNING' ? wf.pending[0] : undefined;
     const retrying = top && top.attempt > 1 ? top : undefined;
-    const lastError = gone ?? top?.lastError ?? wf?.pending.map((a) => a.lastError).find((m) => m) ?? queryError ?? wf?.failure ?? workflowNote ?? (wf ? null : notStartedBecause);
+    const lastError =
+      gone ??
+      top?.lastError ??
+      wf?.pending.map((a) => a.lastError).find((m) => m) ??
+      queryError ??
+      wf?.failure ??
+      workflowNote ??
+      (wf ? null : notStartedBecause);
     const waitingOn = top ? `${top.type} attempt ${top.attempt}` : inFlight || (queryError ? 'a worker' : null);
     const row = {
       partition: p,
@@ -235,7 +249,8 @@ export function statusCommand({ arg, o, settings, out }: CommandContext): Promis
       return 0;
     }
     const stalledAfterSec = o['stalled-after'] === undefined ? STALLED_AFTER_SEC : Number(o['stalled-after']);
-    if (!Number.isFinite(stalledAfterSec) || stalledAfterSec < 0) throw new UsageError(`--stalled-after must be a number of seconds ≥ 0, got '${o['stalled-after']}'`);
+    if (!Number.isFinite(stalledAfterSec) || stalledAfterSec < 0)
+      throw new UsageError(`--stalled-after must be a number of seconds ≥ 0, got '${o['stalled-after']}'`);
     const spec = await pipelineSpecOf(s.client, arg);
     const rows = await pipelineStatus(s, spec, (await pipelinePartitionIds(s, spec)).length, { stalledAfterSec });
     const problem = await pipelineProblem(s.client, spec);
@@ -249,12 +264,15 @@ export function statusCommand({ arg, o, settings, out }: CommandContext): Promis
           `(docs/usage.md, "When a partition stalls", also says how to stop a partition whose commit keeps failing).`,
         ]
       : [];
-    out(`pipeline ${spec.name} (source ${sourceTopics(spec).join(', ')} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${problem ? `${problem}\n` : ''}${statusTable(rows)}${advice.map((l) => `\n${l}`).join('')}`, {
-      pipeline: spec.name,
-      problem,
-      stalledAfterSec,
-      partitions: rows,
-    });
+    out(
+      `pipeline ${spec.name} (source ${sourceTopics(spec).join(', ')} → ${spec.kafkaSink.topic} + ${spec.mysqlSink.tables.map((t) => t.name).join(', ')})\n${problem ? `${problem}\n` : ''}${statusTable(rows)}${advice.map((l) => `\n${l}`).join('')}`,
+      {
+        pipeline: spec.name,
+        problem,
+        stalledAfterSec,
+        partitions: rows,
+      },
+    );
     return 0;
   });
 }

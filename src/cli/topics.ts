@@ -35,7 +35,11 @@ export async function createSourceTopics(settings: Settings, spec: PipelineSpec,
     const topics = sourceTopics(spec);
     const before = await partitionCounts(admin, topics);
     const missing = topics.filter((t) => (before.get(t) ?? 0) === 0);
-    if (missing.length) await createTopicsReady(admin, missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: settings.kafka.replicationFactor })));
+    if (missing.length)
+      await createTopicsReady(
+        admin,
+        missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: settings.kafka.replicationFactor })),
+      );
     const after = await partitionCounts(admin, topics);
     return topics.map((topic) => ({ topic, created: missing.includes(topic), partitions: after.get(topic) ?? 0 }));
   });
@@ -65,10 +69,16 @@ export function readJsonLines(file: string, keyField?: string): Message[] {
       out.push({ value: line });
       continue;
     }
-    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ValidationError(file, [{ field: at, problem: `--key ${keyField}: the line is not a JSON object` }]);
+    if (typeof value !== 'object' || value === null || Array.isArray(value))
+      throw new ValidationError(file, [{ field: at, problem: `--key ${keyField}: the line is not a JSON object` }]);
     const key = (value as Record<string, unknown>)[keyField];
     if (typeof key !== 'string' && typeof key !== 'number' && typeof key !== 'boolean') {
-      throw new ValidationError(file, [{ field: at, problem: `--key ${keyField}: ${key === undefined ? 'the field is missing' : `the field is ${key === null ? 'null' : 'not a string or number'}`}` }]);
+      throw new ValidationError(file, [
+        {
+          field: at,
+          problem: `--key ${keyField}: ${key === undefined ? 'the field is missing' : `the field is ${key === null ? 'null' : 'not a string or number'}`}`,
+        },
+      ]);
     }
     out.push({ key: String(key), value: line });
   }
@@ -78,7 +88,12 @@ export function readJsonLines(file: string, keyField?: string): Message[] {
 const BATCH = 1000;
 
 /** Checks every line of `file`, then produces them all to `topic` (which must exist); returns how many. */
-export async function produceFile(settings: Settings, topic: string, file: string, keyField?: string): Promise<{ topic: string; records: number; partitions: number }> {
+export async function produceFile(
+  settings: Settings,
+  topic: string,
+  file: string,
+  keyField?: string,
+): Promise<{ topic: string; records: number; partitions: number }> {
   const messages = readJsonLines(file, keyField);
   return withKafka(settings, async ({ kafka, admin }) => {
     const partitions = await existingPartitions(admin, topic);
@@ -95,7 +110,8 @@ export async function produceFile(settings: Settings, topic: string, file: strin
 
 async function existingPartitions(admin: Admin, topic: string): Promise<number> {
   const n = (await partitionCounts(admin, [topic])).get(topic) ?? 0;
-  if (n === 0) throw new Error(`topic '${topic}' does not exist; create it first (onceflow topics create <config.yaml|json> creates a pipeline's source topics)`);
+  if (n === 0)
+    throw new Error(`topic '${topic}' does not exist; create it first (onceflow topics create <config.yaml|json> creates a pipeline's source topics)`);
   return n;
 }
 

@@ -44,7 +44,13 @@ export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?:
   const found: PartitionFindings[] = [];
   const splits: InDoubt['splits'] = [];
   const ids = await recordedIds(deps.pool, spec.name, partitions);
-  const groups = await examineGroupBranches(deps.pool, spec, () => true, () => namedXids(deps.cluster, spec, ids), Date.now());
+  const groups = await examineGroupBranches(
+    deps.pool,
+    spec,
+    () => true,
+    () => namedXids(deps.cluster, spec, ids),
+    Date.now(),
+  );
   for (const p of ids) {
     const f = await examinePartition(deps, spec, p, Date.now());
     if (f.refuse || f.epochs.some((e) => e.actions.length)) found.push(f);
@@ -68,7 +74,11 @@ export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?:
 export function describeInDoubt(found: InDoubt): string[] {
   const lines: string[] = [];
   for (const g of found.groups) {
-    const verb = { commit: `would commit (partition ${g.by?.partition}'s committed progress marker names it)`, rollback: 'would roll back (no committed progress marker names it)', leave: 'left alone (opened after this look)' }[g.do];
+    const verb = {
+      commit: `would commit (partition ${g.by?.partition}'s committed progress marker names it)`,
+      rollback: 'would roll back (no committed progress marker names it)',
+      leave: 'left alone (opened after this look)',
+    }[g.do];
     lines.push(`group ${g.group} epoch ${g.groupEpoch}: XA ${g.xid}: ${verb}`);
   }
   for (const f of found.partitions) {
@@ -90,7 +100,10 @@ export function describeInDoubt(found: InDoubt): string[] {
     }
   }
   for (const s of found.splits) lines.push(`${describeSplit(s.partition, s.split)} → starting the pipeline writes it again where it aborted`);
-  for (const k of found.kafka) lines.push(`Kafka ${k.topic}[${k.partition}] held back by an open transaction: LSO ${k.lso} < high watermark ${k.highWatermark} → would abort it (fence the transactional ids)`);
+  for (const k of found.kafka)
+    lines.push(
+      `Kafka ${k.topic}[${k.partition}] held back by an open transaction: LSO ${k.lso} < high watermark ${k.highWatermark} → would abort it (fence the transactional ids)`,
+    );
   return lines;
 }
 
@@ -110,14 +123,19 @@ async function isRunning(client: Client, id: string): Promise<boolean> {
  * names, roll back the others, apply committed staged rows. A side that must be redone is left
  * for reconcile, which runs when the pipeline is started again.
  */
-export async function resolveInDoubt(deps: { client: Client; cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, partitions: number | number[]): Promise<string[]> {
+export async function resolveInDoubt(
+  deps: { client: Client; cluster: KafkaCluster; pool: Pool },
+  spec: PipelineSpec,
+  partitions: number | number[],
+): Promise<string[]> {
   const ids = await recordedIds(deps.pool, spec.name, partitions);
   for (const p of ids) {
     if (await isRunning(deps.client, runnerWorkflowId(spec, p))) {
       throw new Error(`pipeline ${spec.name} is running (partition ${p}); its workflows decide its transactions. Stop it first: onceflow stop ${spec.name}`);
     }
   }
-  if (await isRunning(deps.client, pipelineWorkflowId(spec.name))) throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
+  if (await isRunning(deps.client, pipelineWorkflowId(spec.name)))
+    throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
   const done: string[] = [];
   const token = Date.now();
   const fenced = [];
@@ -125,14 +143,30 @@ export async function resolveInDoubt(deps: { client: Client; cluster: KafkaClust
   for (const p of ids) fenced.push(...(await settleKafka(deps.cluster, spec, p)));
   for (const id of fenced) done.push(`Kafka ${id}: fenced; any open transaction of it was aborted`);
   // Branches of partition groups first: they may hold ledger rows the partitions' recovery reads.
-  done.push(...(await resolveGroupBranches(deps.pool, spec, await examineGroupBranches(deps.pool, spec, () => true, () => namedXids(deps.cluster, spec, ids), token))));
+  done.push(
+    ...(await resolveGroupBranches(
+      deps.pool,
+      spec,
+      await examineGroupBranches(
+        deps.pool,
+        spec,
+        () => true,
+        () => namedXids(deps.cluster, spec, ids),
+        token,
+      ),
+    )),
+  );
   for (const p of ids) {
     const f = await examinePartition(deps, spec, p, token);
     if (f.refuse) {
       done.push(`partition ${p}: not decidable: ${f.refuse}`);
       continue;
     }
-    done.push(...(await carryOut(deps, spec, f, { apply: async (epoch) => mysqlMode(spec) === 'staged' && applyStaged(deps.pool, { pipeline: spec.name, partition: p, epoch }, spec.mysqlSink.tables) })));
+    done.push(
+      ...(await carryOut(deps, spec, f, {
+        apply: async (epoch) => mysqlMode(spec) === 'staged' && applyStaged(deps.pool, { pipeline: spec.name, partition: p, epoch }, spec.mysqlSink.tables),
+      })),
+    );
   }
   return done;
 }
@@ -149,7 +183,10 @@ export function transactionsCommand({ arg, o, settings, out, need }: CommandCont
     }
     const found = await inDoubt(s, spec, partitions);
     const lines = describeInDoubt(found);
-    out(lines.length ? `${lines.join('\n')}\n(resolve with: onceflow transactions ${spec.name} --resolve, once the pipeline is stopped)` : 'nothing in doubt', found);
+    out(
+      lines.length ? `${lines.join('\n')}\n(resolve with: onceflow transactions ${spec.name} --resolve, once the pipeline is stopped)` : 'nothing in doubt',
+      found,
+    );
     return 0;
   });
 }

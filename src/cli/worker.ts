@@ -6,7 +6,8 @@ import { installWorkerLog, ProgressView } from './progress';
 
 export async function workerCommand({ o, settings, logOptions }: CommandContext): Promise<number> {
   const metricsPort = o['metrics-port'] === undefined ? undefined : Number(o['metrics-port']);
-  if (metricsPort !== undefined && (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535)) throw new UsageError(`--metrics-port must be a port number, got '${o['metrics-port']}'`);
+  if (metricsPort !== undefined && (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535))
+    throw new UsageError(`--metrics-port must be a port number, got '${o['metrics-port']}'`);
   const taskQueue = (o['task-queue'] as string | undefined) ?? settings.temporal.taskQueue;
   installWorkerLog(logOptions);
   const progress = new ProgressView(say);

@@ -91,10 +91,16 @@ export class CountedTransaction extends PreparedTransaction {
       }
     }
     if (surplus.length) {
-      throw new TransientError(`Kafka took more records than were sent in this transaction: ${surplus.join('; ')} (kafkajs sent a request twice); the attempt is redone`, { surplus });
+      throw new TransientError(
+        `Kafka took more records than were sent in this transaction: ${surplus.join('; ')} (kafkajs sent a request twice); the attempt is redone`,
+        { surplus },
+      );
     }
     if (missing.length) {
-      throw new TransientError(`Kafka acknowledged a send without ${missing.join(', ')} (kafkajs dropped a partition whose leader moved during the send); the attempt is redone`, { missing });
+      throw new TransientError(
+        `Kafka acknowledged a send without ${missing.join(', ')} (kafkajs dropped a partition whose leader moved during the send); the attempt is redone`,
+        { missing },
+      );
     }
     return res;
   }
@@ -125,12 +131,17 @@ export async function checkLanded(cluster: KafkaCluster, txn: CountedTransaction
     const where = `${p.topic}[${p.partition}]: ${p.sent} sent (sequences 0..${p.sent - 1})`;
     const state = partitions.find((x) => x.topic === p.topic && x.partition === p.partition)?.producers.find((x) => x.producerId === handle.producerId);
     if (!state) short.push(`${where}, producer ${handle.producerId} has no records there`);
-    else if (state.producerEpoch !== handle.producerEpoch) short.push(`${where}, producer ${handle.producerId} is at epoch ${state.producerEpoch}, not this transaction's ${handle.producerEpoch} (fenced)`);
+    else if (state.producerEpoch !== handle.producerEpoch)
+      short.push(`${where}, producer ${handle.producerId} is at epoch ${state.producerEpoch}, not this transaction's ${handle.producerEpoch} (fenced)`);
     else if (state.lastSequence > p.sent - 1) surplus.push(`${where}, last sequence in the log ${state.lastSequence}`);
     else if (state.lastSequence < p.sent - 1) short.push(`${where}, last sequence in the log ${state.lastSequence}`);
     else if (state.currentTxnStartOffset < 0) short.push(`${where}, but no transaction of the producer is open there (aborted)`);
   }
-  if (surplus.length) throw new TransientError(`the log holds more records of this transaction than were sent (duplicates) before commit: ${surplus.join('; ')}; the attempt is redone`, { surplus, short });
+  if (surplus.length)
+    throw new TransientError(
+      `the log holds more records of this transaction than were sent (duplicates) before commit: ${surplus.join('; ')}; the attempt is redone`,
+      { surplus, short },
+    );
   if (short.length) throw new TransientError(`acknowledged records missing from the log before commit: ${short.join('; ')}; the attempt is redone`, { short });
   return { partitions: checked.length, requests, ms: Date.now() - t0 };
 }

@@ -61,7 +61,9 @@ async function transactionsOn(cluster: KafkaCluster, part: TxnPart, producers: S
   const out: TxnOnPart[] = [];
   const open = new Map<string, TxnOnPart>();
   for await (const f of producerPages(cluster, { topic: part.topic, partition: part.partition, fromOffset: part.from })) {
-    const events = [...f.records.map((r) => ({ ...r, control: undefined })), ...f.controls.map((c) => ({ ...c, control: c }))].sort((a, b) => a.offset - b.offset);
+    const events = [...f.records.map((r) => ({ ...r, control: undefined })), ...f.controls.map((c) => ({ ...c, control: c }))].sort(
+      (a, b) => a.offset - b.offset,
+    );
     for (const e of events) {
       if (!producers.has(e.producerId)) continue;
       const t = open.get(e.producerId);
@@ -79,7 +81,14 @@ async function transactionsOn(cluster: KafkaCluster, part: TxnPart, producers: S
 }
 
 /** transactionsOn, read again every 250 ms until `decided` holds or DECIDE_TIMEOUT_MS passed (a TransientError: the activity retries). */
-async function whenDecided<T>(cluster: KafkaCluster, part: TxnPart, producers: Set<string>, decided: (txns: TxnOnPart[]) => T | undefined, what: string, onWait?: () => void): Promise<T> {
+async function whenDecided<T>(
+  cluster: KafkaCluster,
+  part: TxnPart,
+  producers: Set<string>,
+  decided: (txns: TxnOnPart[]) => T | undefined,
+  what: string,
+  onWait?: () => void,
+): Promise<T> {
   return pollUntil(async () => decided(await transactionsOn(cluster, part, producers)), {
     timeoutMs: DECIDE_TIMEOUT_MS,
     everyMs: 250,
@@ -89,7 +98,12 @@ async function whenDecided<T>(cluster: KafkaCluster, part: TxnPart, producers: S
 }
 
 /** How the transaction of `handle` ended on each of `parts`, in their order (waits for each part's marker). */
-export async function outcomeOnParts(cluster: KafkaCluster, handle: Pick<TxnHandle, 'producerId' | 'producerEpoch'>, parts: TxnPart[], onWait?: () => void): Promise<('committed' | 'aborted')[]> {
+export async function outcomeOnParts(
+  cluster: KafkaCluster,
+  handle: Pick<TxnHandle, 'producerId' | 'producerEpoch'>,
+  parts: TxnPart[],
+  onWait?: () => void,
+): Promise<('committed' | 'aborted')[]> {
   const pid = String(handle.producerId);
   const what = `transaction of producer ${pid} epoch ${handle.producerEpoch}`;
   return Promise.all(
@@ -169,7 +183,10 @@ export async function committedCopies(
         cluster,
         part,
         new Set([o, r]),
-        (txns) => (txns.some((t) => !t.outcome) ? undefined : txns.some((t) => t.outcome === 'committed' && ((t.producerId === o && t.producerEpoch === original.producerEpoch) || t.producerId === r))),
+        (txns) =>
+          txns.some((t) => !t.outcome)
+            ? undefined
+            : txns.some((t) => t.outcome === 'committed' && ((t.producerId === o && t.producerEpoch === original.producerEpoch) || t.producerId === r)),
         `an earlier attempt of producer ${o}/${r}`,
         onWait,
       ),

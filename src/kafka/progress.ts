@@ -48,7 +48,11 @@ export async function waitDecided(
       lso = await latestOffset(cluster, topic, partition, ISOLATION.READ_COMMITTED);
       return lso > offset ? true : undefined;
     },
-    { ...opts, everyMs: 250, onTimeout: () => new Error(`transaction at ${topic}[${partition}]@${offset} still undecided after ${opts.timeoutMs} ms (LSO ${lso})`) },
+    {
+      ...opts,
+      everyMs: 250,
+      onTimeout: () => new Error(`transaction at ${topic}[${partition}]@${offset} still undecided after ${opts.timeoutMs} ms (LSO ${lso})`),
+    },
   );
 }
 
@@ -81,7 +85,12 @@ export async function findCommittedMarker(
 }
 
 /** The last committed marker of the partition, or null when none was ever committed. */
-export async function lastCommittedMarker(cluster: KafkaCluster, topic: string, partition: number, logStart: number): Promise<(Marker & { offset: number }) | null> {
+export async function lastCommittedMarker(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  logStart: number,
+): Promise<(Marker & { offset: number }) | null> {
   const lso = await latestOffset(cluster, topic, partition, ISOLATION.READ_COMMITTED);
   let window = 64;
   let to = lso;

@@ -36,7 +36,12 @@ export async function createTopicsReady(admin: Admin, topics: ITopicConfig[], ti
       }
       return undefined;
     },
-    { timeoutMs, everyMs: 200, onTimeout: () => new Error(`topics ${[...want.keys()].join(', ')} were created but not every partition has a leader that answers after ${timeoutMs / 1000} s: ${last}`) },
+    {
+      timeoutMs,
+      everyMs: 200,
+      onTimeout: () =>
+        new Error(`topics ${[...want.keys()].join(', ')} were created but not every partition has a leader that answers after ${timeoutMs / 1000} s: ${last}`),
+    },
   );
 }
 
@@ -70,7 +75,12 @@ export async function partitionCountsOfKnown(admin: Admin, topics: string[], kno
       }
       return undefined;
     },
-    { timeoutMs, everyMs: 250, onTimeout: () => new TransientError(`topics exist but the brokers' metadata does not show them after ${timeoutMs / 1000} s (${last}); retrying`, { topics: known }) },
+    {
+      timeoutMs,
+      everyMs: 250,
+      onTimeout: () =>
+        new TransientError(`topics exist but the brokers' metadata does not show them after ${timeoutMs / 1000} s (${last}); retrying`, { topics: known }),
+    },
   );
 }
 

@@ -74,7 +74,10 @@ export async function prepareBranch(
       await conn.query(`XA ROLLBACK ${xidSql(xid)}`).catch(() => undefined);
     }
     if (sqlErrno(e) === ER_LOCK_WAIT_TIMEOUT) {
-      throw new TransientError(`XA branch ${xid.gtrid}: a row lock was not granted within ${hooks?.lockWaitSec ?? LOCK_WAIT_SEC.direct} s (held by another prepared branch, e.g. a stale attempt of this epoch); the retried attempt rolls back older branches first`, { cause: String(e) });
+      throw new TransientError(
+        `XA branch ${xid.gtrid}: a row lock was not granted within ${hooks?.lockWaitSec ?? LOCK_WAIT_SEC.direct} s (held by another prepared branch, e.g. a stale attempt of this epoch); the retried attempt rolls back older branches first`,
+        { cause: String(e) },
+      );
     }
     throw e;
   } finally {
@@ -90,7 +93,11 @@ export async function prepareBranch(
  * committed earlier) or 'gone' (neither prepared nor committed: it was rolled back; the caller
  * redoes the MySQL side). A branch still attached to a live session is reported as retryable.
  */
-export async function commitBranch(pool: Pool, xid: Xid, ledger: { pipeline: string; partition: number; epoch: number }): Promise<'committed' | 'already' | 'gone' | 'attached'> {
+export async function commitBranch(
+  pool: Pool,
+  xid: Xid,
+  ledger: { pipeline: string; partition: number; epoch: number },
+): Promise<'committed' | 'already' | 'gone' | 'attached'> {
   try {
     await pool.query(`XA COMMIT ${xidSql(xid)}`);
     return 'committed';

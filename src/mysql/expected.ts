@@ -52,7 +52,10 @@ export class ExpectedTables {
       const actual = new Map<string, SqlValue[]>();
       for (const r of rows) {
         const values = Object.fromEntries(t.columns.map((c) => [c, r[c] as SqlValue]));
-        actual.set(rowKey(t, values), t.columns.map((c) => values[c] ?? null));
+        actual.set(
+          rowKey(t, values),
+          t.columns.map((c) => values[c] ?? null),
+        );
       }
       for (const [k, byPartition] of expected) {
         const a = actual.get(k);
@@ -75,7 +78,9 @@ export class ExpectedTables {
         } else {
           const [idx, options] = okUpdated ? [p.keptIdx, p.kept] : [p.updatedIdx, p.updated];
           const cols = idx.map((i) => t.columns[i]).join(', ');
-          problems.push(`${t.name}: row ${k} is ${show(a)}; its (${cols}) is ${show(pick(idx))}, which no order of its ${byPartition.size} source partitions' commits leaves: expected one of ${options.slice(0, 4).map(show).join(' | ')}`);
+          problems.push(
+            `${t.name}: row ${k} is ${show(a)}; its (${cols}) is ${show(pick(idx))}, which no order of its ${byPartition.size} source partitions' commits leaves: expected one of ${options.slice(0, 4).map(show).join(' | ')}`,
+          );
         }
       }
       for (const k of actual.keys()) if (!expected.has(k)) problems.push(`${t.name}: unexpected row ${k}`);

@@ -41,7 +41,10 @@ export async function insertLedger(
   partition: number,
   row: { epoch: number; start: number; end: number; records: number; redo: boolean },
 ): Promise<void> {
-  const [later] = await conn.execute<RowDataPacket[]>(`SELECT MAX(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch > ?`, [pipeline, partition, row.epoch]);
+  const [later] = await conn.execute<RowDataPacket[]>(
+    `SELECT MAX(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch > ?`,
+    [pipeline, partition, row.epoch],
+  );
   if (later[0]?.e !== null && later[0]?.e !== undefined) throw new StaleEpoch(pipeline, partition, row.epoch, Number(later[0].e));
   await conn.execute(
     `INSERT INTO \`${LEDGER_TABLE}\` (pipeline, source_partition, epoch, start_offset, end_offset, records, redo) VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -89,7 +92,10 @@ export const ledgerPruneDue = (epoch: number): boolean => epoch > 0 && epoch % L
  * Returns the number of rows deleted.
  */
 export async function pruneLedger(db: Pool, pipeline: string, partition: number, epoch: number): Promise<number> {
-  const [first] = await db.execute<RowDataPacket[]>(`SELECT MIN(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ?`, [pipeline, partition]);
+  const [first] = await db.execute<RowDataPacket[]>(`SELECT MIN(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ?`, [
+    pipeline,
+    partition,
+  ]);
   const firstEpoch = first[0]?.e;
   if (firstEpoch === null || firstEpoch === undefined) return 0;
   const [res] = await db.execute<ResultSetHeader>(`DELETE FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch > ? AND epoch < ?`, [

@@ -43,7 +43,11 @@ export function onDuplicateSql(t: TableSpec, incoming: (c: string) => string, cu
   if (od.kind === 'ignore') return '';
   const newer = od.kind === 'newest' ? `(${current(od.version)} IS NULL OR ${incoming(od.version)} > ${current(od.version)})` : '';
   const sets = updatedColumns(t).map((c) =>
-    od.kind === 'accumulate' ? `${current(c)} = ${current(c)} + ${incoming(c)}` : od.kind === 'newest' ? `${current(c)} = IF(${newer}, ${incoming(c)}, ${current(c)})` : `${current(c)} = ${incoming(c)}`,
+    od.kind === 'accumulate'
+      ? `${current(c)} = ${current(c)} + ${incoming(c)}`
+      : od.kind === 'newest'
+        ? `${current(c)} = IF(${newer}, ${incoming(c)}, ${current(c)})`
+        : `${current(c)} = ${incoming(c)}`,
   );
   return ` ON DUPLICATE KEY UPDATE ${sets.join(', ')}`;
 }
@@ -147,10 +151,18 @@ export function tableRows(ops: RowOp[], tables: Map<string, TableSpec>): [TableS
 }
 
 /** Runs `statement(rowCount)` with the rows as parameters, in chunks of MAX_ROWS_PER_STATEMENT. */
-export async function insertChunked(conn: PoolConnection, rows: SqlValue[][], statement: (n: number) => string, prefix: (i: number) => SqlValue[] = () => []): Promise<void> {
+export async function insertChunked(
+  conn: PoolConnection,
+  rows: SqlValue[][],
+  statement: (n: number) => string,
+  prefix: (i: number) => SqlValue[] = () => [],
+): Promise<void> {
   for (let i = 0; i < rows.length; i += MAX_ROWS_PER_STATEMENT) {
     const chunk = rows.slice(i, i + MAX_ROWS_PER_STATEMENT);
-    await conn.query(statement(chunk.length), chunk.flatMap((r, k) => [...prefix(i + k), ...r]));
+    await conn.query(
+      statement(chunk.length),
+      chunk.flatMap((r, k) => [...prefix(i + k), ...r]),
+    );
   }
 }
 

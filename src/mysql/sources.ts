@@ -34,7 +34,10 @@ export async function ensureSourcesTable(db: Pool): Promise<void> {
 }
 
 async function selectSources(db: Pick<Pool, 'query'>, pipeline: string): Promise<SourceAssignment[]> {
-  const [rows] = await db.query<RowDataPacket[]>(`SELECT source_partition AS id, topic, topic_partition AS \`partition\`, discovered FROM \`${SOURCES_TABLE}\` WHERE pipeline = ? ORDER BY source_partition`, [pipeline]);
+  const [rows] = await db.query<RowDataPacket[]>(
+    `SELECT source_partition AS id, topic, topic_partition AS \`partition\`, discovered FROM \`${SOURCES_TABLE}\` WHERE pipeline = ? ORDER BY source_partition`,
+    [pipeline],
+  );
   return rows.map((r) => ({ id: Number(r.id), topic: String(r.topic), partition: Number(r.partition), discovered: Number(r.discovered) === 1 }));
 }
 
@@ -54,7 +57,11 @@ export async function listSources(db: Pool, pipeline: string): Promise<SourceAss
  * with a named lock, so two attempts (a retry and a zombie) never hand out one id twice;
  * idempotent: a repeated call assigns nothing.
  */
-export async function assignSources(db: Pool, pipeline: string, found: { topic: string; partition: number }[]): Promise<{ all: SourceAssignment[]; added: SourceAssignment[] }> {
+export async function assignSources(
+  db: Pool,
+  pipeline: string,
+  found: { topic: string; partition: number }[],
+): Promise<{ all: SourceAssignment[]; added: SourceAssignment[] }> {
   const conn = await db.getConnection();
   const lock = `onceflow.sources.${pipeline}`;
   try {
@@ -68,7 +75,13 @@ export async function assignSources(db: Pool, pipeline: string, found: { topic: 
       for (const f of found) {
         if (known.has(`${f.topic}\u0000${f.partition}`)) continue;
         const a = { id: next++, topic: f.topic, partition: f.partition, discovered: all.length > 0 };
-        await conn.query(`INSERT INTO \`${SOURCES_TABLE}\` (pipeline, source_partition, topic, topic_partition, discovered) VALUES (?, ?, ?, ?, ?)`, [pipeline, a.id, a.topic, a.partition, a.discovered ? 1 : 0]);
+        await conn.query(`INSERT INTO \`${SOURCES_TABLE}\` (pipeline, source_partition, topic, topic_partition, discovered) VALUES (?, ?, ?, ?, ?)`, [
+          pipeline,
+          a.id,
+          a.topic,
+          a.partition,
+          a.discovered ? 1 : 0,
+        ]);
         known.add(`${f.topic}\u0000${f.partition}`);
         added.push(a);
       }

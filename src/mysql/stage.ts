@@ -78,7 +78,12 @@ export async function ensureStagedTable(db: Pool): Promise<void> {
  * Inside the XA branch: the epoch's rows into the staging tables and, if there were any, the
  * epoch into onceflow_staged. Returns how many rows were staged.
  */
-export async function stageRows(conn: PoolConnection, at: { pipeline: string; partition: number; epoch: number }, ops: RowOp[], tables: Map<string, TableSpec>): Promise<number> {
+export async function stageRows(
+  conn: PoolConnection,
+  at: { pipeline: string; partition: number; epoch: number },
+  ops: RowOp[],
+  tables: Map<string, TableSpec>,
+): Promise<number> {
   let staged = 0;
   for (const [t, rows] of tableRows(ops, tables)) {
     const cols = [...KEY_COLUMNS, ...t.columns.map(quoteIdent)].join(', ');
@@ -91,7 +96,8 @@ export async function stageRows(conn: PoolConnection, at: { pipeline: string; pa
     );
     staged += rows.length;
   }
-  if (staged > 0) await conn.execute(`INSERT INTO \`${STAGED_TABLE}\` (pipeline, source_partition, epoch) VALUES (?, ?, ?)`, [at.pipeline, at.partition, at.epoch]);
+  if (staged > 0)
+    await conn.execute(`INSERT INTO \`${STAGED_TABLE}\` (pipeline, source_partition, epoch) VALUES (?, ?, ?)`, [at.pipeline, at.partition, at.epoch]);
   return staged;
 }
 
@@ -115,7 +121,11 @@ export async function applyStaged(pool: Pool, at: { pipeline: string; partition:
         const ignore = t.onDuplicate.kind === 'ignore' ? ' IGNORE' : '';
         await conn.execute(
           `INSERT${ignore} INTO ${target} (${t.columns.map(quoteIdent).join(', ')}) SELECT ${t.columns.map((c) => `${stage}.${quoteIdent(c)}`).join(', ')} FROM ${stage} WHERE ${where} ORDER BY onceflow_seq` +
-            onDuplicateSql(t, (c) => `${stage}.${quoteIdent(c)}`, (c) => `${target}.${quoteIdent(c)}`),
+            onDuplicateSql(
+              t,
+              (c) => `${stage}.${quoteIdent(c)}`,
+              (c) => `${target}.${quoteIdent(c)}`,
+            ),
           params,
         );
         await conn.execute(`DELETE FROM ${stage} WHERE ${where}`, params);

@@ -47,7 +47,8 @@ export function versionProblem(t: TableSpec, values: Record<string, SqlValue>): 
   const od = t.onDuplicate;
   if (od.kind !== 'newest') return null;
   const v = values[od.version];
-  if (v === null || v === undefined) return `row for '${t.name}' has no version: column '${od.version}' is null (onDuplicate 'newest' compares versions; give every row one)`;
+  if (v === null || v === undefined)
+    return `row for '${t.name}' has no version: column '${od.version}' is null (onDuplicate 'newest' compares versions; give every row one)`;
   if (!versionKind(v)) {
     return `row for '${t.name}' has version ${JSON.stringify(String(v)).slice(0, 60)} in column '${od.version}', which is not a number, a bigint or a Date; convert it in the transform (e.g. new Date(text) or Date.parse(text))`;
   }

@@ -51,7 +51,11 @@ interface Move<S extends string> {
 
 export const KAFKA_MOVES: Record<KafkaState, readonly Move<KafkaState>[]> = {
   open: [{ to: 'prepared' }],
-  prepared: [{ to: 'committed' }, { to: 'aborted', guard: { what: 'the transaction aborted on a partition it wrote', holds: (f) => f.committedEverywhere === false } }, { to: 'withdrawn' }],
+  prepared: [
+    { to: 'committed' },
+    { to: 'aborted', guard: { what: 'the transaction aborted on a partition it wrote', holds: (f) => f.committedEverywhere === false } },
+    { to: 'withdrawn' },
+  ],
   aborted: [{ to: 'redone', guard: { what: 'a partition the transaction wrote has no committed copy', holds: (f) => f.committedEverywhere === false } }],
   committed: [],
   redone: [],
@@ -96,7 +100,10 @@ export const prepared = (epoch: number, staged: boolean): EpochState => ({ epoch
 /** After commitEpoch: the state its outcomes put the epoch in. */
 export function afterCommit(s: EpochState, kafka: 'committed' | 'aborted', mysql: 'committed' | 'redone'): EpochState {
   let n = kafka === 'committed' ? move(s, 'kafka', 'committed') : move(s, 'kafka', 'aborted', { committedEverywhere: false });
-  n = mysql === 'committed' ? move(n, 'mysql', 'committed', { decidedBranch: true }) : move(move(n, 'mysql', 'gone', { ledgerRow: false }), 'mysql', 'redone', { ledgerRow: false });
+  n =
+    mysql === 'committed'
+      ? move(n, 'mysql', 'committed', { decidedBranch: true })
+      : move(move(n, 'mysql', 'gone', { ledgerRow: false }), 'mysql', 'redone', { ledgerRow: false });
   return n.staged && n.mysql === 'committed' ? move(n, 'mysql', 'applied') : n;
 }
 
@@ -169,7 +176,12 @@ export type RecoveryAction =
 export function recoverEpoch(ev: EpochEvidence): RecoveryAction[] {
   const { marker, ledger } = ev;
   if (marker && ledger && (marker.start !== ledger.start || marker.end !== ledger.end)) {
-    return [{ do: 'refuse', why: `epoch ${ev.epoch}: the progress marker says offsets [${marker.start}, ${marker.end}), the ledger [${ledger.start}, ${ledger.end})` }];
+    return [
+      {
+        do: 'refuse',
+        why: `epoch ${ev.epoch}: the progress marker says offsets [${marker.start}, ${marker.end}), the ledger [${ledger.start}, ${ledger.end})`,
+      },
+    ];
   }
   const out: RecoveryAction[] = [];
   const decided = marker ? (marker.xid ?? (ev.branches.length === 1 ? ev.branches[0]!.xid : undefined)) : undefined;

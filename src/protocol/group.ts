@@ -135,7 +135,16 @@ export function advancePositions(positions: MemberPosition[], p: PreparedGroupEp
 
 /** One member's part of a group epoch, seen as the epoch of an ungrouped partition (for the per-partition commit, redo and recovery). */
 export function memberEpoch(p: PreparedGroupEpoch, m: MemberEpoch) {
-  return { kind: 'prepared' as const, epoch: m.epoch, start: m.start, end: m.end, records: m.records, deadLetters: m.deadLetters, kafka: { ...p.kafka, markerOffset: m.markerOffset }, xid: p.xid };
+  return {
+    kind: 'prepared' as const,
+    epoch: m.epoch,
+    start: m.start,
+    end: m.end,
+    records: m.records,
+    deadLetters: m.deadLetters,
+    kafka: { ...p.kafka, markerOffset: m.markerOffset },
+    xid: p.xid,
+  };
 }
 
 /** What the Web UI shows for an epoch: the members it covered, with their epochs. */

@@ -162,7 +162,14 @@ export interface PartitionState {
 
 /** A partition's state once its epoch (ending at `end`, with these counts) committed. */
 export function afterEpoch(s: PartitionState, e: { end: number; records: number; deadLetters: number }): PartitionState {
-  return { ...s, epoch: s.epoch + 1, offset: e.end, committedEpochs: s.committedEpochs + 1, records: s.records + e.records, deadLetters: s.deadLetters + e.deadLetters };
+  return {
+    ...s,
+    epoch: s.epoch + 1,
+    offset: e.end,
+    committedEpochs: s.committedEpochs + 1,
+    records: s.records + e.records,
+    deadLetters: s.deadLetters + e.deadLetters,
+  };
 }
 
 export type ControlAction = 'pause' | 'resume' | 'drain' | 'stop';

@@ -35,7 +35,10 @@ const connections = strictObject({
     replicationFactor: z.int().optional().describe("replication factor of the topics onceflow creates; -1 (default): the broker's default.replication.factor"),
     ssl: tls("name to check the brokers' certificates against").optional(),
     sasl: strictObject({
-      mechanism: z.enum(['plain', 'scram-sha-256', 'scram-sha-512', 'oauthbearer']).optional().describe('oauthbearer needs a token provider given in code (loadSettings hooks)'),
+      mechanism: z
+        .enum(['plain', 'scram-sha-256', 'scram-sha-512', 'oauthbearer'])
+        .optional()
+        .describe('oauthbearer needs a token provider given in code (loadSettings hooks)'),
       username: z.string().optional(),
       passwordFile: file('file holding the password').optional(),
       passwordEnv: z.string().optional().describe(PASSWORD_ENV),

@@ -36,9 +36,16 @@ const source = strictObject({
     .optional()
     .describe('several source topics; each (topic, partition) gets its own partition workflow'),
   startFrom: z.enum(['earliest', 'latest']).default(SPEC_DEFAULTS.startFrom),
-  discoveryIntervalMs: int(DISCOVERY_INTERVAL_BOUNDS.min, DISCOVERY_INTERVAL_BOUNDS.max, (iss) => `must be an integer from ${DISCOVERY_INTERVAL_BOUNDS.min} to ${DISCOVERY_INTERVAL_BOUNDS.max} ms (how often new partitions are looked for), got ${got(iss)}`)
+  discoveryIntervalMs: int(
+    DISCOVERY_INTERVAL_BOUNDS.min,
+    DISCOVERY_INTERVAL_BOUNDS.max,
+    (iss) =>
+      `must be an integer from ${DISCOVERY_INTERVAL_BOUNDS.min} to ${DISCOVERY_INTERVAL_BOUNDS.max} ms (how often new partitions are looked for), got ${got(iss)}`,
+  )
     .default(SPEC_DEFAULTS.discoveryIntervalMs)
-    .describe(`how often partitions added to the source topics are looked for (${DISCOVERY_INTERVAL_BOUNDS.min} to ${DISCOVERY_INTERVAL_BOUNDS.max}; default ${SPEC_DEFAULTS.discoveryIntervalMs})`),
+    .describe(
+      `how often partitions added to the source topics are looked for (${DISCOVERY_INTERVAL_BOUNDS.min} to ${DISCOVERY_INTERVAL_BOUNDS.max}; default ${SPEC_DEFAULTS.discoveryIntervalMs})`,
+    ),
 })
   .check((ctx) => {
     const { topic, topics } = ctx.value;
@@ -64,25 +71,43 @@ const onDuplicate = z
   .discriminatedUnion(
     'kind',
     [
-      strictObject({ kind: z.literal('accumulate').describe('add up columns'), columns: modeColumns('must list the columns to accumulate'), version: onlyForNewest() }),
-      strictObject({ kind: z.literal('replace').describe('overwrite columns, last write wins (with several source partitions: whichever committed last)'), columns: modeColumns('must list the columns to replace'), version: onlyForNewest() }),
+      strictObject({
+        kind: z.literal('accumulate').describe('add up columns'),
+        columns: modeColumns('must list the columns to accumulate'),
+        version: onlyForNewest(),
+      }),
+      strictObject({
+        kind: z.literal('replace').describe('overwrite columns, last write wins (with several source partitions: whichever committed last)'),
+        columns: modeColumns('must list the columns to replace'),
+        version: onlyForNewest(),
+      }),
       strictObject({
         kind: z.literal('newest').describe('overwrite columns and the version column only when the incoming version is greater'),
-        version: z.string({ error: versionProblem }).regex(IDENTIFIER_RE, { error: versionProblem }).describe('the version column (e.g. an event time; a number, BIGINT or DATETIME); a row whose version is null is dead-lettered'),
+        version: z
+          .string({ error: versionProblem })
+          .regex(IDENTIFIER_RE, { error: versionProblem })
+          .describe('the version column (e.g. an event time; a number, BIGINT or DATETIME); a row whose version is null is dead-lettered'),
         // Without columns, newest keeps only the version up to date: a running maximum.
         columns: z.array(z.string()).optional().describe('the columns to overwrite with the newer version'),
       }),
       strictObject({ kind: z.literal('ignore').describe('keep the first row (insert-only)'), version: onlyForNewest() }),
     ],
-    { error: (iss) => (iss.code === 'invalid_union' ? `must be ${ON_DUPLICATE_KINDS}, got ${JSON.stringify((iss.input as { kind?: unknown } | undefined)?.kind)}` : undefined) },
+    {
+      error: (iss) =>
+        iss.code === 'invalid_union' ? `must be ${ON_DUPLICATE_KINDS}, got ${JSON.stringify((iss.input as { kind?: unknown } | undefined)?.kind)}` : undefined,
+    },
   )
   .describe('how a row combines with the one already under its key (docs/design.md, table modes)');
 
 const create = strictObject({
   columns: z
-    .record(z.string().regex(IDENTIFIER_RE), z.string().regex(SQL_TYPE_RE, { error: (iss) => `must be a plain SQL type such as 'BIGINT NOT NULL', got ${got(iss)}` }), {
-      error: (iss) => (iss.code === 'invalid_key' ? `column name must match ${IDENTIFIER_RE}` : undefined),
-    })
+    .record(
+      z.string().regex(IDENTIFIER_RE),
+      z.string().regex(SQL_TYPE_RE, { error: (iss) => `must be a plain SQL type such as 'BIGINT NOT NULL', got ${got(iss)}` }),
+      {
+        error: (iss) => (iss.code === 'invalid_key' ? `column name must match ${IDENTIFIER_RE}` : undefined),
+      },
+    )
     .describe('DDL per column, e.g. {"indicate": "BIGINT NOT NULL"}'),
   primaryKey: z.array(z.string()).min(1, { error: 'must list the key columns' }),
 })
@@ -114,13 +139,11 @@ const table = strictObject({
 });
 
 const mysqlSink = strictObject({
-  tables: z
-    .array(table, { error: (iss) => `must be an array of table definitions (may be empty), got ${got(iss)}` })
-    .check((ctx) => {
-      ctx.value.forEach((t, n) => {
-        if (ctx.value.findIndex((u) => u.name === t.name) !== n) flag(ctx, [n, 'name'], t.name, `'${t.name}' is defined twice`);
-      });
-    }),
+  tables: z.array(table, { error: (iss) => `must be an array of table definitions (may be empty), got ${got(iss)}` }).check((ctx) => {
+    ctx.value.forEach((t, n) => {
+      if (ctx.value.findIndex((u) => u.name === t.name) !== n) flag(ctx, [n, 'name'], t.name, `'${t.name}' is defined twice`);
+    });
+  }),
   mode: z
     .enum(['staged', 'direct'])
     .default('staged')
@@ -134,9 +157,15 @@ const ratioProblem = (iss: { input?: unknown }) => `must be a number from 0 to 1
 
 /** The pipeline definition as written (in code or under `pipeline:` in a config file). */
 export const pipelineSchema = strictObject({
-  name: z.string().regex(NAME_RE, { error: (iss) => `must match ${NAME_RE} (lower-case letters, digits, '.', '_', '-'; at most 40), got ${got(iss)}` }).describe(NAME_RE.source.slice(1, -1)),
+  name: z
+    .string()
+    .regex(NAME_RE, { error: (iss) => `must match ${NAME_RE} (lower-case letters, digits, '.', '_', '-'; at most 40), got ${got(iss)}` })
+    .describe(NAME_RE.source.slice(1, -1)),
   source,
-  transform: z.string().min(1, { error: 'must name a transform registered on the workers' }).describe('name of a transform registered on the workers, e.g. flink-compare'),
+  transform: z
+    .string()
+    .min(1, { error: 'must name a transform registered on the workers' })
+    .describe('name of a transform registered on the workers, e.g. flink-compare'),
   transformOptions: z.record(z.string(), z.unknown()).optional().describe('free-form, JSON-serialisable options handed to the transform (no secrets)'),
   kafkaSink: strictObject({
     topic: topicName(),
@@ -171,18 +200,35 @@ export const pipelineSchema = strictObject({
     maxWaitMs: positive().default(EPOCH.maxWaitMs).describe('longest wait for data before an epoch closes'),
   }).prefault({}),
   epochsPerRun: positive().default(SPEC_DEFAULTS.epochsPerRun).describe('continue-as-new after this many epochs'),
-  parallelism: int(1, MAX_PARALLELISM, (iss) => `must be an integer from 1 to ${MAX_PARALLELISM} (the number of partition groups), got ${got(iss)}; leave it out for one workflow per source partition`)
+  parallelism: int(
+    1,
+    MAX_PARALLELISM,
+    (iss) =>
+      `must be an integer from 1 to ${MAX_PARALLELISM} (the number of partition groups), got ${got(iss)}; leave it out for one workflow per source partition`,
+  )
     .optional()
-    .describe('partition groups: this many workflows, source partition p in group p mod parallelism, each epoch one Kafka transaction and one XA branch per group (default: one per source partition)'),
+    .describe(
+      'partition groups: this many workflows, source partition p in group p mod parallelism, each epoch one Kafka transaction and one XA branch per group (default: one per source partition)',
+    ),
 })
   .check((ctx) => {
     const p = ctx.value;
     const topics = p.source.topics ?? [p.source.topic];
     if (topics.includes(p.kafkaSink.topic)) {
-      flag(ctx, ['kafkaSink', 'topic'], p.kafkaSink.topic, `must differ from ${p.source.topics ? 'every one of source.topics' : 'source.topic'} (a pipeline reading its own output never ends)`);
+      flag(
+        ctx,
+        ['kafkaSink', 'topic'],
+        p.kafkaSink.topic,
+        `must differ from ${p.source.topics ? 'every one of source.topics' : 'source.topic'} (a pipeline reading its own output never ends)`,
+      );
     }
     if (p.epoch.maxWaitMs * 2 >= p.kafkaSink.transactionTimeoutMs) {
-      flag(ctx, ['epoch', 'maxWaitMs'], p.epoch.maxWaitMs, `must be well below kafkaSink.transactionTimeoutMs (${p.kafkaSink.transactionTimeoutMs}); lower it or raise the timeout`);
+      flag(
+        ctx,
+        ['epoch', 'maxWaitMs'],
+        p.epoch.maxWaitMs,
+        `must be well below kafkaSink.transactionTimeoutMs (${p.kafkaSink.transactionTimeoutMs}); lower it or raise the timeout`,
+      );
     }
   })
   // What travels through history: the first source topic as `topic`, the topics' defaults filled.

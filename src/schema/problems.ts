@@ -19,8 +19,7 @@ function closest(name: string, options: string[]): string | undefined {
     const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
     for (let j = 1; j <= b.length; j++) d[0]![j] = j;
     for (let i = 1; i <= a.length; i++)
-      for (let j = 1; j <= b.length; j++)
-        d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      for (let j = 1; j <= b.length; j++) d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
     return d[a.length]![b.length]!;
   };
   const best = options.map((o) => [o, dist(name.toLowerCase(), o.toLowerCase())] as const).sort((x, y) => x[1] - y[1])[0];

@@ -172,7 +172,9 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
   options: SchemaRegistryOptions = {},
 ): Transform {
   if (typeof registry?.decode !== 'function' || typeof registry.encode !== 'function') {
-    throw new TypeError('withSchemaRegistry: the registry needs decode(buffer) and encode(schemaId, value) (a SchemaRegistry of @kafkajs/confluent-schema-registry)');
+    throw new TypeError(
+      'withSchemaRegistry: the registry needs decode(buffer) and encode(schemaId, value) (a SchemaRegistry of @kafkajs/confluent-schema-registry)',
+    );
   }
   if (typeof transform?.map !== 'function') throw new TypeError('withSchemaRegistry: a transform needs a map(record, ctx) function');
   checkRef('outputValueSchema', options.outputValueSchema);
@@ -183,7 +185,8 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
     }
   }
   const retries = options.registryRetries ?? 3;
-  if (!Number.isInteger(retries) || retries < 0) throw new ConfigError('withSchemaRegistry: registryRetries', `must be an integer ≥ 0, got ${JSON.stringify(retries)}`);
+  if (!Number.isInteger(retries) || retries < 0)
+    throw new ConfigError('withSchemaRegistry: registryRetries', `must be an integer ≥ 0, got ${JSON.stringify(retries)}`);
 
   /**
    * Runs a registry call; `notFound` says what a 404 means (the record's fault, or null when
@@ -209,27 +212,51 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
   const resolveRef = async (field: string, ref: SchemaRef | undefined): Promise<number | undefined> => {
     if (ref === undefined) return undefined;
     if (typeof ref === 'number') {
-      if (registry.getSchema) await call(`fetching ${field} ${ref}`, () => registry.getSchema!(ref), (e) => e as Error, 'config');
+      if (registry.getSchema)
+        await call(
+          `fetching ${field} ${ref}`,
+          () => registry.getSchema!(ref),
+          (e) => e as Error,
+          'config',
+        );
       return ref;
     }
-    const id = await call(`resolving ${field} ${ref.subject} version ${ref.version}`, () => registry.getRegistryId!(ref.subject, ref.version), (e) => e as Error, 'config');
-    if (!Number.isInteger(id) || id <= 0) throw new ConfigError(`withSchemaRegistry: ${field}`, `the registry answered id ${JSON.stringify(id)} for ${ref.subject} version ${ref.version}`);
+    const id = await call(
+      `resolving ${field} ${ref.subject} version ${ref.version}`,
+      () => registry.getRegistryId!(ref.subject, ref.version),
+      (e) => e as Error,
+      'config',
+    );
+    if (!Number.isInteger(id) || id <= 0)
+      throw new ConfigError(`withSchemaRegistry: ${field}`, `the registry answered id ${JSON.stringify(id)} for ${ref.subject} version ${ref.version}`);
     return id;
   };
   const outputIds = () =>
-    (resolved ??= (async () => ({ value: await resolveRef('outputValueSchema', options.outputValueSchema), key: await resolveRef('outputKeySchema', options.outputKeySchema) }))().catch((e: unknown) => {
+    (resolved ??= (async () => ({
+      value: await resolveRef('outputValueSchema', options.outputValueSchema),
+      key: await resolveRef('outputKeySchema', options.outputKeySchema),
+    }))().catch((e: unknown) => {
       resolved = undefined;
       throw e;
     }));
 
   const decode = (what: 'value' | 'key', bytes: Buffer | null) =>
-    bytes === null ? Promise.resolve(null) : call(`decoding the ${what}`, () => registry.decode(bytes), (e) => new UndecodableRecord(`schema registry: cannot decode the record's ${what}: ${errorMessage(e)}`, { cause: e }), 'record');
+    bytes === null
+      ? Promise.resolve(null)
+      : call(
+          `decoding the ${what}`,
+          () => registry.decode(bytes),
+          (e) => new UndecodableRecord(`schema registry: cannot decode the record's ${what}: ${errorMessage(e)}`, { cause: e }),
+          'record',
+        );
 
   const encode = async (what: string, id: number | undefined, v: unknown): Promise<string | Buffer | null> => {
     if (v === null || v === undefined) return null;
     if (id === undefined) {
       if (typeof v === 'string' || Buffer.isBuffer(v)) return v;
-      throw new Error(`schema registry: ${what} is ${typeof v}, not a string or Buffer, and no output schema is set for it (withSchemaRegistry's outputValueSchema / outputKeySchema)`);
+      throw new Error(
+        `schema registry: ${what} is ${typeof v}, not a string or Buffer, and no output schema is set for it (withSchemaRegistry's outputValueSchema / outputKeySchema)`,
+      );
     }
     return call(
       `encoding ${what}`,
@@ -250,12 +277,14 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
       const decoded: DecodedRecord<V, K> = { ...record, key: key as K | null, value: value as V | null, raw: record };
       const result = await transform.map(decoded, ctx);
       if (typeof result !== 'object' || result === null) return result;
-      const kafka = result.kafka && (await Promise.all(
-        result.kafka.map(async (o, i): Promise<OutputRecord> => {
-          const [v, k] = await Promise.all([encode(`output ${i}'s value`, ids.value, o.value), encode(`output ${i}'s key`, ids.key, o.key)]);
-          return { ...o, key: k, value: v };
-        }),
-      ));
+      const kafka =
+        result.kafka &&
+        (await Promise.all(
+          result.kafka.map(async (o, i): Promise<OutputRecord> => {
+            const [v, k] = await Promise.all([encode(`output ${i}'s value`, ids.value, o.value), encode(`output ${i}'s key`, ids.key, o.key)]);
+            return { ...o, key: k, value: v };
+          }),
+        ));
       return { ...(kafka ? { kafka } : {}), ...(result.mysql ? { mysql: result.mysql } : {}) };
     },
   };

@@ -23,7 +23,10 @@ function registerTypeScript(file: string, field: string, modulePath: string): vo
       // not installed there; try the next place
     }
   }
-  throw new ConfigError(field, `'${modulePath}' is TypeScript, and tsx is not installed in its project: run 'npm install --save-dev tsx' there, or compile the module and give the .js file`);
+  throw new ConfigError(
+    field,
+    `'${modulePath}' is TypeScript, and tsx is not installed in its project: run 'npm install --save-dev tsx' there, or compile the module and give the .js file`,
+  );
 }
 
 export function loadTransforms(modulePath: string, field = '--transforms'): TransformRegistry {
@@ -47,7 +50,11 @@ export function loadTransforms(modulePath: string, field = '--transforms'): Tran
     const entries = Object.entries(exported);
     const bad = entries.filter(([, t]) => !isTransform(t)).map(([n]) => n);
     if (entries.length && !bad.length) return entries.reduce((r, [n, t]) => r.register(n, t as Transform), new TransformRegistry());
-    if (bad.length) throw new ConfigError(field, `module '${modulePath}': ${bad.map((b) => `'${b}'`).join(', ')} is not a transform (an object with a map(record, ctx) function)`);
+    if (bad.length)
+      throw new ConfigError(
+        field,
+        `module '${modulePath}': ${bad.map((b) => `'${b}'`).join(', ')} is not a transform (an object with a map(record, ctx) function)`,
+      );
   }
   throw new ConfigError(field, `module '${modulePath}' exports no 'transforms' (a TransformRegistry or a name → transform map)`);
 }

@@ -47,7 +47,13 @@ function inSourceOrder(expectedBySource: Map<number, string[]>, actual: string[]
  * One output partition: expected vs read_committed as multisets, and each source's order. What
  * was found is also attributed to the source partitions, for their rows of the report (`reportOf`, updated).
  */
-export function judgeOutput(partition: number, bySource: Map<number, string[]>, committed: string[], uncommitted: number, reportOf: Map<number, PartitionReport>): OutputReport {
+export function judgeOutput(
+  partition: number,
+  bySource: Map<number, string[]>,
+  committed: string[],
+  uncommitted: number,
+  reportOf: Map<number, PartitionReport>,
+): OutputReport {
   const expected = [...bySource.values()].flat();
   const cmp = compare(expected.slice().sort(), committed.slice().sort());
   const order = inSourceOrder(bySource, committed);
@@ -79,7 +85,12 @@ export function judgeOutput(partition: number, bySource: Map<number, string[]>, 
 }
 
 /** Reason class of a dead letter: its onceflow.reason header, else (older runs) the error text before its first ':'. */
-const reasonOf = (headers: RawRecord['headers']) => (headers['onceflow.reason'] !== undefined ? String(headers['onceflow.reason']) : String(headers['onceflow.error'] ?? 'unknown').split(':')[0]!.trim());
+const reasonOf = (headers: RawRecord['headers']) =>
+  headers['onceflow.reason'] !== undefined
+    ? String(headers['onceflow.reason'])
+    : String(headers['onceflow.error'] ?? 'unknown')
+        .split(':')[0]!
+        .trim();
 
 /** Counts the run's dead letters per reason and the budget's allowance for the run's source records. */
 export function deadLetterSummary(spec: PipelineSpec, records: Pick<RawRecord, 'headers'>[], sourceRecords: number): DeadLetterSummary {
@@ -141,23 +152,42 @@ export function checksOf(spec: PipelineSpec, f: Findings, totals: VerifyReport['
   const dlCmp = f.deadLetterCmp;
   const name = (r: PartitionReport) => (spec.source.topics ? `partition ${r.partition} (${r.topic}[${r.topicPartition}])` : `partition ${r.partition}`);
   const missingWhere = [
-    ...f.outputs.filter((o) => o.missing + o.unexpected > 0).map((o) => `${spec.kafkaSink.topic}[${o.partition}]${o.partition >= f.outputPartitions ? ' (no such partition)' : ''}: ${o.missing} missing, ${o.unexpected} unexpected`),
+    ...f.outputs
+      .filter((o) => o.missing + o.unexpected > 0)
+      .map(
+        (o) =>
+          `${spec.kafkaSink.topic}[${o.partition}]${o.partition >= f.outputPartitions ? ' (no such partition)' : ''}: ${o.missing} missing, ${o.unexpected} unexpected`,
+      ),
     ...(dlCmp.missing + dlCmp.unexpected > 0 ? [`${spec.deadLetterTopic}: ${dlCmp.missing} missing, ${dlCmp.unexpected} unexpected`] : []),
   ];
   return [
     {
       name: 'source topics exist',
       ok: goneTopics.length === 0,
-      detail: goneTopics.length ? goneTopics.map((t) => `source topic '${t}' does not exist (any more); its partitions cannot be checked`).join('; ') : `${sourceTopics(spec).length} topic(s)`,
+      detail: goneTopics.length
+        ? goneTopics.map((t) => `source topic '${t}' does not exist (any more); its partitions cannot be checked`).join('; ')
+        : `${sourceTopics(spec).length} topic(s)`,
     },
     { name: 'no duplicates (read_committed)', ok: totals.duplicates === 0, detail: `${totals.duplicates} duplicate(s)` },
-    { name: 'nothing missing (read_committed)', ok: totals.missing === 0, detail: missingWhere.length ? `${totals.missing} missing or unexpected: ${missingWhere.slice(0, 5).join('; ')}` : '0 missing or unexpected' },
+    {
+      name: 'nothing missing (read_committed)',
+      ok: totals.missing === 0,
+      detail: missingWhere.length ? `${totals.missing} missing or unexpected: ${missingWhere.slice(0, 5).join('; ')}` : '0 missing or unexpected',
+    },
     {
       name: 'source order per partition',
       ok: reports.every((r) => r.inOrder),
-      detail: reports.filter((r) => !r.inOrder).map((r) => `${name(r)} out of order`).join('; ') || 'in order',
+      detail:
+        reports
+          .filter((r) => !r.inOrder)
+          .map((r) => `${name(r)} out of order`)
+          .join('; ') || 'in order',
     },
-    { name: 'MySQL tables equal the rows applied once', ok: tableProblems.length === 0, detail: tableProblems.slice(0, 5).join('; ') || `${f.expectedRows} row(s) match` },
+    {
+      name: 'MySQL tables equal the rows applied once',
+      ok: tableProblems.length === 0,
+      detail: tableProblems.slice(0, 5).join('; ') || `${f.expectedRows} row(s) match`,
+    },
     {
       name: 'every committed epoch applied to the tables',
       ok: unapplied.length === 0,
@@ -168,14 +198,20 @@ export function checksOf(spec: PipelineSpec, f: Findings, totals: VerifyReport['
     {
       name: 'ledger and progress markers agree',
       ok: reports.every((r) => r.ledgerEpoch === r.markerEpoch),
-      detail: reports.filter((r) => r.ledgerEpoch !== r.markerEpoch).map((r) => `${name(r)}: ledger epoch ${r.ledgerEpoch}, marker epoch ${r.markerEpoch}`).join('; ') || 'agree',
+      detail:
+        reports
+          .filter((r) => r.ledgerEpoch !== r.markerEpoch)
+          .map((r) => `${name(r)}: ledger epoch ${r.ledgerEpoch}, marker epoch ${r.markerEpoch}`)
+          .join('; ') || 'agree',
     },
     {
       name: 'caught up with the source',
       ok: reports.every((r) => r.committedThrough === null || r.committedThrough === r.sourceEnd) && unread.length === 0,
       detail:
         [
-          ...reports.filter((r) => r.committedThrough !== r.sourceEnd).map((r) => `${name(r)}: committed through ${r.committedThrough}, source ends at ${r.sourceEnd}`),
+          ...reports
+            .filter((r) => r.committedThrough !== r.sourceEnd)
+            .map((r) => `${name(r)}: committed through ${r.committedThrough}, source ends at ${r.sourceEnd}`),
           ...unread.map((u) => `${u}: has records but no partition workflow reads it`),
         ].join('; ') || 'lag 0',
     },

@@ -32,7 +32,14 @@ export class Expected {
   /** Adds one source partition's committed records, transformed once; returns its report row (outputs not counted yet). */
   async add(src: PipelineSourcePartition, read: SourceRead): Promise<PartitionReport> {
     const p = src.id;
-    const applied = await applyTransform(this.spec, this.transform, read.records, { pipeline: this.spec.name, partition: p, epoch: 0, attempt: 0, options: this.spec.transformOptions ?? {} }, this.tables, this.layout);
+    const applied = await applyTransform(
+      this.spec,
+      this.transform,
+      read.records,
+      { pipeline: this.spec.name, partition: p, epoch: 0, attempt: 0, options: this.spec.transformOptions ?? {} },
+      this.tables,
+      this.layout,
+    );
     for (const op of applied.rows) this.rows.add(this.tables.get(op.table)!, p, op.values);
     for (const o of applied.outputs) {
       const byOut = this.outputs.get(o.partition) ?? this.outputs.set(o.partition, new Map()).get(o.partition)!;

@@ -51,7 +51,11 @@ type Deps = { cluster: KafkaCluster; admin: Admin; pool: Pool; transforms: Trans
  * progress markers agree. Needs the pipeline's transform (it maps the records again).
  * `onProgress` hears each source partition as it is done (verify reads every record).
  */
-export async function verifyPipeline(deps: Deps, spec: PipelineSpec, onProgress?: (done: number, total: number, partition: string) => void): Promise<VerifyReport> {
+export async function verifyPipeline(
+  deps: Deps,
+  spec: PipelineSpec,
+  onProgress?: (done: number, total: number, partition: string) => void,
+): Promise<VerifyReport> {
   const { cluster, pool } = deps;
   const transform = deps.transforms.get(spec.transform, spec.name);
   const { sources: all, goneTopics, unassigned } = await pipelineSources(deps, spec);
@@ -89,10 +93,20 @@ export async function verifyPipeline(deps: Deps, spec: PipelineSpec, onProgress?
 }
 
 /** Reads each source partition's committed records and transforms them once: what must be visible. */
-async function expectSources(deps: Deps, spec: PipelineSpec, transform: Transform, sources: PipelineSourcePartition[], layout: SinkLayout, onProgress?: (done: number, total: number, partition: string) => void) {
+async function expectSources(
+  deps: Deps,
+  spec: PipelineSpec,
+  transform: Transform,
+  sources: PipelineSourcePartition[],
+  layout: SinkLayout,
+  onProgress?: (done: number, total: number, partition: string) => void,
+) {
   // The default output partition is id mod the partition count (src/activities/apply.ts); for
   // pipelines started before, that is the source partition whenever their setup check passed.
-  const both = layout.outputPartitions > 0 && layout.deadLetterPartitions > 0 ? { outputPartitions: layout.outputPartitions, deadLetterPartitions: layout.deadLetterPartitions } : undefined;
+  const both =
+    layout.outputPartitions > 0 && layout.deadLetterPartitions > 0
+      ? { outputPartitions: layout.outputPartitions, deadLetterPartitions: layout.deadLetterPartitions }
+      : undefined;
   const expected = new Expected(spec, transform, both);
   const reports: PartitionReport[] = [];
   let sourceRecords = 0;
@@ -106,7 +120,13 @@ async function expectSources(deps: Deps, spec: PipelineSpec, transform: Transfor
 }
 
 /** Per output partition (those that exist and those outputs are expected in): expected vs read_committed. */
-async function judgeOutputs(cluster: KafkaCluster, spec: PipelineSpec, expected: Expected, outputPartitions: number, reports: PartitionReport[]): Promise<OutputReport[]> {
+async function judgeOutputs(
+  cluster: KafkaCluster,
+  spec: PipelineSpec,
+  expected: Expected,
+  outputPartitions: number,
+  reports: PartitionReport[],
+): Promise<OutputReport[]> {
   const reportOf = new Map(reports.map((r) => [r.partition, r]));
   const outputs: OutputReport[] = [];
   const outParts = [...new Set([...Array.from({ length: outputPartitions }, (_, o) => o), ...expected.outputs.keys()])].sort((a, b) => a - b);

@@ -41,7 +41,10 @@ export async function readAll(cluster: KafkaCluster, topic: string, partition: n
  * topic: id = partition). `goneTopics` are source topics that no longer exist; `unassigned`
  * are partitions of existing source topics that no partition workflow reads (yet).
  */
-export async function pipelineSources(deps: { admin: Admin; pool: Pool }, spec: PipelineSpec): Promise<{ sources: PipelineSourcePartition[]; goneTopics: string[]; unassigned: { topic: string; partition: number }[] }> {
+export async function pipelineSources(
+  deps: { admin: Admin; pool: Pool },
+  spec: PipelineSpec,
+): Promise<{ sources: PipelineSourcePartition[]; goneTopics: string[]; unassigned: { topic: string; partition: number }[] }> {
   const topics = sourceTopics(spec);
   const counts = await partitionCounts(deps.admin, topics);
   const present = topics.filter((t) => (counts.get(t) ?? 0) > 0);
@@ -51,7 +54,9 @@ export async function pipelineSources(deps: { admin: Admin; pool: Pool }, spec: 
     sources = present.flatMap((topic) => Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ id: id++, topic, partition })));
   }
   const known = new Set(sources.map((s) => `${s.topic}\u0000${s.partition}`));
-  const unassigned = present.flatMap((topic) => Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ topic, partition })).filter((x) => !known.has(`${topic}\u0000${x.partition}`)));
+  const unassigned = present.flatMap((topic) =>
+    Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ topic, partition })).filter((x) => !known.has(`${topic}\u0000${x.partition}`)),
+  );
   const goneTopics = [...new Set([...topics, ...sources.map((s) => s.topic)])].filter((t) => !(counts.get(t) ?? 0));
   return { sources, goneTopics, unassigned };
 }
@@ -65,7 +70,11 @@ export interface SinkLayout {
 
 export async function sinkLayout(admin: Admin, spec: PipelineSpec): Promise<SinkLayout> {
   const counts = await partitionCounts(admin, [spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic]);
-  return { outputPartitions: counts.get(spec.kafkaSink.topic) ?? 0, deadLetterPartitions: counts.get(spec.deadLetterTopic) ?? 0, progressPartitions: counts.get(spec.progressTopic) ?? 0 };
+  return {
+    outputPartitions: counts.get(spec.kafkaSink.topic) ?? 0,
+    deadLetterPartitions: counts.get(spec.deadLetterTopic) ?? 0,
+    progressPartitions: counts.get(spec.progressTopic) ?? 0,
+  };
 }
 
 /** The partitions whose LSO verify waits for and judges: every output and dead-letter partition, and the progress partitions of the pipeline's sources. */
@@ -105,11 +114,17 @@ export interface SourceRead {
   records: SourceRecord[];
 }
 
-export async function readSource(deps: { cluster: KafkaCluster; pool: Pool }, spec: PipelineSpec, src: PipelineSourcePartition, progressPartitions: number): Promise<SourceRead> {
+export async function readSource(
+  deps: { cluster: KafkaCluster; pool: Pool },
+  spec: PipelineSpec,
+  src: PipelineSourcePartition,
+  progressPartitions: number,
+): Promise<SourceRead> {
   const { cluster, pool } = deps;
   const p = src.id;
   const ledger = await lastLedgerRow(pool, spec.name, p);
-  const marker = p < progressPartitions ? await lastCommittedMarker(cluster, spec.progressTopic, p, await earliestOffset(cluster, spec.progressTopic, p)) : null;
+  const marker =
+    p < progressPartitions ? await lastCommittedMarker(cluster, spec.progressTopic, p, await earliestOffset(cluster, spec.progressTopic, p)) : null;
   const committedThrough = ledger?.end ?? null;
   const sourceEnd = await latestOffset(cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED);
   // Everything the pipeline committed, transformed once, is what must be visible.
@@ -119,12 +134,20 @@ export async function readSource(deps: { cluster: KafkaCluster; pool: Pool }, sp
 }
 
 async function firstEpochStart(pool: Pool, pipeline: string, partition: number): Promise<number | null> {
-  const [rows] = await pool.execute<RowDataPacket[]>('SELECT start_offset FROM onceflow_ledger WHERE pipeline = ? AND source_partition = ? ORDER BY epoch ASC LIMIT 1', [pipeline, partition]);
+  const [rows] = await pool.execute<RowDataPacket[]>(
+    'SELECT start_offset FROM onceflow_ledger WHERE pipeline = ? AND source_partition = ? ORDER BY epoch ASC LIMIT 1',
+    [pipeline, partition],
+  );
   return rows[0] ? Number(rows[0].start_offset) : null;
 }
 
 /** One output partition: its read_committed records and its read_uncommitted count. A partition that does not exist holds nothing. */
-export async function readOutput(cluster: KafkaCluster, topic: string, partition: number, exists: boolean): Promise<{ committed: RawRecord[]; uncommitted: number }> {
+export async function readOutput(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  exists: boolean,
+): Promise<{ committed: RawRecord[]; uncommitted: number }> {
   if (!exists) return { committed: [], uncommitted: 0 };
   const committed = await readAll(cluster, topic, partition, ISOLATION.READ_COMMITTED);
   const uncommitted = (await readAll(cluster, topic, partition, ISOLATION.READ_UNCOMMITTED)).length;
@@ -153,7 +176,8 @@ export async function hangingPartitions(cluster: KafkaCluster, partitions: [stri
 export async function unreadPartitions(cluster: KafkaCluster, unassigned: { topic: string; partition: number }[]): Promise<string[]> {
   const unread: string[] = [];
   for (const u of unassigned) {
-    if ((await latestOffset(cluster, u.topic, u.partition, ISOLATION.READ_COMMITTED)) > (await earliestOffset(cluster, u.topic, u.partition))) unread.push(`${u.topic}[${u.partition}]`);
+    if ((await latestOffset(cluster, u.topic, u.partition, ISOLATION.READ_COMMITTED)) > (await earliestOffset(cluster, u.topic, u.partition)))
+      unread.push(`${u.topic}[${u.partition}]`);
   }
   return unread;
 }

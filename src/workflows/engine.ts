@@ -43,7 +43,16 @@ import { addMembersSignal, controlSignal, controlUpdate, groupStatusQuery, type 
 
 export type MemberState = PartitionState & { id: number };
 
-export const zeroState = (p: MemberPosition): MemberState => ({ id: p.id, epoch: p.epoch, offset: p.offset, committedEpochs: 0, records: 0, deadLetters: 0, redos: 0, mysqlRedos: 0 });
+export const zeroState = (p: MemberPosition): MemberState => ({
+  id: p.id,
+  epoch: p.epoch,
+  offset: p.offset,
+  committedEpochs: 0,
+  records: 0,
+  deadLetters: 0,
+  redos: 0,
+  mysqlRedos: 0,
+});
 /** A member's state as an ungrouped partition's (status query, results). */
 export const partitionState = ({ id: _id, ...s }: MemberState): PartitionState => s;
 
@@ -122,10 +131,23 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
         phase: own ? phase : 'reconciling',
         state: partitionState(own ?? zeroState({ id, epoch: 0, offset: 0 })),
         ...common,
-        inFlight: flight.map((f) => ({ epoch: f.e, kafka: f.epoch.kafka, mysql: f.epoch.mysql, step: solo ? describe(f.epoch) : `group ${group} epoch ${f.e} (${f.members}): ${describe(f.epoch)}` })),
+        inFlight: flight.map((f) => ({
+          epoch: f.e,
+          kafka: f.epoch.kafka,
+          mysql: f.epoch.mysql,
+          step: solo ? describe(f.epoch) : `group ${group} epoch ${f.e} (${f.members}): ${describe(f.epoch)}`,
+        })),
       };
     }
-    return { pipeline: spec.name, group, phase, groupEpoch, members: state, ...common, inFlight: flight.map((f) => ({ groupEpoch: f.e, members: f.members, step: describe(f.epoch) })) };
+    return {
+      pipeline: spec.name,
+      group,
+      phase,
+      groupEpoch,
+      members: state,
+      ...common,
+      inFlight: flight.map((f) => ({ groupEpoch: f.e, members: f.members, step: describe(f.epoch) })),
+    };
   });
   setHandler(controlUpdate, (action) => (control = applyControl(control, action)), { validator: (action) => validateControl(action, control) });
   setHandler(controlSignal, (action) => {
@@ -142,9 +164,10 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
     });
   }
 
-  const reconciled = await acts.reconcileMembers.executeWithOptions({ ...opts.admin, summary: solo ? `reconcile partition ${group}` : `reconcile group ${group}: partitions ${members.map((m) => m.id).join(' ')}` }, [
-    { ...unit, members, ...(input.carried ? { expected: input.carried.members.map(({ id, epoch, offset }) => ({ id, epoch, offset })) } : {}) },
-  ]);
+  const reconciled = await acts.reconcileMembers.executeWithOptions(
+    { ...opts.admin, summary: solo ? `reconcile partition ${group}` : `reconcile group ${group}: partitions ${members.map((m) => m.id).join(' ')}` },
+    [{ ...unit, members, ...(input.carried ? { expected: input.carried.members.map(({ id, epoch, offset }) => ({ id, epoch, offset })) } : {}) }],
+  );
   state = reconciled.positions.map((p) => ({ ...(carried.get(p.id) ?? zeroState(p)), epoch: p.epoch, offset: p.offset }));
   if (solo) {
     // A group of one's epoch is its partition's: its transactional ids and gtrid are numbered by it.
@@ -188,7 +211,9 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
     const covering = describeMembers(p.members);
     lastError = redoReason(solo ? `epoch ${p.groupEpoch}` : `group ${group} epoch ${p.groupEpoch}`, split);
     await CancellationScope.nonCancellable(() =>
-      acts.redoMembers.executeWithOptions({ ...opts.commit, summary: `${label(p.groupEpoch, covering)}: redo Kafka side` }, [{ ...unit, members, prepared: p }]),
+      acts.redoMembers.executeWithOptions({ ...opts.commit, summary: `${label(p.groupEpoch, covering)}: redo Kafka side` }, [
+        { ...unit, members, prepared: p },
+      ]),
     );
     const f = inFlight.get(p.groupEpoch);
     if (f) track(p.groupEpoch, f.members, move(f.epoch, 'kafka', 'redone', { committedEverywhere: false }));
@@ -199,16 +224,19 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
     const covering = describeMembers(p.members);
     const commitOnly = () =>
       CancellationScope.nonCancellable(() =>
-        acts.commitMembers.executeWithOptions({ ...opts.commit, summary: `${label(p.groupEpoch, covering)}: commit (EndTxn ∥ XA COMMIT)` }, [{ ...unit, members, prepared: p }]),
+        acts.commitMembers.executeWithOptions({ ...opts.commit, summary: `${label(p.groupEpoch, covering)}: commit (EndTxn ∥ XA COMMIT)` }, [
+          { ...unit, members, prepared: p },
+        ]),
       );
     if (!overlapNext) return commitOnly();
     const after = advancePositions(positions(), p);
     track(p.groupEpoch + 1, describeMembers(after), openEpoch(p.groupEpoch + 1, staged));
     try {
       const a = await CancellationScope.nonCancellable(() =>
-        acts.advanceMembers.executeWithOptions({ ...opts.advance, summary: `${label(p.groupEpoch, covering)}: commit, and prepare epoch ${p.groupEpoch + 1}` }, [
-          { ...unit, members, prepared: p, positions: positions(), noWait: control.drain },
-        ]),
+        acts.advanceMembers.executeWithOptions(
+          { ...opts.advance, summary: `${label(p.groupEpoch, covering)}: commit, and prepare epoch ${p.groupEpoch + 1}` },
+          [{ ...unit, members, prepared: p, positions: positions(), noWait: control.drain }],
+        ),
       );
       settle(p.groupEpoch + 1, a.next);
       return a;
@@ -219,7 +247,8 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
       throw e;
     }
   };
-  const results = (reason: PartitionResult['reason']): PartitionResult[] => state.map((m) => ({ pipeline: spec.name, partition: m.id, state: partitionState(m), reason }));
+  const results = (reason: PartitionResult['reason']): PartitionResult[] =>
+    state.map((m) => ({ pipeline: spec.name, partition: m.id, state: partitionState(m), reason }));
 
   // The next epoch's prepare result, which came with the commit of the one before.
   let next: GroupPrepareResult | undefined;
@@ -230,9 +259,10 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
         const joining = joins;
         joins = [];
         setPhase('preparing');
-        const r = await acts.reconcileMembers.executeWithOptions({ ...opts.admin, summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}` }, [
-          { ...unit, members: joining, joining: true },
-        ]);
+        const r = await acts.reconcileMembers.executeWithOptions(
+          { ...opts.admin, summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}` },
+          [{ ...unit, members: joining, joining: true }],
+        );
         members = [...members, ...joining];
         state = [...state, ...r.positions.map(zeroState)];
         hooks.membersNow?.(members.map((m) => m.id));

@@ -28,8 +28,19 @@ export async function groupWorkflow(input: GroupInput): Promise<PartitionResult[
   try {
     results = engine
       ? await runEngine(
-          { spec, group, solo: false, members: input.members, ...(input.state ? { carried: input.state } : {}), ...(input.control ? { control: input.control } : {}) },
-          { continueAsNew: (c) => continueAsNew<typeof groupWorkflow>({ spec, group, members: c.all, state: { groupEpoch: c.groupEpoch, members: c.members }, control: c.control }), membersNow },
+          {
+            spec,
+            group,
+            solo: false,
+            members: input.members,
+            ...(input.state ? { carried: input.state } : {}),
+            ...(input.control ? { control: input.control } : {}),
+          },
+          {
+            continueAsNew: (c) =>
+              continueAsNew<typeof groupWorkflow>({ spec, group, members: c.all, state: { groupEpoch: c.groupEpoch, members: c.members }, control: c.control }),
+            membersNow,
+          },
         )
       : await runGroup(input, membersNow);
   } catch (e) {

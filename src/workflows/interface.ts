@@ -61,4 +61,3 @@ export interface GroupStatus {
 export const groupStatusQuery = defineQuery<GroupStatus | PartitionStatus, [number?]>('status');
 /** Sent by the pipeline workflow: source partitions (discovered while it runs) that belong to this group. */
 export const addMembersSignal = defineSignal<[GroupMember[]]>('addMembers');
-

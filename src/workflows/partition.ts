@@ -29,13 +29,26 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
   if (!input.source) return runPartition(input);
   const { spec, partition, source } = input;
   const tell = (end: PartitionEnd) =>
-    CancellationScope.nonCancellable(() => getExternalWorkflowHandle(pipelineWorkflowId(spec.name)).signal(partitionEndedSignal, end).catch(() => undefined));
+    CancellationScope.nonCancellable(() =>
+      getExternalWorkflowHandle(pipelineWorkflowId(spec.name))
+        .signal(partitionEndedSignal, end)
+        .catch(() => undefined),
+    );
   let result: PartitionResult;
   try {
     if (patched(ONE_ENGINE_PATCH)) {
       const [r] = await runEngine(
-        { spec, group: partition, solo: true, members: [{ id: partition, source }], ...(input.state ? { carried: { members: [{ ...input.state, id: partition }] } } : {}), ...(input.control ? { control: input.control } : {}) },
-        { continueAsNew: (c) => continueAsNew<typeof partitionWorkflow>({ spec, partition, source, state: partitionState(c.members[0]!), control: c.control }) },
+        {
+          spec,
+          group: partition,
+          solo: true,
+          members: [{ id: partition, source }],
+          ...(input.state ? { carried: { members: [{ ...input.state, id: partition }] } } : {}),
+          ...(input.control ? { control: input.control } : {}),
+        },
+        {
+          continueAsNew: (c) => continueAsNew<typeof partitionWorkflow>({ spec, partition, source, state: partitionState(c.members[0]!), control: c.control }),
+        },
       );
       result = r!;
     } else {

@@ -118,7 +118,13 @@ export async function pipelineWorkflow(spec: PipelineSpec, carry?: PipelineCarry
       pendingControls.push(action);
       return;
     }
-    await Promise.all(workflowIds.map((id) => getExternalWorkflowHandle(id).signal(controlSignal, action).catch(() => undefined)));
+    await Promise.all(
+      workflowIds.map((id) =>
+        getExternalWorkflowHandle(id)
+          .signal(controlSignal, action)
+          .catch(() => undefined),
+      ),
+    );
   });
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }]);
 
@@ -134,7 +140,13 @@ export async function pipelineWorkflow(spec: PipelineSpec, carry?: PipelineCarry
           { key: SEARCH_ATTRIBUTES.pipeline, value: spec.name },
           { key: SEARCH_ATTRIBUTES.partition, value: partition },
         ],
-        memo: { pipeline: spec.name, partition, source: spec.source.topic, kafkaSink: spec.kafkaSink.topic, tables: spec.mysqlSink.tables.map((t) => t.name).join(',') },
+        memo: {
+          pipeline: spec.name,
+          partition,
+          source: spec.source.topic,
+          kafkaSink: spec.kafkaSink.topic,
+          tables: spec.mysqlSink.tables.map((t) => t.name).join(','),
+        },
       }),
     );
   }
@@ -153,7 +165,13 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
   // The workflow that runs a source partition: its own, or its group's (spec.parallelism).
   const idOf = (id: number) => runnerWorkflowId(spec, id);
   const forward = (action: ControlAction, ids: number[]) =>
-    Promise.all([...new Set(ids.filter((id) => !ended.has(id)).map(idOf))].map((wid) => getExternalWorkflowHandle(wid).signal(controlSignal, action).catch(() => undefined)));
+    Promise.all(
+      [...new Set(ids.filter((id) => !ended.has(id)).map(idOf))].map((wid) =>
+        getExternalWorkflowHandle(wid)
+          .signal(controlSignal, action)
+          .catch(() => undefined),
+      ),
+    );
 
   setHandler(pipelineInfoQuery, () => ({
     pipeline: spec.name,
@@ -227,7 +245,7 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
       const workflowId = groupWorkflowId(spec.name, group);
       let live = [...started.values()].some((x) => groupOf(spec, x.id) === group && !ended.has(x.id));
       for (const s of ss) started.set(s.id, s);
-      for (let told = false; !told; ) {
+      for (let told = false; !told;) {
         if (!live) {
           try {
             const child = await startChild(groupWorkflow, {
@@ -235,7 +253,13 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
               args: [{ spec, group, members, control }],
               parentClosePolicy: ParentClosePolicy.ABANDON,
               typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }],
-              memo: { pipeline: spec.name, group, partitions: ss.map((x) => `${x.id} (${x.topic}[${x.partition}])`).join(', '), kafkaSink: spec.kafkaSink.topic, tables: spec.mysqlSink.tables.map((t) => t.name).join(',') },
+              memo: {
+                pipeline: spec.name,
+                group,
+                partitions: ss.map((x) => `${x.id} (${x.topic}[${x.partition}])`).join(', '),
+                kafkaSink: spec.kafkaSink.topic,
+                tables: spec.mysqlSink.tables.map((t) => t.name).join(','),
+              },
             });
             // Within this run the results are known directly too (the group's signals may say the same first).
             void child.result().then(
@@ -254,7 +278,11 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
           live = false; // the group closed meanwhile: start it again
         }
       }
-      for (const a of accepted.slice(missed)) await forward(a, ss.map((x) => x.id));
+      for (const a of accepted.slice(missed))
+        await forward(
+          a,
+          ss.map((x) => x.id),
+        );
     }
   };
   /** Starts a partition workflow for every source partition not started yet; returns how many. */

@@ -38,7 +38,10 @@ export function spawnWorker(taskQueue: string, env: Record<string, string> = {})
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? -1 : null))));
   // defineProperty, not Object.assign: assign would copy the getter's value ('') once.
-  return Object.defineProperties(child, { exited: { value: exited }, stderrText: { get: () => stderr } }) as ChildProcess & { exited: Promise<number | null>; stderrText: string };
+  return Object.defineProperties(child, { exited: { value: exited }, stderrText: { get: () => stderr } }) as ChildProcess & {
+    exited: Promise<number | null>;
+    stderrText: string;
+  };
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

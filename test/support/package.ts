@@ -24,7 +24,9 @@ export interface Ran {
 
 export function sh(cmd: string, args: string[], cwd: string, timeoutMs = 300_000, env: NodeJS.ProcessEnv = userEnv()): Promise<Ran> {
   return new Promise((resolve) => {
-    execFile(cmd, args, { cwd, env, timeout: timeoutMs, maxBuffer: 64 << 20 }, (e, out, err) => resolve({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, out: String(out), err: String(err) }));
+    execFile(cmd, args, { cwd, env, timeout: timeoutMs, maxBuffer: 64 << 20 }, (e, out, err) =>
+      resolve({ code: e ? (typeof e.code === 'number' ? e.code : 1) : 0, out: String(out), err: String(err) }),
+    );
   });
 }
 

@@ -67,5 +67,8 @@ export async function verify(deps: Deps, s: Scenario): Promise<VerifyReport> {
 }
 
 export function failedChecks(r: VerifyReport): string {
-  return r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`).join('\n');
+  return r.checks
+    .filter((c) => !c.ok)
+    .map((c) => `${c.name}: ${c.detail}`)
+    .join('\n');
 }

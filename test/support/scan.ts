@@ -27,7 +27,16 @@ export interface ProducerRecordScan {
  */
 export async function scanProducerRecords(
   cluster: KafkaCluster,
-  args: { topic: string; partition: number; fromOffset: number; producerId: number; producerEpoch: number; expected: number; maxBytes?: number; settleMs?: number },
+  args: {
+    topic: string;
+    partition: number;
+    fromOffset: number;
+    producerId: number;
+    producerEpoch: number;
+    expected: number;
+    maxBytes?: number;
+    settleMs?: number;
+  },
 ): Promise<ProducerRecordScan> {
   const deadline = Date.now() + (args.settleMs ?? 3000);
   const maxBytes = args.maxBytes ?? 4 * 1024 * 1024;
@@ -50,7 +59,14 @@ export async function scanProducerRecords(
       offset = f.nextOffset;
     }
     const seq = [...sequences];
-    const scan = { found, distinctSequences: seq.length, minSequence: seq.length ? Math.min(...seq) : -1, maxSequence: seq.length ? Math.max(...seq) : -1, highWatermark: hw, fetches };
+    const scan = {
+      found,
+      distinctSequences: seq.length,
+      minSequence: seq.length ? Math.min(...seq) : -1,
+      maxSequence: seq.length ? Math.max(...seq) : -1,
+      highWatermark: hw,
+      fetches,
+    };
     if (found >= args.expected || Date.now() >= deadline) return scan;
     await new Promise((r) => setTimeout(r, 200));
   }

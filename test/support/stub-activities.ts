@@ -11,7 +11,14 @@
  * side as redone (counted, nothing to do). Prepares never wait for data:
  * with nothing left they answer 'empty' (a workflow that is not draining then prepares again).
  */
-import { advancePositions, type GroupPrepareResult, type MemberPosition, type PrepareResult, type PreparedEpoch, type PreparedGroupEpoch } from '../../src/protocol';
+import {
+  advancePositions,
+  type GroupPrepareResult,
+  type MemberPosition,
+  type PrepareResult,
+  type PreparedEpoch,
+  type PreparedGroupEpoch,
+} from '../../src/protocol';
 import type { Activities } from '../../src/activities';
 
 /** The activities of the legacy loop of an ungrouped partition (src/workflows/legacy/partition.ts; runs without a SourceRef still take it). */
@@ -137,15 +144,26 @@ export function engineStubs(script: EngineScript) {
       .filter(({ p, end }) => end > p.offset)
       .map(({ p, end }) => ({ id: p.id, epoch: p.epoch, start: p.offset, end, records: end - p.offset, deadLetters: 0, markerOffset: p.epoch }));
     if (!members.length) return { kind: 'empty' };
-    return { kind: 'prepared', groupEpoch, members, kafka: { transactionalId: `stub.${groupEpoch % 2}`, producerId: 200, producerEpoch: groupEpoch }, xid: `xid-${groupEpoch}` };
+    return {
+      kind: 'prepared',
+      groupEpoch,
+      members,
+      kafka: { transactionalId: `stub.${groupEpoch % 2}`, producerId: 200, producerEpoch: groupEpoch },
+      xid: `xid-${groupEpoch}`,
+    };
   };
   const kafkaOutcome = (p: PreparedGroupEpoch) => (aborted.has(p.groupEpoch) ? ('aborted' as const) : ('committed' as const));
   const mysqlOutcome = (p: PreparedGroupEpoch) => ((script.mysqlRedone ?? []).includes(p.groupEpoch) ? ('redone' as const) : ('committed' as const));
-  const describeNext = (n: GroupPrepareResult | undefined) => (!n ? 'withdrawn' : n.kind === 'empty' ? 'empty' : showPositions(n.members.map((m) => ({ id: m.id, epoch: m.epoch, offset: m.start }))));
+  const describeNext = (n: GroupPrepareResult | undefined) =>
+    !n ? 'withdrawn' : n.kind === 'empty' ? 'empty' : showPositions(n.members.map((m) => ({ id: m.id, epoch: m.epoch, offset: m.start })));
 
   const activities: EngineActivities = {
     async reconcileMembers(a) {
-      log('reconcileMembers', a, `reconcile ${a.joining ? `joining ${a.members.map((m) => m.id).join(' ')}` : a.expected ? `expected=${showPositions(a.expected)}` : 'fresh'}`);
+      log(
+        'reconcileMembers',
+        a,
+        `reconcile ${a.joining ? `joining ${a.members.map((m) => m.id).join(' ')}` : a.expected ? `expected=${showPositions(a.expected)}` : 'fresh'}`,
+      );
       const positions = (!a.joining && script.reconcile?.(a)) || a.expected || a.members.map((m) => ({ id: m.id, epoch: 0, offset: 0 }));
       return { positions };
     },

@@ -49,7 +49,7 @@ async function main() {
       await pool.end();
     },
     (raw) => {
-      void run(raw as BaselineArgs).catch((e) => send({ type: 'error', message: e instanceof Error ? e.stack ?? e.message : String(e) }));
+      void run(raw as BaselineArgs).catch((e) => send({ type: 'error', message: e instanceof Error ? (e.stack ?? e.message) : String(e) }));
     },
   );
   send({ type: 'ready' });
@@ -106,6 +106,6 @@ async function main() {
 }
 
 main().catch((e) => {
-  send({ type: 'error', message: e instanceof Error ? e.stack ?? e.message : String(e) });
+  send({ type: 'error', message: e instanceof Error ? (e.stack ?? e.message) : String(e) });
   process.exit(1);
 });

@@ -15,7 +15,8 @@ const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '–');
 const fT = (x: number, target: number) => (Number.isFinite(x) && f2(x) === f2(target) && x !== target ? x.toFixed(3) : f2(x));
 const engineExtra = (e: { loopDelayP99Ms?: number; loopDelayMaxMs?: number; servicesCpuMsPer1k?: { temporal: number; kafka: number; mariadb: number } }) =>
   `${e.loopDelayP99Ms === undefined ? '–' : `${f0(e.loopDelayP99Ms)} / ${f0(e.loopDelayMaxMs ?? NaN)}`} | ${e.servicesCpuMsPer1k ? `${f1(e.servicesCpuMsPer1k.temporal)} / ${f1(e.servicesCpuMsPer1k.kafka)} / ${f1(e.servicesCpuMsPer1k.mariadb)}` : '–'}`;
-const locks = (e: { rowLockWaits?: number; rowLockWaitMs?: number }) => (e.rowLockWaits === undefined ? '–' : `${f0(e.rowLockWaits)} (${f0(e.rowLockWaitMs ?? NaN)})`);
+const locks = (e: { rowLockWaits?: number; rowLockWaitMs?: number }) =>
+  e.rowLockWaits === undefined ? '–' : `${f0(e.rowLockWaits)} (${f0(e.rowLockWaitMs ?? NaN)})`;
 
 type CRunR = BenchResult['C'][number];
 
@@ -25,7 +26,9 @@ type CRunR = BenchResult['C'][number];
  * staged default (`old`), so that "before" shows the engine as it was.
  */
 const cLabel = (c: CRunR, old = false) => {
-  const base = c.label ?? `epoch.maxRecords ${c.epochMaxRecords}${!old && c.mysqlMode === 'direct' ? ', MySQL direct' : ''}${c.eagerActivities === false ? ', no eager activity dispatch' : ''}`;
+  const base =
+    c.label ??
+    `epoch.maxRecords ${c.epochMaxRecords}${!old && c.mysqlMode === 'direct' ? ', MySQL direct' : ''}${c.eagerActivities === false ? ', no eager activity dispatch' : ''}`;
   // A grouped run says so even when its variant's label does not.
   return c.parallelism && !/parallelism/.test(base) ? `${base}, parallelism ${c.parallelism}` : base;
 };
@@ -85,10 +88,13 @@ const SPLIT_HEAD = [
 /** What the gauge figures are (tools/bench/run.ts cpuGauge). */
 const GAUGE_NOTE =
   'Machine-speed gauge just before each run, ms (the same fixed CPU task in the bench process each time, best of five: wall time, and in brackets the CPU time the process spent on it where measured; a higher wall time is a slower CPU or one still busy with something else, a higher CPU time a slower CPU for this process whatever else ran; never more work)';
-const gaugeOf = (x: { gaugeMs?: number; gaugeCpuMs?: number }) => (x.gaugeMs === undefined ? '–' : `${f1(x.gaugeMs)}${x.gaugeCpuMs === undefined ? '' : ` (${f1(x.gaugeCpuMs)})`}`);
+const gaugeOf = (x: { gaugeMs?: number; gaugeCpuMs?: number }) =>
+  x.gaugeMs === undefined ? '–' : `${f1(x.gaugeMs)}${x.gaugeCpuMs === undefined ? '' : ` (${f1(x.gaugeCpuMs)})`}`;
 
 const latencyCell = (l: LatencyRun | undefined) =>
-  !l ? '–' : `${f0(l.latencyMs.p50)} / ${f0(l.latencyMs.p99)}${l.timedOut ? ` (**${f0(l.seen)}/${f0(l.records)} seen** in ${f0((l.limitMs ?? NaN) / 1000)} s, backlog ${f0(l.backlog ?? NaN)})` : ''}`;
+  !l
+    ? '–'
+    : `${f0(l.latencyMs.p50)} / ${f0(l.latencyMs.p99)}${l.timedOut ? ` (**${f0(l.seen)}/${f0(l.records)} seen** in ${f0((l.limitMs ?? NaN) / 1000)} s, backlog ${f0(l.backlog ?? NaN)})` : ''}`;
 
 export function markdown(r: BenchResult, svgName: string, before?: BenchResult): string {
   const L: string[] = [];
@@ -104,12 +110,20 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   const bC = before ? new Map(before.C.map((c) => [cLabel(c, c.mysqlMode === undefined), c])) : undefined;
   const bracketed = r.C.some((c) => c.bracketB);
   const bCell = (c?: { bracketB?: [number, number] }) => (bracketed ? ` ${c?.bracketB ? c.bracketB.map(f0).join(' · ') : ''} |` : '');
-  L.push(`| run | records/s | C/B |${bracketed ? ' B before · after |' : ''} C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`);
+  L.push(
+    `| run | records/s | C/B |${bracketed ? ' B before · after |' : ''} C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`,
+  );
   L.push(`|---|---:|---:|${bracketed ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`);
   const empty = before ? ' | |' : '';
-  L.push(`| A plain — ProducerPerformance acks=all | ${f0(r.A.plain.recordsPerSec)} | |${bCell()} | | | | | | | | |${before ? ` ${f0(before.A.plain.recordsPerSec)} | |` : ''}`);
-  L.push(`| A transactional — ${r.options.perfTransactionMs} ms transactions | ${f0(r.A.transactional.recordsPerSec)} | |${bCell()} | | | | | | | | |${before ? ` ${f0(before.A.transactional.recordsPerSec)} | |` : ''}`);
-  L.push(`| B at-least-once (kafkajs + batched upserts) | ${f0(r.B.recordsPerSec)} | |${bCell()} | | ${f2(r.B.cpuCores)} | ${f1(r.B.cpuMsPer1kRecords)} | ${f0(r.B.peakRssMb)} | ${engineExtra(r.B)} | ${locks(r.B)} | n/a |${before ? ` ${f0(before.B.recordsPerSec)} | |` : empty}`);
+  L.push(
+    `| A plain — ProducerPerformance acks=all | ${f0(r.A.plain.recordsPerSec)} | |${bCell()} | | | | | | | | |${before ? ` ${f0(before.A.plain.recordsPerSec)} | |` : ''}`,
+  );
+  L.push(
+    `| A transactional — ${r.options.perfTransactionMs} ms transactions | ${f0(r.A.transactional.recordsPerSec)} | |${bCell()} | | | | | | | | |${before ? ` ${f0(before.A.transactional.recordsPerSec)} | |` : ''}`,
+  );
+  L.push(
+    `| B at-least-once (kafkajs + batched upserts) | ${f0(r.B.recordsPerSec)} | |${bCell()} | | ${f2(r.B.cpuCores)} | ${f1(r.B.cpuMsPer1kRecords)} | ${f0(r.B.peakRssMb)} | ${engineExtra(r.B)} | ${locks(r.B)} | n/a |${before ? ` ${f0(before.B.recordsPerSec)} | |` : empty}`,
+  );
   for (const c of r.C) {
     const b = bC?.get(cLabel(c));
     L.push(
@@ -128,12 +142,20 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   L.push('');
   if (r.C.length > 0) {
     const best = r.C.reduce((x, y) => (y.recordsPerSec > x.recordsPerSec ? y : x));
-    L.push(`- Target: best C ≥ ${T.bestCvsB}× B — best C ${f0(best.recordsPerSec)} records/s (${cLabel(best)}) = ${fT(best.vsB, T.bestCvsB)}× B: ${verdict(best.vsB >= T.bestCvsB)}.`);
+    L.push(
+      `- Target: best C ≥ ${T.bestCvsB}× B — best C ${f0(best.recordsPerSec)} records/s (${cLabel(best)}) = ${fT(best.vsB, T.bestCvsB)}× B: ${verdict(best.vsB >= T.bestCvsB)}.`,
+    );
     const atLat = r.C.find((c) => c.latencySettings);
-    if (atLat) L.push(`- Target: C at the latency settings (epoch ${JSON.stringify(atLat.epoch ?? r.options.latencyEpoch ?? {})}) ≥ ${T.latencySettingsCvsB}× B — ${f0(atLat.recordsPerSec)} records/s = ${fT(atLat.vsB, T.latencySettingsCvsB)}× B: ${verdict(atLat.vsB >= T.latencySettingsCvsB)}.`);
+    if (atLat)
+      L.push(
+        `- Target: C at the latency settings (epoch ${JSON.stringify(atLat.epoch ?? r.options.latencyEpoch ?? {})}) ≥ ${T.latencySettingsCvsB}× B — ${f0(atLat.recordsPerSec)} records/s = ${fT(atLat.vsB, T.latencySettingsCvsB)}× B: ${verdict(atLat.vsB >= T.latencySettingsCvsB)}.`,
+      );
     L.push('');
   }
-  L.push('**Per-epoch time split of C** (mean ms per epoch and partition; `temporal` = time of the epoch cycle in which no activity of the partition ran, i.e. workflow-task and activity-dispatch round trips; `coordination` = temporal + InitProducerId + XA PREPARE + both commits, without the apply, which moves data):', '');
+  L.push(
+    '**Per-epoch time split of C** (mean ms per epoch and partition; `temporal` = time of the epoch cycle in which no activity of the partition ran, i.e. workflow-task and activity-dispatch round trips; `coordination` = temporal + InitProducerId + XA PREPARE + both commits, without the apply, which moves data):',
+    '',
+  );
   L.push(...SPLIT_HEAD);
   const splitRow = (label: string, s: BenchResult['C'][number]['split']) =>
     `| ${label} | ${f0(s.recordsPerEpoch)} | ${f1(s.cycleMs)} | ${f1(s.readMs)} | ${f1(s.initMs)} | ${f1(s.transformMs)} | ${f1(s.kafkaMs)} | ${f1(s.previousCommitWaitMs ?? 0)} | ${f1(s.mysqlMs)} | ${f1(s.xaPrepareMs)} | ${f1(s.kafkaCommitMs)} | ${f1(s.mysqlCommitMs)} | ${f1(s.applyMs ?? NaN)} | ${f1(s.temporalMs)} | ${f1(s.coordinationMs)} | ${s.retries} |`;
@@ -152,25 +174,49 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     ...(r.scale?.runs ?? []).flatMap((s): TemporalRow[] => {
       const l = s.latency.find((x) => x.engine === 'C');
       const at = `scale: ${s.partitions} partitions${s.again ? ' again' : ''}${groupsOf(s)}`;
-      return [[at, s.C], ...(l ? [[`${at}, latency run${groupsOf(l) && !s.parallelism ? groupsOf(l) : ''}${l.ended && l.ended !== 'drained' ? ` (${l.ended})` : ''}`, l] as TemporalRow] : [])];
+      return [
+        [at, s.C],
+        ...(l
+          ? [
+              [
+                `${at}, latency run${groupsOf(l) && !s.parallelism ? groupsOf(l) : ''}${l.ended && l.ended !== 'drained' ? ` (${l.ended})` : ''}`,
+                l,
+              ] as TemporalRow,
+            ]
+          : []),
+      ];
     }),
   ];
   if (temporalRows.some(([, x]) => x.temporal || x.commitStartWaitMs)) {
     L.push(
       '',
-      '**Temporal work per committed epoch of C** (from the partition workflows\' histories, all runs; for a grouped run [N groups, spec.parallelism] from the group workflows\' histories per committed group epoch; empty polls of an idle partition count too; none for a pipeline that had to be terminated) and the wait from the end of an epoch\'s prepare to the start of its commit (activity completion, workflow task, dispatch and any wait for a free activity slot):',
+      "**Temporal work per committed epoch of C** (from the partition workflows' histories, all runs; for a grouped run [N groups, spec.parallelism] from the group workflows' histories per committed group epoch; empty polls of an idle partition count too; none for a pipeline that had to be terminated) and the wait from the end of an epoch's prepare to the start of its commit (activity completion, workflow task, dispatch and any wait for a free activity slot):",
       '',
     );
-    L.push('| run | epochs | workflow tasks / epoch | activity tasks / epoch | history events / epoch | prepare end → commit start p50 / p99 ms | prepare retries | scheduled → started p50 / p99 ms, per activity |');
+    L.push(
+      '| run | epochs | workflow tasks / epoch | activity tasks / epoch | history events / epoch | prepare end → commit start p50 / p99 ms | prepare retries | scheduled → started p50 / p99 ms, per activity |',
+    );
     L.push('|---|---:|---:|---:|---:|---:|---:|---|');
     for (const [label, x] of temporalRows) {
       const t = x.temporal;
-      const acts = t ? Object.entries(t.activities).map(([k, a]) => `${k} ${f0(a.scheduleToStartP50Ms)} / ${f0(a.scheduleToStartP99Ms)}`).join('; ') : '–';
-      L.push(`| ${label} | ${t ? f0(t.epochs) : '–'} | ${t ? f2(t.workflowTasksPerEpoch) : '–'} | ${t ? f2(t.activityTasksPerEpoch) : '–'} | ${t ? f1(t.eventsPerEpoch) : '–'} | ${x.commitStartWaitMs ? `${f0(x.commitStartWaitMs.p50)} / ${f0(x.commitStartWaitMs.p99)}` : '–'} | ${x.split ? f0(x.split.retries) : '–'} | ${acts} |`);
+      const acts = t
+        ? Object.entries(t.activities)
+            .map(([k, a]) => `${k} ${f0(a.scheduleToStartP50Ms)} / ${f0(a.scheduleToStartP99Ms)}`)
+            .join('; ')
+        : '–';
+      L.push(
+        `| ${label} | ${t ? f0(t.epochs) : '–'} | ${t ? f2(t.workflowTasksPerEpoch) : '–'} | ${t ? f2(t.activityTasksPerEpoch) : '–'} | ${t ? f1(t.eventsPerEpoch) : '–'} | ${x.commitStartWaitMs ? `${f0(x.commitStartWaitMs.p50)} / ${f0(x.commitStartWaitMs.p99)}` : '–'} | ${x.split ? f0(x.split.retries) : '–'} | ${acts} |`,
+      );
     }
   }
-  L.push('', `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s${warmupNote(r.options.latencyWarmupSeconds, " (B and C alike: the warm-up's records are not in the percentiles; their own are the warm-up column and, with the rest, the per-window figures)")}${lc?.epoch ? `, C at the latency settings (epoch ${JSON.stringify(lc.epoch)}${lc.parallelism ? `, parallelism ${lc.parallelism}` : ''})` : ''}; targets p50 ≤ ${T.latencyP50Ms} ms and p99 ≤ ${T.latencyP99Ms} ms:`, '');
-  L.push('| engine | records seen | p50 ms | p90 ms | p99 ms | max ms | p50 target | p99 target | warm-up p50 / p99 ms | epoch interval ms | worker CPU (cores) | peak RSS MiB |');
+  L.push(
+    '',
+    `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s${warmupNote(r.options.latencyWarmupSeconds, " (B and C alike: the warm-up's records are not in the percentiles; their own are the warm-up column and, with the rest, the per-window figures)")}${lc?.epoch ? `, C at the latency settings (epoch ${JSON.stringify(lc.epoch)}${lc.parallelism ? `, parallelism ${lc.parallelism}` : ''})` : ''}; targets p50 ≤ ${T.latencyP50Ms} ms and p99 ≤ ${T.latencyP99Ms} ms:`,
+    '',
+  );
+  L.push(
+    '| engine | records seen | p50 ms | p90 ms | p99 ms | max ms | p50 target | p99 target | warm-up p50 / p99 ms | epoch interval ms | worker CPU (cores) | peak RSS MiB |',
+  );
   L.push('|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|');
   for (const l of r.latency) {
     const all = l.seen >= l.records;
@@ -202,20 +248,34 @@ export function latencyTail(runs: LatencyRun[]): string[] {
     const parts: string[] = [];
     if (l.gaugeMs !== undefined) parts.push(`machine-speed gauge before it ${gaugeOf(l)} ms`);
     const c = l.feedCpu;
-    if (c) parts.push(`CPU while fed ${f2(c.busyCores)} of ${c.machineCores} cores busy (Temporal ${f2(c.services.temporal)}, Kafka ${f2(c.services.kafka)}, MariaDB ${f2(c.services.mariadb)}, the engine ${f2(l.cpuCores)} over its whole run)`);
+    if (c)
+      parts.push(
+        `CPU while fed ${f2(c.busyCores)} of ${c.machineCores} cores busy (Temporal ${f2(c.services.temporal)}, Kafka ${f2(c.services.kafka)}, MariaDB ${f2(c.services.mariadb)}, the engine ${f2(l.cpuCores)} over its whole run)`,
+      );
     const t = l.split?.tail;
-    if (t) parts.push(`epoch cycle p50 / p99 ${f0(t.cycleMs.p50)} / ${f0(t.cycleMs.p99)} ms: prepare ${f0(t.prepareMs.p50)} / ${f0(t.prepareMs.p99)}, temporal ${f0(t.temporalMs.p50)} / ${f0(t.temporalMs.p99)}`);
+    if (t)
+      parts.push(
+        `epoch cycle p50 / p99 ${f0(t.cycleMs.p50)} / ${f0(t.cycleMs.p99)} ms: prepare ${f0(t.prepareMs.p50)} / ${f0(t.prepareMs.p99)}, temporal ${f0(t.temporalMs.p50)} / ${f0(t.temporalMs.p99)}`,
+      );
     const s = l.split?.slowest;
     if (s) {
       const m = s.meanMs;
-      parts.push(`the slowest ${s.cycles} cycles (${SLOWEST_SHARE * 100} %), mean ${f0(m.cycle)} ms: read ${f0(m.readMs)}, InitProducerId ${f0(m.initMs)}, transform ${f0(m.transformMs)}, Kafka produce ${f0(m.kafkaMs)}, MySQL writes ${f0(m.mysqlMs)}, XA END+PREPARE ${f0(m.xaPrepareMs)} (prepare ${f0(m.prepare)}), beside it Kafka commit ${f0(m.kafkaCommit)} and XA COMMIT with the apply ${f0(m.mysqlCommit)}, temporal ${f0(m.temporal)}; they began at ${s.startsSec.map((x) => x.toFixed(1)).join(', ')} s`);
+      parts.push(
+        `the slowest ${s.cycles} cycles (${SLOWEST_SHARE * 100} %), mean ${f0(m.cycle)} ms: read ${f0(m.readMs)}, InitProducerId ${f0(m.initMs)}, transform ${f0(m.transformMs)}, Kafka produce ${f0(m.kafkaMs)}, MySQL writes ${f0(m.mysqlMs)}, XA END+PREPARE ${f0(m.xaPrepareMs)} (prepare ${f0(m.prepare)}), beside it Kafka commit ${f0(m.kafkaCommit)} and XA COMMIT with the apply ${f0(m.mysqlCommit)}, temporal ${f0(m.temporal)}; they began at ${s.startsSec.map((x) => x.toFixed(1)).join(', ')} s`,
+      );
     }
-    if (l.latencyByWindow?.length) parts.push(`latency p50 / p99 by ${LATENCY_WINDOW_S}-second window of append time: ${l.latencyByWindow.map((x) => `${x.fromSec}–${x.fromSec + LATENCY_WINDOW_S} s ${x.p50} / ${x.p99}`).join(', ')} ms`);
+    if (l.latencyByWindow?.length)
+      parts.push(
+        `latency p50 / p99 by ${LATENCY_WINDOW_S}-second window of append time: ${l.latencyByWindow.map((x) => `${x.fromSec}–${x.fromSec + LATENCY_WINDOW_S} s ${x.p50} / ${x.p99}`).join(', ')} ms`,
+      );
     const w = l.temporal?.workflowTaskMs;
-    if (w) parts.push(`workflow task scheduled → started ${f0(w.scheduleToStart.p50)} / ${f0(w.scheduleToStart.p99)} ms, started → completed ${f0(w.startToComplete.p50)} / ${f0(w.startToComplete.p99)} ms`);
+    if (w)
+      parts.push(
+        `workflow task scheduled → started ${f0(w.scheduleToStart.p50)} / ${f0(w.scheduleToStart.p99)} ms, started → completed ${f0(w.startToComplete.p50)} / ${f0(w.startToComplete.p99)} ms`,
+      );
     if (parts.length) L.push(`- ${l.engine === 'B' ? 'B' : `C${groupsOf(l)}`}: ${parts.join('; ')}.`);
   }
-  return L.length ? ['**Where the paced runs\' time went** (p50 / p99 over the epochs of the run):', '', ...L] : [];
+  return L.length ? ["**Where the paced runs' time went** (p50 / p99 over the epochs of the run):", '', ...L] : [];
 }
 
 type ScaleRunR = NonNullable<BenchResult['scale']>['runs'][number];
@@ -227,7 +287,15 @@ type ScaleRunR = NonNullable<BenchResult['scale']>['runs'][number];
  */
 export function scaleReference(rows: ScaleRunR[], j: number, figure: (s: ScaleRunR) => number): { value: number; of: number[] } {
   const isRef = (x: ScaleRunR) => x.partitions === rows[0]!.partitions;
-  const of = isRef(rows[j]!) ? [rows[0]!] : [rows.slice(0, j).reverse().find(isRef)!, ...rows.slice(j + 1).filter(isRef).slice(0, 1)];
+  const of = isRef(rows[j]!)
+    ? [rows[0]!]
+    : [
+        rows.slice(0, j).reverse().find(isRef)!,
+        ...rows
+          .slice(j + 1)
+          .filter(isRef)
+          .slice(0, 1),
+      ];
   const figs = of.map(figure);
   return { value: figs.reduce((a, b) => a + b, 0) / figs.length, of: figs };
 }
@@ -240,7 +308,9 @@ export function scaleReference(rows: ScaleRunR[], j: number, figure: (s: ScaleRu
 export function scaleSection(r: BenchResult): string[] {
   const sc = r.scale!;
   const T = targetsOf(r);
-  const series = [undefined, ...new Set(sc.runs.map((s) => s.parallelism).filter((g): g is number => g !== undefined))].map((g) => sc.runs.filter((s) => s.parallelism === g)).filter((x) => x.length > 0);
+  const series = [undefined, ...new Set(sc.runs.map((s) => s.parallelism).filter((g): g is number => g !== undefined))]
+    .map((g) => sc.runs.filter((s) => s.parallelism === g))
+    .filter((x) => x.length > 0);
   const ref0 = series[0]![0]!;
   const seriesOf = (s: ScaleRunR) => series.find((x) => x.includes(s))!;
   const ratio = (s: ScaleRunR, figure: (x: ScaleRunR) => number) => figure(s) / scaleReference(seriesOf(s), seriesOf(s).indexOf(s), figure).value;
@@ -261,12 +331,20 @@ export function scaleSection(r: BenchResult): string[] {
     '',
   );
   const gauged = sc.runs.some((s) => s.C.gaugeMs !== undefined);
-  L.push(`| partitions | B rec/s | B(p)/B(${ref0.partitions}) | C rec/s | C(p)/C(${ref0.partitions}) | Temporal CPU ms / 1k records | Temporal CPU / ${ref0.partitions}-partition figure | Kafka CPU ms / 1k records: B · C | worker CPU ms / 1k records | latency p50 / p99 ms: B · C | verified | C prepare end → commit start p50 / p99 ms | C activity tasks / epoch |${gauged ? ' gauge ms: B · C |' : ''}`);
+  L.push(
+    `| partitions | B rec/s | B(p)/B(${ref0.partitions}) | C rec/s | C(p)/C(${ref0.partitions}) | Temporal CPU ms / 1k records | Temporal CPU / ${ref0.partitions}-partition figure | Kafka CPU ms / 1k records: B · C | worker CPU ms / 1k records | latency p50 / p99 ms: B · C | verified | C prepare end → commit start p50 / p99 ms | C activity tasks / epoch |${gauged ? ' gauge ms: B · C |' : ''}`,
+  );
   L.push(`|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|---:|---:|${gauged ? '---|' : ''}`);
   for (const s of sc.runs) {
-    const lb = s.again ? undefined : s.latency.find((l) => l.engine === 'B') ?? sc.runs.find((x) => x.partitions === s.partitions && !x.parallelism && !x.again)?.latency.find((l) => l.engine === 'B');
+    const lb = s.again
+      ? undefined
+      : (s.latency.find((l) => l.engine === 'B') ??
+        sc.runs.find((x) => x.partitions === s.partitions && !x.parallelism && !x.again)?.latency.find((l) => l.engine === 'B'));
     const lcs = s.latency.find((l) => l.engine === 'C');
-    const problems = [...(s.C.verified ? [] : [`throughput run: ${s.C.failedChecks.join('; ')}`]), ...(lcs && lcs.verified === false ? [`latency run: ${(lcs.failedChecks ?? []).join('; ')}`] : [])];
+    const problems = [
+      ...(s.C.verified ? [] : [`throughput run: ${s.C.failedChecks.join('; ')}`]),
+      ...(lcs && lcs.verified === false ? [`latency run: ${(lcs.failedChecks ?? []).join('; ')}`] : []),
+    ];
     L.push(
       `| ${s.partitions}${s.again ? ' again' : ''}${groupsOf(s)} | ${f0(s.B.recordsPerSec)} | ${f2(ratio(s, bRate))} | ${f0(s.C.recordsPerSec)} | ${f2(ratio(s, cRate))} | ${f1(cTemporal(s))} | ${f2(ratio(s, cTemporal))} | ${f1(s.B.servicesCpuMsPer1k.kafka)} · ${f1(s.C.servicesCpuMsPer1k.kafka)} | ${f1(s.C.cpuMsPer1kRecords)} | ${latencyCell(lb)} · ${latencyCell(lcs)} | ${problems.length ? `**FAILED** ${problems.join('; ')}` : 'exactly once'} | ${s.C.commitStartWaitMs ? `${f0(s.C.commitStartWaitMs.p50)} / ${f0(s.C.commitStartWaitMs.p99)}` : '–'} | ${s.C.temporal ? f2(s.C.temporal.activityTasksPerEpoch) : '–'} |${gauged ? ` ${[s.B, s.C].map(gaugeOf).join(' · ')} |` : ''}`,
     );
@@ -280,7 +358,8 @@ export function scaleSection(r: BenchResult): string[] {
     const name = top.parallelism ? `with ${top.parallelism} groups` : 'ungrouped';
     const [refC, refT] = [cRate, cTemporal].map((f) => scaleReference(runs, j, f)) as [ReturnType<typeof scaleReference>, ReturnType<typeof scaleReference>];
     const [tp, cpu, b] = [cRate(top) / refC.value, cTemporal(top) / refT.value, ratio(top, bRate)];
-    const of = (r: { of: number[] }, f: (x: number) => string) => (r.of.length > 1 ? ` (the mean of the ${ref.partitions}-partition runs just before and after it: ${r.of.map(f).join(' and ')})` : '');
+    const of = (r: { of: number[] }, f: (x: number) => string) =>
+      r.of.length > 1 ? ` (the mean of the ${ref.partitions}-partition runs just before and after it: ${r.of.map(f).join(' and ')})` : '';
     verdicts.push(
       `- Target (${name}): at ${top.partitions} partitions C ≥ ${T.scaleThroughput}× its ${ref.partitions}-partition records/s${of(refC, f0)} — ${fT(tp, T.scaleThroughput)}×: ${verdict(tp >= T.scaleThroughput)} (B, the at-least-once pipe on the same topics: ${f2(b)}×).`,
       `- Target (${name}): at ${top.partitions} partitions Temporal CPU per 1,000 records ≤ ${T.scaleTemporalCpu}× the ${ref.partitions}-partition figure${of(refT, f1)} — ${fT(cpu, T.scaleTemporalCpu)}×: ${verdict(cpu <= T.scaleTemporalCpu)}.`,

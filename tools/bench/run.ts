@@ -174,9 +174,17 @@ export function cVariants(opts: BenchOptions): CVariant[] {
   ];
   const lat = opts.latencyEpoch ?? DEFAULT_LATENCY_EPOCH;
   const par = opts.latencyParallelism;
-  const i = out.findIndex((v) => (v.mysqlMode ?? 'staged') === 'staged' && v.eager !== false && !v.specPadBytes && v.parallelism === par && sameEpoch(v.epoch, lat));
+  const i = out.findIndex(
+    (v) => (v.mysqlMode ?? 'staged') === 'staged' && v.eager !== false && !v.specPadBytes && v.parallelism === par && sameEpoch(v.epoch, lat),
+  );
   if (i >= 0) out[i] = { ...out[i]!, latencySettings: true };
-  else out.push({ label: `latency settings (epoch ${JSON.stringify(lat)}${par ? `, parallelism ${par}` : ''})`, epoch: lat, ...(par ? { parallelism: par } : {}), latencySettings: true });
+  else
+    out.push({
+      label: `latency settings (epoch ${JSON.stringify(lat)}${par ? `, parallelism ${par}` : ''})`,
+      epoch: lat,
+      ...(par ? { parallelism: par } : {}),
+      latencySettings: true,
+    });
   return out;
 }
 
@@ -196,15 +204,28 @@ export function parseVariants(raw: string | undefined): CVariant[] {
   return v.map((x: unknown, i): CVariant => {
     const o = x as Record<string, unknown>;
     if (!o || typeof o !== 'object' || typeof o.label !== 'string' || !o.label) throw new Error(`BENCH_C_VARIANTS[${i}]: needs a non-empty "label"`);
-    if (!o.epoch || typeof o.epoch !== 'object' || Array.isArray(o.epoch)) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): needs "epoch", an object merged into the spec's epoch`);
-    if (o.mysqlMode !== undefined && o.mysqlMode !== 'staged' && o.mysqlMode !== 'direct') throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): mysqlMode is 'staged' or 'direct'`);
+    if (!o.epoch || typeof o.epoch !== 'object' || Array.isArray(o.epoch))
+      throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): needs "epoch", an object merged into the spec's epoch`);
+    if (o.mysqlMode !== undefined && o.mysqlMode !== 'staged' && o.mysqlMode !== 'direct')
+      throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): mysqlMode is 'staged' or 'direct'`);
     if (o.eager !== undefined && typeof o.eager !== 'boolean') throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): eager is true or false`);
-    if (o.parallelism !== undefined && !groupCount(o.parallelism)) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): parallelism is the number of partition groups, an integer ≥ 1, got ${JSON.stringify(o.parallelism)}`);
-    if (o.specPadBytes !== undefined && !(typeof o.specPadBytes === 'number' && Number.isInteger(o.specPadBytes) && o.specPadBytes >= 0)) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): specPadBytes is a number of bytes, an integer ≥ 0, got ${JSON.stringify(o.specPadBytes)}`);
+    if (o.parallelism !== undefined && !groupCount(o.parallelism))
+      throw new Error(
+        `BENCH_C_VARIANTS[${i}] (${o.label}): parallelism is the number of partition groups, an integer ≥ 1, got ${JSON.stringify(o.parallelism)}`,
+      );
+    if (o.specPadBytes !== undefined && !(typeof o.specPadBytes === 'number' && Number.isInteger(o.specPadBytes) && o.specPadBytes >= 0))
+      throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): specPadBytes is a number of bytes, an integer ≥ 0, got ${JSON.stringify(o.specPadBytes)}`);
     const known = new Set(['label', 'epoch', 'mysqlMode', 'eager', 'parallelism', 'specPadBytes']);
     const extra = Object.keys(o).filter((k) => !known.has(k));
     if (extra.length) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): unknown field(s) ${extra.join(', ')}`);
-    return { label: o.label, epoch: o.epoch as Record<string, unknown>, ...(o.mysqlMode ? { mysqlMode: o.mysqlMode } : {}), ...(o.eager !== undefined ? { eager: o.eager } : {}), ...(o.parallelism !== undefined ? { parallelism: o.parallelism } : {}), ...(o.specPadBytes ? { specPadBytes: o.specPadBytes } : {}) };
+    return {
+      label: o.label,
+      epoch: o.epoch as Record<string, unknown>,
+      ...(o.mysqlMode ? { mysqlMode: o.mysqlMode } : {}),
+      ...(o.eager !== undefined ? { eager: o.eager } : {}),
+      ...(o.parallelism !== undefined ? { parallelism: o.parallelism } : {}),
+      ...(o.specPadBytes ? { specPadBytes: o.specPadBytes } : {}),
+    };
   });
 }
 
@@ -414,7 +435,11 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     latencyEpoch: parseEpoch('BENCH_LATENCY_EPOCH', env.BENCH_LATENCY_EPOCH, DEFAULT_LATENCY_EPOCH),
     ...optional('latencyParallelism', parseGroups('BENCH_LATENCY_PARALLELISM', env.BENCH_LATENCY_PARALLELISM, 1)),
     ...optional('latencyWorkers', num('BENCH_LATENCY_WORKERS', 1)),
-    scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64').split(',').map((x) => x.trim()).filter(Boolean).map(Number),
+    scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64')
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean)
+      .map(Number),
     scaleRecords: num('BENCH_SCALE_RECORDS', 400_000),
     scaleLatencySeconds: num('BENCH_SCALE_LATENCY_SECONDS', 10),
     ...optional('scaleParallelism', parseGroups('BENCH_SCALE_PARALLELISM', env.BENCH_SCALE_PARALLELISM, 2)),
@@ -451,7 +476,7 @@ async function createTopics(admin: Admin, topics: string[], partitions: number, 
   // A leader in the metadata is not yet a leader that answers: at 64 partitions ListOffsets
   // (produceRecords, the readers) was refused with NOT_LEADER_OR_FOLLOWER right after creation.
   for (const topic of topics) {
-    for (let deadline = Date.now() + 60_000; ; ) {
+    for (let deadline = Date.now() + 60_000; ;) {
       try {
         await admin.fetchTopicOffsets(topic);
         break;
@@ -533,7 +558,9 @@ class Workers {
 
   /** The partitions (or groups) each process prepared epochs of. */
   placement(): number[][] {
-    return this.all.map((c) => [...new Set((c.events as ObservedEvent[]).flatMap((e) => (e.kind === 'prepared' ? [e.group ?? e.partition] : [])))].sort((a, b) => a - b));
+    return this.all.map((c) =>
+      [...new Set((c.events as ObservedEvent[]).flatMap((e) => (e.kind === 'prepared' ? [e.group ?? e.partition] : [])))].sort((a, b) => a - b),
+    );
   }
 
   send(m: ToChild): void {
@@ -547,7 +574,13 @@ class Workers {
   async stop(): Promise<Usage> {
     const us = await Promise.all(this.all.map((c) => c.stop()));
     const max = (k: keyof Usage) => Math.max(...us.map((u) => u[k]));
-    return { cpuMs: us.reduce((a, u) => a + u.cpuMs, 0), wallMs: max('wallMs'), peakRssMb: us.reduce((a, u) => a + u.peakRssMb, 0), loopDelayP99Ms: max('loopDelayP99Ms'), loopDelayMaxMs: max('loopDelayMaxMs') };
+    return {
+      cpuMs: us.reduce((a, u) => a + u.cpuMs, 0),
+      wallMs: max('wallMs'),
+      peakRssMb: us.reduce((a, u) => a + u.peakRssMb, 0),
+      loopDelayP99Ms: max('loopDelayP99Ms'),
+      loopDelayMaxMs: max('loopDelayMaxMs'),
+    };
   }
 }
 
@@ -557,16 +590,25 @@ function runPerf(libs: string, brokers: string, topic: string, n: number, bytes:
     '-cp',
     `${libs}/*`,
     'org.apache.kafka.tools.ProducerPerformance',
-    '--topic', topic,
-    '--num-records', String(n),
-    '--record-size', String(bytes),
-    '--throughput', '-1',
-    '--producer-props', `bootstrap.servers=${brokers}`, 'acks=all',
+    '--topic',
+    topic,
+    '--num-records',
+    String(n),
+    '--record-size',
+    String(bytes),
+    '--throughput',
+    '-1',
+    '--producer-props',
+    `bootstrap.servers=${brokers}`,
+    'acks=all',
     ...(txnMs ? ['--transactional-id', `${topic}-txn`, '--transaction-duration-ms', String(txnMs)] : []),
   ];
   const r = spawnSync('java', args, { encoding: 'utf8', timeout: 600_000, maxBuffer: 64 << 20 });
   const out = `${r.stdout ?? ''}\n${r.stderr ?? ''}`;
-  const m = /(\d+) records sent, ([\d.]+) records\/sec \(([\d.]+) MB\/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency(?:, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th)?/.exec(out);
+  const m =
+    /(\d+) records sent, ([\d.]+) records\/sec \(([\d.]+) MB\/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency(?:, (\d+) ms 50th, (\d+) ms 95th, (\d+) ms 99th)?/.exec(
+      out,
+    );
   if (r.status !== 0 || !m) throw new Error(`ProducerPerformance failed (exit ${r.status}):\n${out.slice(-3000)}`);
   return {
     recordsPerSec: Number(m[2]),
@@ -611,7 +653,13 @@ function serviceCpu(): ServiceCpu {
     try {
       const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
       if (!cmd.includes(`${dir}/`)) continue;
-      const kind: keyof ServiceCpu | undefined = cmd.includes('kafka.Kafka') ? 'kafka' : cmd.includes('mariadbd') ? 'mariadb' : cmd.includes('start-dev') ? 'temporal' : undefined;
+      const kind: keyof ServiceCpu | undefined = cmd.includes('kafka.Kafka')
+        ? 'kafka'
+        : cmd.includes('mariadbd')
+          ? 'mariadb'
+          : cmd.includes('start-dev')
+            ? 'temporal'
+            : undefined;
       if (!kind) continue;
       const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
@@ -644,7 +692,13 @@ export interface Gauge {
   gaugeCpuMs: number;
 }
 
-const GAUGE_DATA = Array.from({ length: 2000 }, (_, i) => ({ id: `e${i}`, n: i, at: 1_700_000_000_000 + i, tags: ['a', 'b', String(i % 7)], pad: 'x'.repeat(120) }));
+const GAUGE_DATA = Array.from({ length: 2000 }, (_, i) => ({
+  id: `e${i}`,
+  n: i,
+  at: 1_700_000_000_000 + i,
+  tags: ['a', 'b', String(i % 7)],
+  pad: 'x'.repeat(120),
+}));
 const GAUGE_BYTES = Buffer.alloc(4 << 20, 7);
 
 /**
@@ -702,7 +756,14 @@ function engineRun(records: number, firstAt: number, lastAt: number, startedAt: 
   };
 }
 
-function specFor(name: string, source: string, epoch: Record<string, unknown>, mode: 'staged' | 'direct' = 'staged', parallelism?: number, padBytes = 0): PipelineSpec {
+function specFor(
+  name: string,
+  source: string,
+  epoch: Record<string, unknown>,
+  mode: 'staged' | 'direct' = 'staged',
+  parallelism?: number,
+  padBytes = 0,
+): PipelineSpec {
   const spec = compareSpec({
     name,
     source: { topic: source },
@@ -788,8 +849,12 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const latencyParallelism = opts.latencyParallelism;
   const scaleGroups = scaleP.length > 0 ? opts.scaleParallelism : undefined;
   const ungrouped = opts.scaleUngrouped !== false;
-  if (scaleP.length > 0 && !ungrouped && !scaleGroups) throw new Error('BENCH_SCALE_UNGROUPED=0 needs BENCH_SCALE_PARALLELISM: the scale phase would run no C at all');
-  for (const [what, g] of [['BENCH_LATENCY_PARALLELISM', latencyParallelism], ['BENCH_SCALE_PARALLELISM', scaleGroups]] as const) {
+  if (scaleP.length > 0 && !ungrouped && !scaleGroups)
+    throw new Error('BENCH_SCALE_UNGROUPED=0 needs BENCH_SCALE_PARALLELISM: the scale phase would run no C at all');
+  for (const [what, g] of [
+    ['BENCH_LATENCY_PARALLELISM', latencyParallelism],
+    ['BENCH_SCALE_PARALLELISM', scaleGroups],
+  ] as const) {
     if (g === undefined) continue;
     if (!groupCount(g)) throw new Error(`${what}: '${g}' is not a number of partition groups (an integer ≥ 1)`);
     specFor('bench-check', 'bench-check', latencyEpoch, 'staged', g);
@@ -846,7 +911,9 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       const eager = v.eager !== false;
       const spec = specFor(`${id}-c${i}`, source, v.epoch, mode, v.parallelism, v.specPadBytes);
       created.push(spec);
-      log(`C: onceflow exactly-once, ${v.label} (epoch ${JSON.stringify(spec.epoch)}, MySQL ${mode}${eager ? '' : ', no eager activities'}${spec.parallelism ? `, parallelism ${spec.parallelism}` : ''}${v.specPadBytes ? `, spec padded by ${v.specPadBytes} B` : ''})`);
+      log(
+        `C: onceflow exactly-once, ${v.label} (epoch ${JSON.stringify(spec.epoch)}, MySQL ${mode}${eager ? '' : ', no eager activities'}${spec.parallelism ? `, parallelism ${spec.parallelism}` : ''}${v.specPadBytes ? `, spec padded by ${v.specPadBytes} B` : ''})`,
+      );
       const c = await runOnceflow(deps, spec, N, P, eager);
       const before = Bruns[Bruns.length - 1]!;
       const bracket: [number, number] | undefined = opts.bracketB ? [before, await nextB(i + 1)] : undefined;
@@ -872,7 +939,9 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         ...(c.temporal ? { temporal: c.temporal } : {}),
       };
       C.push(run);
-      log(`C ${v.label}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}${bracket ? `; B before and after ${bracket.map((x) => x.toFixed(0)).join(' and ')}` : ''}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`);
+      log(
+        `C ${v.label}: ${run.recordsPerSec.toFixed(0)} records/s (C/B ${run.vsB.toFixed(2)}${bracket ? `; B before and after ${bracket.map((x) => x.toFixed(0)).join(' and ')}` : ''}), verified: ${run.verified ? 'exactly once' : `FAILED ${run.failedChecks.join('; ')}`}`,
+      );
     }
 
     const bestC = Math.max(...C.map((c) => c.recordsPerSec));
@@ -881,7 +950,22 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     const warmup = opts.latencyWarmupSeconds ?? 0;
     for (const engine of ['B', 'C'] as const) {
       log(`latency: ${engine} at ${rate} records/s for ${warmup} s of warm-up and ${opts.latencySeconds} s measured`);
-      const l = await runLatency(deps, { engine, name: `${id}-l${engine.toLowerCase()}`, rate, seconds: opts.latencySeconds, warmupSeconds: warmup, partitions: P, epoch: latencyEpoch, parallelism: latencyParallelism, ...(engine === 'C' ? { workers: opts.latencyWorkers } : {}), recordBytes: opts.recordBytes }, created);
+      const l = await runLatency(
+        deps,
+        {
+          engine,
+          name: `${id}-l${engine.toLowerCase()}`,
+          rate,
+          seconds: opts.latencySeconds,
+          warmupSeconds: warmup,
+          partitions: P,
+          epoch: latencyEpoch,
+          parallelism: latencyParallelism,
+          ...(engine === 'C' ? { workers: opts.latencyWorkers } : {}),
+          recordBytes: opts.recordBytes,
+        },
+        created,
+      );
       latency.push(l);
       log(`latency ${engine}: ${latencyLine(l)}`);
     }
@@ -893,7 +977,14 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       const scaleValues = benchValues(SN, 2020, opts.recordBytes);
       const runs: ScaleRun[] = [];
       // With the bracket, the reference count (the first) runs again after every other count: 4, 16, 4, 64, 4.
-      const order = scaleP.flatMap((sp, k) => (k > 0 && opts.scaleBracket ? [{ sp, again: false }, { sp: scaleP[0]!, again: true }] : [{ sp, again: false }]));
+      const order = scaleP.flatMap((sp, k) =>
+        k > 0 && opts.scaleBracket
+          ? [
+              { sp, again: false },
+              { sp: scaleP[0]!, again: true },
+            ]
+          : [{ sp, again: false }],
+      );
       for (const [k, { sp, again }] of order.entries()) {
         const src = `${id}.s${sp}.in`;
         if (!again) {
@@ -915,13 +1006,25 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
           const cs = specFor(`${id}-${run}${tag}c`, src, latencyEpoch, 'staged', groups);
           created.push(cs);
           const c = await runOnceflow(deps, cs, SN, sp, true);
-          log(`${at} C: ${c.run.recordsPerSec.toFixed(0)} records/s, Temporal CPU ${c.run.servicesCpuMsPer1k.temporal.toFixed(1)} ms/1k, verified: ${c.verified ? 'exactly once' : `FAILED ${c.failedChecks.join('; ')}`}`);
+          log(
+            `${at} C: ${c.run.recordsPerSec.toFixed(0)} records/s, Temporal CPU ${c.run.servicesCpuMsPer1k.temporal.toFixed(1)} ms/1k, verified: ${c.verified ? 'exactly once' : `FAILED ${c.failedChecks.join('; ')}`}`,
+          );
           const lat: LatencyRun[] = [];
           // B has no groups: its latency is measured once per partition count, with the first series; a repeat measures none.
           for (const engine of again ? [] : i > 0 ? (['C'] as const) : (['B', 'C'] as const)) {
             const l = await runLatency(
               deps,
-              { engine, name: `${id}-s${sp}${tag}l${engine.toLowerCase()}`, rate, seconds, warmupSeconds: warmup, partitions: sp, epoch: latencyEpoch, parallelism: groups ? latencyParallelism ?? groups : undefined, recordBytes: opts.recordBytes },
+              {
+                engine,
+                name: `${id}-s${sp}${tag}l${engine.toLowerCase()}`,
+                rate,
+                seconds,
+                warmupSeconds: warmup,
+                partitions: sp,
+                epoch: latencyEpoch,
+                parallelism: groups ? (latencyParallelism ?? groups) : undefined,
+                recordBytes: opts.recordBytes,
+              },
               created,
             );
             lat.push(l);
@@ -933,7 +1036,14 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
             ...(groups ? { parallelism: groups } : {}),
             records: SN,
             B: sB,
-            C: { ...c.run, split: c.split, verified: c.verified, failedChecks: c.failedChecks, commitStartWaitMs: c.commitStartWaitMs, ...(c.temporal ? { temporal: c.temporal } : {}) },
+            C: {
+              ...c.run,
+              split: c.split,
+              verified: c.verified,
+              failedChecks: c.failedChecks,
+              commitStartWaitMs: c.commitStartWaitMs,
+              ...(c.temporal ? { temporal: c.temporal } : {}),
+            },
             latency: lat,
           });
         }
@@ -1014,7 +1124,12 @@ async function runBaseline(deps: Deps, spec: PipelineSpec, n: number, partitions
   child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions } satisfies BaselineArgs });
   const batches = () => child.events as BaselineBatch[];
   const count = () => batches().reduce((a, b) => a + b.records, 0);
-  await waitFor(`baseline to process ${n} records`, () => count() >= n, 900_000, () => child.check());
+  await waitFor(
+    `baseline to process ${n} records`,
+    () => count() >= n,
+    900_000,
+    () => child.check(),
+  );
   const doneAt = Date.now();
   const locks1 = await probe(deps.pool);
   const u = await child.stop();
@@ -1113,8 +1228,15 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions
 
 /** Ends a pipeline that would not stop: its workflows terminated, its worker killed, its prepared XA branches rolled back (so cleanup can drop its tables). */
 async function abandonPipeline(deps: Deps, spec: PipelineSpec, partitions: number, engine: Child | Workers): Promise<void> {
-  await deps.client.workflow.getHandle(pipelineWorkflowId(spec.name)).terminate('bench: did not stop in time').catch(() => undefined);
-  for (const wid of runnerIds(spec, partitions)) await deps.client.workflow.getHandle(wid).terminate('bench: did not stop in time').catch(() => undefined);
+  await deps.client.workflow
+    .getHandle(pipelineWorkflowId(spec.name))
+    .terminate('bench: did not stop in time')
+    .catch(() => undefined);
+  for (const wid of runnerIds(spec, partitions))
+    await deps.client.workflow
+      .getHandle(wid)
+      .terminate('bench: did not stop in time')
+      .catch(() => undefined);
   for (const child of engine instanceof Workers ? engine.all : [engine]) {
     if (child.proc.exitCode !== null) continue;
     child.proc.kill('SIGKILL');
@@ -1191,7 +1313,10 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions: P } satisfies BaselineArgs });
     } else {
       const n = p.workers ?? 1;
-      child = n > 1 ? new Workers(await Promise.all(Array.from({ length: n }, () => startWorker(deps, `${spec.name}-tq`)))) : await startWorker(deps, `${spec.name}-tq`);
+      child =
+        n > 1
+          ? new Workers(await Promise.all(Array.from({ length: n }, () => startWorker(deps, `${spec.name}-tq`))))
+          : await startWorker(deps, `${spec.name}-tq`);
       child.send({ type: 'mark' });
       handle = await startPipeline(deps.client, spec, `${spec.name}-tq`);
     }

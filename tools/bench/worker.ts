@@ -30,6 +30,6 @@ async function main() {
 }
 
 main().catch((e) => {
-  send({ type: 'error', message: e instanceof Error ? e.stack ?? e.message : String(e) });
+  send({ type: 'error', message: e instanceof Error ? (e.stack ?? e.message) : String(e) });
   process.exit(1);
 });

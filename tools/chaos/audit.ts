@@ -49,7 +49,10 @@ export function ledgerCopier(pool: Pool, pipeline: string) {
   return {
     spans,
     async poll(): Promise<void> {
-      const [rows] = await pool.query<RowDataPacket[]>('SELECT source_partition AS p, epoch, start_offset, end_offset FROM onceflow_ledger WHERE pipeline = ?', [pipeline]);
+      const [rows] = await pool.query<RowDataPacket[]>(
+        'SELECT source_partition AS p, epoch, start_offset, end_offset FROM onceflow_ledger WHERE pipeline = ?',
+        [pipeline],
+      );
       for (const r of rows) {
         const p = Number(r.p);
         if (!spans.has(p)) spans.set(p, new Map());
@@ -140,7 +143,13 @@ export interface JavaReadResult {
  * with isolation.level=read_committed reads every output partition, and the `src` coordinates
  * of what it sees are compared with the committed source (one copy per valid record).
  */
-export async function javaReadCommitted(kafkaLibs: string, brokers: string[], spec: PipelineSpec, partitions: number, cluster: KafkaCluster): Promise<JavaReadResult> {
+export async function javaReadCommitted(
+  kafkaLibs: string,
+  brokers: string[],
+  spec: PipelineSpec,
+  partitions: number,
+  cluster: KafkaCluster,
+): Promise<JavaReadResult> {
   const r: JavaReadResult = { records: 0, duplicates: 0, missing: 0, unexpected: 0 };
   for (let p = 0; p < partitions; p++) {
     const expected = new Set<number>();

@@ -26,7 +26,11 @@ function noGrowth(name: string, samples: Sample[], pick: (s: Sample) => number[]
   const n = Math.max(1, Math.floor(values.length / 3));
   const a = max(values.slice(0, n).flat());
   const b = max(values.slice(values.length - n).flat());
-  return { name, ok: values.length >= 3 && b <= GROWTH_LIMIT * a, detail: `max ${a} ${unit} in the first third, ${b} ${unit} in the last (limit ${GROWTH_LIMIT}×)` };
+  return {
+    name,
+    ok: values.length >= 3 && b <= GROWTH_LIMIT * a,
+    detail: `max ${a} ${unit} in the first third, ${b} ${unit} in the last (limit ${GROWTH_LIMIT}×)`,
+  };
 }
 
 /**
@@ -44,7 +48,11 @@ export function boundedStateChecks(samples: Sample[], o: { partitions: number; m
   const stagedMax = max(samples.map((s) => s.stagedRows));
   const rules: Check[] = [
     { name: 'ledger rows within the pruning rule', ok: samples.length > 0 && ledgerMax <= ledgerBound, detail: `max ${ledgerMax}, bound ${ledgerBound}` },
-    { name: 'staged rows within two epochs per partition', ok: samples.length > 0 && stagedMax <= stagedBound, detail: `max ${stagedMax}, bound ${stagedBound}` },
+    {
+      name: 'staged rows within two epochs per partition',
+      ok: samples.length > 0 && stagedMax <= stagedBound,
+      detail: `max ${stagedMax}, bound ${stagedBound}`,
+    },
   ];
   if (!growthJudged(samples)) return rules;
   // History is bounded by continue-as-new: each partition's current run must have been
@@ -52,7 +60,11 @@ export function boundedStateChecks(samples: Sample[], o: { partitions: number; m
   const restarted = samples[0]!.historyEvents.map((_, p) => samples.some((s, i) => i > 0 && s.historyEvents[p]! < samples[i - 1]!.historyEvents[p]!));
   return [
     ...rules,
-    { name: 'every partition workflow continued as new', ok: restarted.length === o.partitions && restarted.every(Boolean), detail: restarted.map((r, p) => `p${p} ${r ? 'yes' : 'no'}`).join(', ') },
+    {
+      name: 'every partition workflow continued as new',
+      ok: restarted.length === o.partitions && restarted.every(Boolean),
+      detail: restarted.map((r, p) => `p${p} ${r ? 'yes' : 'no'}`).join(', '),
+    },
     noGrowth('history per run does not grow', samples, (s) => s.historyEvents, 'events'),
     noGrowth('worker RSS does not grow', samples, (s) => s.workerRssMb.filter((x): x is number => x !== null), 'MB'),
     noGrowth('table bytes do not grow', samples, (s) => [s.tableBytes], 'bytes'),

@@ -43,7 +43,9 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   const ledger = new LedgerProbe(env);
   const injector = new Injector(env, workers, freezer, reports, ledger);
   const plan = planFaults(scheduleOptions(o));
-  log(`pipeline ${name}: ${o.partitions} partitions${env.grouped ? ` in ${spec.parallelism} groups` : ''}, ${o.workers} workers, ${plan.length} scheduled faults, input ≥ ${o.records} records at ${o.ratePerSecond}/s`);
+  log(
+    `pipeline ${name}: ${o.partitions} partitions${env.grouped ? ` in ${spec.parallelism} groups` : ''}, ${o.workers} workers, ${plan.length} scheduled faults, input ≥ ${o.records} records at ${o.ratePerSecond}/s`,
+  );
   const take = () =>
     void takeSample(env, started, () => feeder.produced, reports.workerStats)
       .then((x) => {
@@ -84,7 +86,18 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     await workers.stop();
     await env.proxies.close();
   }
-  return judgeCampaign(env, { started, plan, faults, stuck, evidence: reports.evidence, samples, feeder, workers, ledgerCopy, stopCopying: () => clearInterval(copyTimer) });
+  return judgeCampaign(env, {
+    started,
+    plan,
+    faults,
+    stuck,
+    evidence: reports.evidence,
+    samples,
+    feeder,
+    workers,
+    ledgerCopy,
+    stopCopying: () => clearInterval(copyTimer),
+  });
 }
 
 /** What the schedule (tools/chaos/schedule.ts) takes of the campaign's options. */
@@ -103,7 +116,14 @@ function scheduleOptions(o: CampaignOptions): ScheduleOptions {
 }
 
 /** One fault at a time, as planned: inject, wait until the affected partitions commit again, next. The reason if the pipeline got stuck. */
-async function runFaults(env: CampaignEnv, plan: PlannedFault[], faults: FaultRecord[], injector: Injector, ledger: LedgerProbe, produced: () => number): Promise<string | undefined> {
+async function runFaults(
+  env: CampaignEnv,
+  plan: PlannedFault[],
+  faults: FaultRecord[],
+  injector: Injector,
+  ledger: LedgerProbe,
+  produced: () => number,
+): Promise<string | undefined> {
   for (const f of plan) {
     const rec: FaultRecord = { ...f, injected: false, affected: [], danglingAfter: 0, note: '' };
     faults.push(rec);

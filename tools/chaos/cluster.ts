@@ -35,7 +35,17 @@ export function quorumLeader(kafkaLibs: string, brokers: string[]): Promise<numb
   return new Promise((resolve, reject) => {
     execFile(
       'java',
-      ['-Xmx128m', '-XX:TieredStopAtLevel=1', '-cp', `${kafkaLibs}/*`, 'org.apache.kafka.tools.MetadataQuorumCommand', '--bootstrap-server', brokers.join(','), 'describe', '--status'],
+      [
+        '-Xmx128m',
+        '-XX:TieredStopAtLevel=1',
+        '-cp',
+        `${kafkaLibs}/*`,
+        'org.apache.kafka.tools.MetadataQuorumCommand',
+        '--bootstrap-server',
+        brokers.join(','),
+        'describe',
+        '--status',
+      ],
       { timeout: 60_000 },
       (err, stdout, stderr) => {
         const m = /LeaderId:\s+(\d+)/.exec(stdout);
@@ -57,7 +67,11 @@ export function nodeServices(stack: StackOptions): Map<number, string> {
   for (let i = 0; i < n; i++) {
     const service = `kafka-${i}`;
     let id = i;
-    for (const f of [join(stack.runDir, service, 'server.properties'), join(stack.runDir, 'kafka', String(i), 'server.properties'), join(stack.runDir, service, 'config', 'server.properties')]) {
+    for (const f of [
+      join(stack.runDir, service, 'server.properties'),
+      join(stack.runDir, 'kafka', String(i), 'server.properties'),
+      join(stack.runDir, service, 'config', 'server.properties'),
+    ]) {
       if (!existsSync(f)) continue;
       const m = /^node\.id=(\d+)/m.exec(readFileSync(f, 'utf8'));
       if (m) {
@@ -80,4 +94,3 @@ export async function clusterWhole(admin: Admin, nodes: number, topics: string[]
   const md = await admin.fetchTopicMetadata({ topics });
   return md.topics.every((t) => t.partitions.every((p) => p.leader >= 0 && p.isr.length >= Math.min(nodes, p.replicas.length)));
 }
-

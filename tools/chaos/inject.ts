@@ -63,7 +63,10 @@ export class Injector {
     await win.snapshot();
     win.partitions = Array.from({ length: env.o.partitions }, (_, p) => p);
     // The epoch a transaction coordinator kill names the transactional id by: the partition's next, or its group's.
-    const next = env.grouped && f.kind === 'kafka-txn-coordinator-kill' ? (await retryUntil(() => env.groupStatus(groupOf(env.spec, f.partition)), 60_000)).groupEpoch : (win.before.get(f.partition) ?? -1) + 1;
+    const next =
+      env.grouped && f.kind === 'kafka-txn-coordinator-kill'
+        ? (await retryUntil(() => env.groupStatus(groupOf(env.spec, f.partition)), 60_000)).groupEpoch
+        : (win.before.get(f.partition) ?? -1) + 1;
     const lasts = await this.inject(f.kind, f.worker, f, rec, next);
     if (f.kind === 'worker-freeze') this.workerThawAt = Date.now() + FREEZE_MS + 1000;
     rec.faultMs = Math.max(Date.now() - win.t0, lasts);
@@ -80,9 +83,14 @@ export class Injector {
       // load: the partition would pass the epoch meanwhile), so the kill follows the hit at once.
       if (f.kind === 'kafka-controller-kill') this.controllerNow = await quorumLeader(env.kafkaLibsDir!, env.settings.kafka.brokers).catch(() => undefined);
       // A grouped pipeline's hits name the group epoch and the group; a partition's name its own epoch.
-      const { epoch: e, hitAs } = grouped ? await this.groupTarget(f.partition) : { epoch: ((await retryDb(this.ledger.ledgerMax)).get(f.partition) ?? -1) + 2, hitAs: [f.partition] };
+      const { epoch: e, hitAs } = grouped
+        ? await this.groupTarget(f.partition)
+        : { epoch: ((await retryDb(this.ledger.ledgerMax)).get(f.partition) ?? -1) + 2, hitAs: [f.partition] };
       this.arm(stepRules(f, point, e, hitAs, grouped ? groupOf(spec, f.partition) : f.partition, T));
-      const hit = await this.reports.waitLine((l) => l.point === point && l.epoch === e && hitAs.includes(l.partition) && l.attempt === 1, point === 'redo.start' || f.kind === 'txn-timeout' ? T + 60_000 : 45_000);
+      const hit = await this.reports.waitLine(
+        (l) => l.point === point && l.epoch === e && hitAs.includes(l.partition) && l.attempt === 1,
+        point === 'redo.start' || f.kind === 'txn-timeout' ? T + 60_000 : 45_000,
+      );
       this.arm([]);
       if (!hit) {
         rec.note += `no hit at epoch ${e}; `;
@@ -199,7 +207,10 @@ export class Injector {
     if (kind === 'kafka-leader-kill') {
       // Odd faults hit the source partition's leader, even ones the output partition's.
       const topic = f.n % 2 === 1 ? spec.source.topic : spec.kafkaSink.topic;
-      return { node: await retry(() => partitionLeader(admin, topic, f.partition)), why: `leader of ${topic === spec.source.topic ? 'source' : 'output'} ${topic}[${f.partition}]` };
+      return {
+        node: await retry(() => partitionLeader(admin, topic, f.partition)),
+        why: `leader of ${topic === spec.source.topic ? 'source' : 'output'} ${topic}[${f.partition}]`,
+      };
     }
     const asked = this.controllerNow;
     this.controllerNow = undefined;
@@ -215,7 +226,16 @@ export class Injector {
  */
 function stepRules(f: PlannedFault, point: FaultPoint, e: number, hitAs: number[], stallAs: number, T: number): string[] {
   const at = (p: number) => `@epoch=${e}@partition=${p}@attempt=1`;
-  const action = f.kind === 'worker-kill' ? 'crash' : f.kind === 'worker-freeze' ? `freeze=${FREEZE_MS}` : f.kind === SPLIT_KIND ? `split=${f.n % 2 ? 'markers' : 'outputs'}` : `stall=${HOLD_MS}`;
+  const action =
+    f.kind === 'worker-kill'
+      ? 'crash'
+      : f.kind === 'worker-freeze'
+        ? `freeze=${FREEZE_MS}`
+        : f.kind === SPLIT_KIND
+          ? `split=${f.n % 2 ? 'markers' : 'outputs'}`
+          : `stall=${HOLD_MS}`;
   const stallPastTimeout = `commit.before${at(stallAs)}:stall=${T + 4000}`;
-  return f.kind === 'txn-timeout' ? [stallPastTimeout] : [...(point === 'redo.start' ? [stallPastTimeout] : []), ...hitAs.map((p) => `${point}${at(p)}:${action}`)];
+  return f.kind === 'txn-timeout'
+    ? [stallPastTimeout]
+    : [...(point === 'redo.start' ? [stallPastTimeout] : []), ...hitAs.map((p) => `${point}${at(p)}:${action}`)];
 }

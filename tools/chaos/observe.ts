@@ -29,7 +29,19 @@ export type Evidence = Required<CampaignResult['evidence']>;
 /** The workers' lines, as a WorkerSupervisor passes them on (`onLine`). */
 export class WorkerReports {
   private readonly waiters = new Set<(l: FaultLine) => void>();
-  readonly evidence: Evidence = { workerSigkills: 0, workerRestarts: 0, sinkThrows: 0, redosKafka: 0, kafkaSplits: 0, redosMysql: 0, rolledBackBranches: 0, txnTimeoutPrecursors: 0, proxyResets: 0, inputSendRetries: 0, landedCheckFailures: 0 };
+  readonly evidence: Evidence = {
+    workerSigkills: 0,
+    workerRestarts: 0,
+    sinkThrows: 0,
+    redosKafka: 0,
+    kafkaSplits: 0,
+    redosMysql: 0,
+    rolledBackBranches: 0,
+    txnTimeoutPrecursors: 0,
+    proxyResets: 0,
+    inputSendRetries: 0,
+    landedCheckFailures: 0,
+  };
   /** Workers that said they are ready. */
   readonly ready = new Set<number>();
   readonly workerStats: ({ rssMb: number; loopP99Ms: number } | undefined)[] = [];
@@ -37,7 +49,16 @@ export class WorkerReports {
   readonly onLine = (worker: number, line: string): void => {
     const m = FAULT_RE.exec(line);
     if (m) {
-      const l: FaultLine = { action: m[1]!, point: m[2] as FaultPoint, epoch: Number(m[3]), partition: Number(m[4]), attempt: Number(m[5]), pid: Number(m[6]), worker, at: Date.now() };
+      const l: FaultLine = {
+        action: m[1]!,
+        point: m[2] as FaultPoint,
+        epoch: Number(m[3]),
+        partition: Number(m[4]),
+        attempt: Number(m[5]),
+        pid: Number(m[6]),
+        worker,
+        at: Date.now(),
+      };
       for (const w of this.waiters) w(l);
       return;
     }
@@ -85,7 +106,10 @@ export async function takeSample(env: CampaignEnv, started: number, produced: ()
     `SELECT COALESCE(SUM(data_length + index_length), 0) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND (table_name IN (?) OR table_name LIKE 'onceflow_stage%')`,
     [tables],
   );
-  const committed = await pool.query<RowDataPacket[]>('SELECT COALESCE(SUM(end_offset), 0) AS n FROM onceflow_ledger l WHERE pipeline = ? AND epoch = (SELECT MAX(epoch) FROM onceflow_ledger WHERE pipeline = l.pipeline AND source_partition = l.source_partition)', [name]);
+  const committed = await pool.query<RowDataPacket[]>(
+    'SELECT COALESCE(SUM(end_offset), 0) AS n FROM onceflow_ledger l WHERE pipeline = ? AND epoch = (SELECT MAX(epoch) FROM onceflow_ledger WHERE pipeline = l.pipeline AND source_partition = l.source_partition)',
+    [name],
+  );
   let progressRecords = 0;
   for (const x of await admin.fetchTopicOffsets(spec.progressTopic)) progressRecords += Number(x.high) - Number(x.low);
   return {

@@ -18,7 +18,10 @@ export class LedgerProbe {
 
   /** The last epoch per partition with a ledger row. */
   readonly ledgerMax = async (): Promise<Map<number, number>> => {
-    const [rows] = await this.env.pool.query<RowDataPacket[]>('SELECT source_partition AS p, MAX(epoch) AS e FROM onceflow_ledger WHERE pipeline = ? GROUP BY source_partition', [this.env.name]);
+    const [rows] = await this.env.pool.query<RowDataPacket[]>(
+      'SELECT source_partition AS p, MAX(epoch) AS e FROM onceflow_ledger WHERE pipeline = ? GROUP BY source_partition',
+      [this.env.name],
+    );
     return new Map(rows.map((r) => [Number(r.p), Number(r.e)]));
   };
 
@@ -29,7 +32,10 @@ export class LedgerProbe {
 
   /** First epoch per partition whose ledger row was written (in prepare) after `since` and is committed. */
   async progressedSince(since: string): Promise<Map<number, number>> {
-    const [rows] = await this.env.pool.query<RowDataPacket[]>('SELECT source_partition AS p, MIN(epoch) AS e FROM onceflow_ledger WHERE pipeline = ? AND committed_at > ? GROUP BY source_partition', [this.env.name, since]);
+    const [rows] = await this.env.pool.query<RowDataPacket[]>(
+      'SELECT source_partition AS p, MIN(epoch) AS e FROM onceflow_ledger WHERE pipeline = ? AND committed_at > ? GROUP BY source_partition',
+      [this.env.name, since],
+    );
     return new Map(rows.map((r) => [Number(r.p), Number(r.e)]));
   }
 
@@ -99,7 +105,14 @@ export async function awaitRecovery(env: CampaignEnv, ledger: LedgerProbe, f: Pl
     await sleep(200);
   }
   if (!partitions.every((p) => progressed.has(p))) {
-    const statuses = await Promise.all(partitions.map((p) => partitionStatus(env.client, env.spec, p).then((s) => `partition ${p}: phase ${s.phase}, epoch ${s.state.epoch}, lastError ${s.lastError ?? '-'}`, (e) => `partition ${p}: status query failed (${String(e)})`)));
+    const statuses = await Promise.all(
+      partitions.map((p) =>
+        partitionStatus(env.client, env.spec, p).then(
+          (s) => `partition ${p}: phase ${s.phase}, epoch ${s.state.epoch}, lastError ${s.lastError ?? '-'}`,
+          (e) => `partition ${p}: status query failed (${String(e)})`,
+        ),
+      ),
+    );
     const stuck = `#${f.n} ${f.kind} @ ${f.trigger}: no progress within ${env.o.recoveryTimeoutMs} ms after injection at ${rec.at}; ${statuses.join('; ')}`;
     rec.note += stuck;
     env.log(stuck);
@@ -111,16 +124,26 @@ export async function awaitRecovery(env: CampaignEnv, ledger: LedgerProbe, f: Pl
 }
 
 /** After a recovery: the prepared branches of committed epochs left, the recovery logged, and on a cluster the wait until it is whole again. */
-export async function afterRecovery(env: CampaignEnv, ledger: LedgerProbe, f: PlannedFault, rec: FaultRecord, planned: number, produced: () => number): Promise<void> {
+export async function afterRecovery(
+  env: CampaignEnv,
+  ledger: LedgerProbe,
+  f: PlannedFault,
+  rec: FaultRecord,
+  planned: number,
+  produced: () => number,
+): Promise<void> {
   const { log, spec } = env;
   const dangling = await retryDb(ledger.danglingNow);
   rec.danglingAfter = dangling.stays.length;
-  if (dangling.transient.length) log(`#${f.n} ${f.kind}: prepared branch of a committed epoch seen once, gone 3 s later (unexplained): ${dangling.transient.join(', ')}`);
+  if (dangling.transient.length)
+    log(`#${f.n} ${f.kind}: prepared branch of a committed epoch seen once, gone 3 s later (unexplained): ${dangling.transient.join(', ')}`);
   if (dangling.stays.length) {
     rec.note += `prepared branches of committed epochs after recovery: ${dangling.stays.join(', ')}; `;
     log(`#${f.n} ${f.kind}: ${rec.note}`);
   }
-  log(`#${f.n}/${planned} ${f.kind} @ ${f.trigger}${rec.epoch !== undefined ? ` (${rec.group !== undefined ? `group ${rec.group}` : `partition ${f.partition}`} epoch ${rec.epoch}, worker ${rec.hitWorker})` : ''}: recovered in ${(rec.recoveryMs! / 1000).toFixed(1)} s; input ${produced()}${rec.target ? `; ${rec.target}` : ''}`);
+  log(
+    `#${f.n}/${planned} ${f.kind} @ ${f.trigger}${rec.epoch !== undefined ? ` (${rec.group !== undefined ? `group ${rec.group}` : `partition ${f.partition}`} epoch ${rec.epoch}, worker ${rec.hitWorker})` : ''}: recovered in ${(rec.recoveryMs! / 1000).toFixed(1)} s; input ${produced()}${rec.target ? `; ${rec.target}` : ''}`,
+  );
   if (env.nodes > 1) {
     // The next node is killed only once every node is back in every ISR: 2 of 3 live at worst.
     const t = Date.now();

@@ -6,7 +6,15 @@
 import type { FaultPoint } from '../../src/faults';
 import { prng } from '../../examples/flink-compare/scenario';
 
-export const POINTS: readonly FaultPoint[] = ['prepare.start', 'prepare.kafka-sent', 'prepare.xa-prepared', 'commit.before', 'commit.between', 'commit.mysql-committed', 'redo.start'];
+export const POINTS: readonly FaultPoint[] = [
+  'prepare.start',
+  'prepare.kafka-sent',
+  'prepare.xa-prepared',
+  'commit.before',
+  'commit.between',
+  'commit.mysql-committed',
+  'redo.start',
+];
 /** Faults the campaign injects from outside the engine (plus txn-timeout, a stalled commit). */
 export const INJECTED_KINDS = [
   'worker-kill',
@@ -29,7 +37,14 @@ export const INJECTED_KINDS = [
   'mariadb+temporal-restart',
 ] as const;
 /** Kinds added after the every-step campaign had grown to ~95 faults: in the full campaign five times each, at mixed triggers. */
-export const FIVE_EACH_KINDS: readonly InjectedKind[] = ['temporal-freeze', 'kafka-freeze', 'mariadb-freeze', 'worker-kill+kafka-restart', 'workers-kill-all', 'mariadb+temporal-restart'];
+export const FIVE_EACH_KINDS: readonly InjectedKind[] = [
+  'temporal-freeze',
+  'kafka-freeze',
+  'mariadb-freeze',
+  'worker-kill+kafka-restart',
+  'workers-kill-all',
+  'mariadb+temporal-restart',
+];
 /**
  * The cluster campaign's kinds (3 KRaft nodes, `npm run chaos -- --cluster`): SIGKILL of the node
  * that is the transaction coordinator of the hit epoch's transactional id, of the leader of the

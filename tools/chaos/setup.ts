@@ -58,7 +58,12 @@ export interface CampaignEnv {
 export async function openCampaign(o: CampaignOptions): Promise<CampaignEnv> {
   const log = o.log;
   const nodes = o.kafkaNodes ?? 1;
-  const stack: StackOptions = { runDir: o.runDir, portBase: o.portBase, workers: o.workers, ...(nodes > 1 ? { kafkaNodes: nodes, kafkaControllers: o.kafkaControllers ?? 0 } : {}) };
+  const stack: StackOptions = {
+    runDir: o.runDir,
+    portBase: o.portBase,
+    workers: o.workers,
+    ...(nodes > 1 ? { kafkaNodes: nodes, kafkaControllers: o.kafkaControllers ?? 0 } : {}),
+  };
   const ports = stackPorts(stack);
   const logDir = join(o.runDir, 'campaign');
   mkdirSync(logDir, { recursive: true });
@@ -130,7 +135,11 @@ function campaignSpec(o: CampaignOptions, name: string): PipelineSpec {
     source: { topic: `${name}.in` },
     kafkaSink: { topic: `${name}.out`, transactionTimeoutMs: o.transactionTimeoutMs },
     epoch: { maxRecords: o.maxRecords, maxWaitMs: 1000 },
-    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, compareFailAfter: o.compareFailAfter, compareFailEveryNthEpoch: o.compareFailEveryNthEpoch },
+    transformOptions: {
+      table: `t_${name.replace(/[^a-z0-9]/g, '_')}`,
+      compareFailAfter: o.compareFailAfter,
+      compareFailEveryNthEpoch: o.compareFailEveryNthEpoch,
+    },
     ...(o.parallelism ? { parallelism: o.parallelism } : {}),
     // Poison records are part of the data under test, not a transform bug: a small epoch of a
     // group can hold one from each member, so the budget is explicit (design.md §1.1).

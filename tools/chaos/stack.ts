@@ -48,7 +48,12 @@ export function servicesEnv(o: StackOptions): NodeJS.ProcessEnv {
   const base = { ...cleanEnv(), ONCEFLOW_RUN_DIR: o.runDir, ONCEFLOW_PORT_BASE: String(o.portBase) };
   // The proxied listeners are single-node only: a cluster campaign's workers reach every node directly.
   // Controllers unset: the run directory's saved layout (services.sh), so a stop reaches every node it started.
-  if ((o.kafkaNodes ?? 1) > 1) return { ...base, ONCEFLOW_KAFKA_NODES: String(o.kafkaNodes), ...(o.kafkaControllers !== undefined ? { ONCEFLOW_KAFKA_CONTROLLERS: String(o.kafkaControllers) } : {}) };
+  if ((o.kafkaNodes ?? 1) > 1)
+    return {
+      ...base,
+      ONCEFLOW_KAFKA_NODES: String(o.kafkaNodes),
+      ...(o.kafkaControllers !== undefined ? { ONCEFLOW_KAFKA_CONTROLLERS: String(o.kafkaControllers) } : {}),
+    };
   const listeners = Array.from({ length: o.workers }, (_, i) => `${p.kafkaListener(i)}:${p.kafkaProxy(i)}`).join(',');
   return { ...base, ONCEFLOW_KAFKA_PROXY_LISTENERS: listeners };
 }
@@ -71,7 +76,11 @@ export function services(o: StackOptions, args: string[]): Promise<void> {
 /** The pid (process-group leader) of one of the stack's services, from scripts/services.sh. */
 export function servicePid(o: StackOptions, service: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', [join(ROOT, 'scripts', 'services.sh'), 'pid', service], { cwd: ROOT, env: servicesEnv(o), stdio: ['ignore', 'pipe', 'ignore'] });
+    const child = spawn('bash', [join(ROOT, 'scripts', 'services.sh'), 'pid', service], {
+      cwd: ROOT,
+      env: servicesEnv(o),
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.on('error', reject);
@@ -166,7 +175,11 @@ export class WorkerSupervisor {
   }
 
   private spawnOne(i: number): void {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'tools', 'chaos', 'worker.ts')], { cwd: ROOT, env: this.envFor(i), stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'tools', 'chaos', 'worker.ts')], {
+      cwd: ROOT,
+      env: this.envFor(i),
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     this.starts++;
     this.procs[i] = child;
     const log = this.logs[i]!;

@@ -43,10 +43,15 @@ export async function judgeCampaign(env: CampaignEnv, run: RunOutcome): Promise<
     log(`input count failed: ${String(e)}`);
     return undefined;
   });
-  if (input) log(`input: ${input.acked} acknowledged by kafkajs, ${input.inLog} in the source topic, ${input.ackedMissing} acknowledged but not in the log${input.examples.length ? ` (${input.examples.join(', ')})` : ''}, ${input.duplicates} extra copies`);
+  if (input)
+    log(
+      `input: ${input.acked} acknowledged by kafkajs, ${input.inLog} in the source topic, ${input.ackedMissing} acknowledged but not in the log${input.examples.length ? ` (${input.examples.join(', ')})` : ''}, ${input.duplicates} extra copies`,
+    );
   // Independent of onceflow's and kafkajs's read path: Kafka's own read_committed consumer.
   const kafkaLibs = toolPaths({ ONCEFLOW_SERVICES_ENV: env.envFile }).kafkaLibs;
-  const javaRead: JavaReadResult | undefined = kafkaLibs ? await javaReadCommitted(kafkaLibs, env.settings.kafka.brokers, spec, o.partitions, cluster) : undefined;
+  const javaRead: JavaReadResult | undefined = kafkaLibs
+    ? await javaReadCommitted(kafkaLibs, env.settings.kafka.brokers, spec, o.partitions, cluster)
+    : undefined;
   addFaultStats(run.faults, audit);
   const { evidence, faults } = run;
   evidence.workerSigkills = run.workers.exits.filter((x) => x.signal === 'SIGKILL' && !x.duringStop).length;
@@ -56,7 +61,18 @@ export async function judgeCampaign(env: CampaignEnv, run: RunOutcome): Promise<
 
   const plannedKinds = new Set<FaultKind>([...run.plan.map((f) => f.kind), 'sink-throw', 'poison']);
   const kinds = summarize(faults, evidence, audit.totals, plannedKinds);
-  const checks = campaignChecks(o, { verify, audit: audit.totals, input, javaRead, kinds, faults, plan: run.plan, stuck: run.stuck, evidence, samples: run.samples });
+  const checks = campaignChecks(o, {
+    verify,
+    audit: audit.totals,
+    input,
+    javaRead,
+    kinds,
+    faults,
+    plan: run.plan,
+    stuck: run.stuck,
+    evidence,
+    samples: run.samples,
+  });
   await env.closeClients();
   const options: Partial<CampaignOptions> = { ...o };
   delete options.log;
@@ -114,24 +130,54 @@ function campaignChecks(o: CampaignOptions, j: Judged): Check[] {
   const injectedKinds = kinds.filter((k) => k.kind !== 'poison');
   return [
     ...verify.checks,
-    { name: 'every scheduled fault was injected', ok: faults.length === plan.length && faults.every((f) => f.injected), detail: `${faults.filter((f) => f.injected).length} of ${plan.length}` },
+    {
+      name: 'every scheduled fault was injected',
+      ok: faults.length === plan.length && faults.every((f) => f.injected),
+      detail: `${faults.filter((f) => f.injected).length} of ${plan.length}`,
+    },
     kindCoverageCheck(kinds, faults, o.mode),
     { name: 'the pipeline recovered after every fault and drained', ok: j.stuck === undefined, detail: j.stuck ?? 'yes' },
     recoveryBoundCheck(faults, o.recoveryBoundMs),
-    { name: 'per-record audit: one output or dead letter per source record', ok: audit.duplicates === 0 && audit.missing === 0, detail: `${audit.records} records, ${audit.duplicates} duplicate(s), ${audit.missing} missing` },
+    {
+      name: 'per-record audit: one output or dead letter per source record',
+      ok: audit.duplicates === 0 && audit.missing === 0,
+      detail: `${audit.records} records, ${audit.duplicates} duplicate(s), ${audit.missing} missing`,
+    },
     {
       name: "Kafka's own read_committed consumer (Java) sees each valid record once",
-      ok: javaRead !== undefined && javaRead.duplicates === 0 && javaRead.missing === 0 && javaRead.unexpected === 0 && javaRead.records === verify.totals.outputs,
-      detail: javaRead ? `${javaRead.records} records, ${javaRead.duplicates} duplicate(s), ${javaRead.missing} missing, ${javaRead.unexpected} unexpected` : 'Kafka jars not found',
+      ok:
+        javaRead !== undefined &&
+        javaRead.duplicates === 0 &&
+        javaRead.missing === 0 &&
+        javaRead.unexpected === 0 &&
+        javaRead.records === verify.totals.outputs,
+      detail: javaRead
+        ? `${javaRead.records} records, ${javaRead.duplicates} duplicate(s), ${javaRead.missing} missing, ${javaRead.unexpected} unexpected`
+        : 'Kafka jars not found',
     },
-    { name: 'poison records dead-lettered once with reason and source coordinates', ok: audit.poison > 0 && audit.deadLetters === audit.poison && audit.deadLettersWithReason === audit.poison, detail: `${audit.poison} poison, ${audit.deadLetters} dead letters, ${audit.deadLettersWithReason} with reason and coordinates` },
-    { name: 'no XA branch of a committed epoch left prepared after any recovery', ok: faults.every((f) => f.danglingAfter === 0), detail: `${faults.reduce((a, f) => a + f.danglingAfter, 0)} found` },
+    {
+      name: 'poison records dead-lettered once with reason and source coordinates',
+      ok: audit.poison > 0 && audit.deadLetters === audit.poison && audit.deadLettersWithReason === audit.poison,
+      detail: `${audit.poison} poison, ${audit.deadLetters} dead letters, ${audit.deadLettersWithReason} with reason and coordinates`,
+    },
+    {
+      name: 'no XA branch of a committed epoch left prepared after any recovery',
+      ok: faults.every((f) => f.danglingAfter === 0),
+      detail: `${faults.reduce((a, f) => a + f.danglingAfter, 0)} found`,
+    },
     {
       name: 'every forced split was detected and repaired',
       ok: (evidence.kafkaSplits ?? 0) >= (kinds.find((k) => k.kind === SPLIT_KIND)?.injected ?? 0),
       detail: `${kinds.find((k) => k.kind === SPLIT_KIND)?.injected ?? 0} splits forced (${SPLIT_KIND}), ${evidence.kafkaSplits ?? 0} epochs found split by their commit (a group epoch's split counts once per member)`,
     },
-    { name: 'the faults really hit', ok: verify.totals.abortedCopies > 0 && evidence.workerSigkills >= (injectedKinds.find((k) => k.kind === 'worker-kill')?.injected ?? 0) && evidence.sinkThrows > 0, detail: `${verify.totals.abortedCopies} aborted copies visible to read_uncommitted, ${evidence.workerSigkills} worker SIGKILLs, ${evidence.sinkThrows} sink throws, ${evidence.redosKafka} Kafka redos` },
+    {
+      name: 'the faults really hit',
+      ok:
+        verify.totals.abortedCopies > 0 &&
+        evidence.workerSigkills >= (injectedKinds.find((k) => k.kind === 'worker-kill')?.injected ?? 0) &&
+        evidence.sinkThrows > 0,
+      detail: `${verify.totals.abortedCopies} aborted copies visible to read_uncommitted, ${evidence.workerSigkills} worker SIGKILLs, ${evidence.sinkThrows} sink throws, ${evidence.redosKafka} Kafka redos`,
+    },
     { name: `at least ${o.records} input records`, ok: verify.totals.sourceRecords >= o.records, detail: `${verify.totals.sourceRecords}` },
     inputCheck(input),
     ...(o.mode === 'soak' ? boundedStateChecks(j.samples, o) : []),
@@ -144,7 +190,11 @@ function recoveryBoundCheck(faults: FaultRecord[], boundMs: number): Check {
   return {
     name: `recovery bound: every affected partition progressed within ${boundMs / 1000} s after each fault ended`,
     ok: late.length === 0,
-    detail: late.length ? late.map((f) => `#${f.n} ${f.kind} @ ${f.trigger}: ${f.recoveryMs === undefined ? 'never' : `${((afterEndMs(f) ?? 0) / 1000).toFixed(1)} s`}`).join('; ') : `longest ${(worst / 1000).toFixed(1)} s`,
+    detail: late.length
+      ? late
+          .map((f) => `#${f.n} ${f.kind} @ ${f.trigger}: ${f.recoveryMs === undefined ? 'never' : `${((afterEndMs(f) ?? 0) / 1000).toFixed(1)} s`}`)
+          .join('; ')
+      : `longest ${(worst / 1000).toFixed(1)} s`,
   };
 }
 
@@ -186,7 +236,11 @@ const TRIGGER_ORDER: string[] = [...POINTS, 'random'];
 
 function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit: CampaignResult['audit'], planned: Set<FaultKind>): KindSummary[] {
   // The single-node kinds always (their report lists each); the cluster kinds when planned.
-  const kinds: FaultKind[] = [...(planned.has(CLUSTER_KINDS[0]) ? CLUSTER_KINDS.filter((k) => planned.has(k)) : INJECTED_KINDS), 'txn-timeout', ...(planned.has(SPLIT_KIND) ? [SPLIT_KIND] : [])];
+  const kinds: FaultKind[] = [
+    ...(planned.has(CLUSTER_KINDS[0]) ? CLUSTER_KINDS.filter((k) => planned.has(k)) : INJECTED_KINDS),
+    'txn-timeout',
+    ...(planned.has(SPLIT_KIND) ? [SPLIT_KIND] : []),
+  ];
   const out: KindSummary[] = kinds.map((kind) => {
     const fs = faults.filter((f) => f.kind === kind && f.injected);
     const rec = fs.map((f) => f.recoveryMs).filter((x): x is number => x !== undefined);
@@ -208,7 +262,27 @@ function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit:
       longestAfterEndMs: afterEnd.length ? Math.max(...afterEnd) : null,
     };
   });
-  out.push({ kind: 'sink-throw', injected: ev.sinkThrows, atSteps: 'during prepare, after the batch was written', records: 0, duplicates: 0, missing: 0, dangling: 0, longestRecoveryMs: null, longestAfterEndMs: null });
-  out.push({ kind: 'poison', injected: audit.poison, atSteps: 'in the input', records: audit.poison, duplicates: Math.max(0, audit.deadLetters - audit.poison), missing: Math.max(0, audit.poison - audit.deadLetters), dangling: 0, longestRecoveryMs: null, longestAfterEndMs: null });
+  out.push({
+    kind: 'sink-throw',
+    injected: ev.sinkThrows,
+    atSteps: 'during prepare, after the batch was written',
+    records: 0,
+    duplicates: 0,
+    missing: 0,
+    dangling: 0,
+    longestRecoveryMs: null,
+    longestAfterEndMs: null,
+  });
+  out.push({
+    kind: 'poison',
+    injected: audit.poison,
+    atSteps: 'in the input',
+    records: audit.poison,
+    duplicates: Math.max(0, audit.deadLetters - audit.poison),
+    missing: Math.max(0, audit.poison - audit.deadLetters),
+    dangling: 0,
+    longestRecoveryMs: null,
+    longestAfterEndMs: null,
+  });
   return out;
 }

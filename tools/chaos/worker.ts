@@ -32,7 +32,10 @@ createOnceflowWorker({
     if (e.kind === 'redo') say(`redo side=${e.side} partition=${e.partition}`);
     else if (e.kind === 'rolled-back') say(`rolled-back xid=${e.xid} partition=${e.partition}`);
     else if (e.kind === 'retry') say(`retry activity=${e.activity} partition=${e.partition}`);
-    else if (e.kind === 'split') say(`split partition=${e.partition} epoch=${e.epoch} producer=${e.split.producerId}/${e.split.producerEpoch} committed=${e.split.committed.join('+')} aborted=${e.split.aborted.join('+')}`);
+    else if (e.kind === 'split')
+      say(
+        `split partition=${e.partition} epoch=${e.epoch} producer=${e.split.producerId}/${e.split.producerEpoch} committed=${e.split.committed.join('+')} aborted=${e.split.aborted.join('+')}`,
+      );
   },
 })
   .then((h) => {

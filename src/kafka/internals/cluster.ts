@@ -158,7 +158,13 @@ export const LEADER_SETTLE_MS = 10_000;
  * refreshed and `send` goes again to the leader it then names, after 50, 100, 200 … (at most
  * 1,000) ms, for `settleMs` at most; then, and for any other error, the error is thrown.
  */
-export async function onLeader<T>(cluster: KafkaCluster, topic: string, partition: number, send: (broker: any) => Promise<T>, settleMs = LEADER_SETTLE_MS): Promise<T> {
+export async function onLeader<T>(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  send: (broker: any) => Promise<T>,
+  settleMs = LEADER_SETTLE_MS,
+): Promise<T> {
   for (let waited = 0, pause = 50; ; waited += pause, pause = Math.min(2 * pause, 1000)) {
     try {
       return await send(await leaderOf(cluster, topic, partition));

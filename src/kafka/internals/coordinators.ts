@@ -64,7 +64,12 @@ function forgetOnStale(broker: any, onError: (e: unknown) => void): any {
       return (...args: unknown[]) => {
         try {
           const r = v.apply(target, args);
-          return r instanceof Promise ? r.catch((e: unknown) => { onError(e); throw e; }) : r;
+          return r instanceof Promise
+            ? r.catch((e: unknown) => {
+                onError(e);
+                throw e;
+              })
+            : r;
         } catch (e) {
           onError(e);
           throw e;

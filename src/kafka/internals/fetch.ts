@@ -58,9 +58,7 @@ async function fetchOne(
         maxWaitTime: args.maxWaitMs,
         minBytes: 1,
         maxBytes: args.maxBytes,
-        topics: [
-          { topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(args.fromOffset), maxBytes: args.maxBytes }] },
-        ],
+        topics: [{ topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(args.fromOffset), maxBytes: args.maxBytes }] }],
       });
     } catch (e: any) {
       // onLeader refreshes before it asks again after a settling answer; the other moved answers refresh here.
@@ -95,16 +93,28 @@ export async function fetchPartitions(
   await Promise.all(
     (await byLeader(cluster, parts)).map(async ({ broker, mine, topics: grouped }) => {
       await fetchConnection(broker);
-      const topics = grouped.map(({ topic, parts: ps }) => ({ topic, partitions: ps.map((p) => ({ partition: p.partition, fetchOffset: String(p.fromOffset), maxBytes: opts.maxBytes })) }));
+      const topics = grouped.map(({ topic, parts: ps }) => ({
+        topic,
+        partitions: ps.map((p) => ({ partition: p.partition, fetchOffset: String(p.fromOffset), maxBytes: opts.maxBytes })),
+      }));
       let response: any;
       try {
-        response = await broker.fetch({ replicaId: -1, isolationLevel: opts.isolation, maxWaitTime: opts.maxWaitMs, minBytes: 1, maxBytes: opts.maxBytes * mine.length, topics });
+        response = await broker.fetch({
+          replicaId: -1,
+          isolationLevel: opts.isolation,
+          maxWaitTime: opts.maxWaitMs,
+          minBytes: 1,
+          maxBytes: opts.maxBytes * mine.length,
+          topics,
+        });
       } catch (e: any) {
         if (LEADER_MOVED.includes(e?.type)) await cluster.raw.refreshMetadata().catch(() => undefined);
         throw e;
       }
       for (const p of mine) {
-        const pd = (response.responses ?? []).find((r: any) => r.topicName === p.topic || r.topic === p.topic)?.partitions?.find((x: any) => x.partition === p.partition);
+        const pd = (response.responses ?? [])
+          .find((r: any) => r.topicName === p.topic || r.topic === p.topic)
+          ?.partitions?.find((x: any) => x.partition === p.partition);
         out[p.i] = fetchResult(p.topic, p.fromOffset, checked(p, pd));
       }
     }),
@@ -151,10 +161,9 @@ function fetchResult(topic: string, fromOffset: number, pd: any): FetchResult {
  * committed. Here every aborted transaction whose first offset was reached is entered.
  * (read_uncommitted fetches carry no aborted-transaction list: only control records go.)
  */
-export function withoutAborted<M extends { offset: string | number; isControlRecord?: boolean; key?: Buffer | null; batchContext: { producerId: string | number; inTransaction: boolean } }>(
-  messages: M[],
-  aborted: { producerId: string | number; firstOffset: string | number }[] | null | undefined,
-): M[] {
+export function withoutAborted<
+  M extends { offset: string | number; isControlRecord?: boolean; key?: Buffer | null; batchContext: { producerId: string | number; inTransaction: boolean } },
+>(messages: M[], aborted: { producerId: string | number; firstOffset: string | number }[] | null | undefined): M[] {
   const pending = [...(aborted ?? [])].sort((a, b) => Number(a.firstOffset) - Number(b.firstOffset));
   const open = new Set<string>();
   return messages.filter((m) => {
@@ -219,7 +228,13 @@ export async function fetchProducerRecords(
     const c = m.batchContext;
     if (m.isControlRecord) {
       // The control record's key: version (int16), type (int16: 0 ABORT, 1 COMMIT).
-      if (m.key && m.key.length >= 4) controls.push({ offset: Number(m.offset), producerId: String(c.producerId), producerEpoch: Number(c.producerEpoch), commit: m.key.readInt16BE(2) === 1 });
+      if (m.key && m.key.length >= 4)
+        controls.push({
+          offset: Number(m.offset),
+          producerId: String(c.producerId),
+          producerEpoch: Number(c.producerEpoch),
+          commit: m.key.readInt16BE(2) === 1,
+        });
       continue;
     }
     records.push({
@@ -248,7 +263,7 @@ export async function* producerPages(
   cluster: KafkaCluster,
   args: { topic: string; partition: number; fromOffset: number; maxBytes?: number; values?: boolean },
 ): AsyncGenerator<ProducerFetch> {
-  for (let offset = args.fromOffset; ; ) {
+  for (let offset = args.fromOffset; ;) {
     const f = await fetchProducerRecords(cluster, { ...args, fromOffset: offset, maxBytes: args.maxBytes ?? 1 << 20 });
     yield f;
     if (f.nextOffset <= offset || f.nextOffset >= f.highWatermark) return;

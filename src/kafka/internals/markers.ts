@@ -19,7 +19,12 @@ const { createErrorFromCode } = require('kafkajs/src/protocol/error');
 export const WRITE_TXN_MARKERS = 27;
 
 /** The WriteTxnMarkers v1 request (flexible: compact strings and arrays, tagged fields; Kafka 2.8 to 4.x) for one producer's transaction. */
-export function writeTxnMarkersRequest(h: Pick<TxnHandle, 'producerId' | 'producerEpoch'>, commit: boolean, coordinatorEpoch: number, topics: { topic: string; partitions: number[] }[]) {
+export function writeTxnMarkersRequest(
+  h: Pick<TxnHandle, 'producerId' | 'producerEpoch'>,
+  commit: boolean,
+  coordinatorEpoch: number,
+  topics: { topic: string; partitions: number[] }[],
+) {
   return {
     apiKey: WRITE_TXN_MARKERS,
     apiVersion: 1,
@@ -72,7 +77,12 @@ export async function forceSplit(cluster: KafkaCluster, h: TxnHandle, commitPart
   await Promise.all(
     (await byLeader(cluster, commitParts)).map(async ({ nodeId, broker, topics }) => {
       const answer = await broker.connectionPool.send({
-        request: writeTxnMarkersRequest(h, true, coordinatorEpoch, topics.map(({ topic, parts }) => ({ topic, partitions: parts.map((p) => p.partition) }))),
+        request: writeTxnMarkersRequest(
+          h,
+          true,
+          coordinatorEpoch,
+          topics.map(({ topic, parts }) => ({ topic, partitions: parts.map((p) => p.partition) })),
+        ),
         response: { decode: async (payload: Buffer) => decodeWriteTxnMarkers(payload), parse: async (x: unknown) => x },
       });
       for (const a of answer as { topic: string; partition: number; errorCode: number }[]) {
@@ -83,5 +93,6 @@ export async function forceSplit(cluster: KafkaCluster, h: TxnHandle, commitPart
       }
     }),
   );
-  if ((await endTxn(cluster, h, false)) !== 'ok') throw new Error(`forced split: EndTxn(abort) of producer ${h.producerId} epoch ${h.producerEpoch} was refused`);
+  if ((await endTxn(cluster, h, false)) !== 'ok')
+    throw new Error(`forced split: EndTxn(abort) of producer ${h.producerId} epoch ${h.producerEpoch} was refused`);
 }

@@ -18,7 +18,12 @@ const GROUPING = require.resolve('kafkajs/src/producer/groupMessagesPerPartition
 const SEND = require.resolve('kafkajs/src/producer/sendMessages');
 const PRODUCER = require.resolve('kafkajs/src/producer/messageProducer');
 
-type Grouping = (args: { topic: string; partitionMetadata: unknown[]; messages: any[]; partitioner: (a: { topic: string; partitionMetadata: unknown[]; message: any }) => number }) => Record<number, any[]>;
+type Grouping = (args: {
+  topic: string;
+  partitionMetadata: unknown[];
+  messages: any[];
+  partitioner: (a: { topic: string; partitionMetadata: unknown[]; message: any }) => number;
+}) => Record<number, any[]>;
 
 /** The same result as kafkajs's grouping (each partition's messages in send order), in one pass. */
 export const groupMessagesLinear: Grouping = ({ topic, partitionMetadata, messages, partitioner }) => {

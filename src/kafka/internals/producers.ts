@@ -100,7 +100,10 @@ export function decodeDescribeProducers(payload: Buffer): DescribedPartition[] {
  * leader moved refreshes the metadata and is asked again (at most 3 times); any other error,
  * or a broker without the API (Kafka before 3.0), is thrown with the partition named.
  */
-export async function describeProducers(cluster: KafkaCluster, parts: { topic: string; partition: number }[]): Promise<{ partitions: DescribedPartition[]; requests: number }> {
+export async function describeProducers(
+  cluster: KafkaCluster,
+  parts: { topic: string; partition: number }[],
+): Promise<{ partitions: DescribedPartition[]; requests: number }> {
   let pending = parts;
   const done: DescribedPartition[] = [];
   let requests = 0;
@@ -121,7 +124,8 @@ export async function describeProducers(cluster: KafkaCluster, parts: { topic: s
           const a = answer.find((x) => x.topic === p.topic && x.partition === p.partition);
           if (!a) throw new Error(`DescribeProducers: broker ${nodeId} did not answer for ${p.topic}[${p.partition}]`);
           if (a.errorCode === 0) done.push(a);
-          else if ([3, 5, 6].includes(a.errorCode) && round < 3) moved.push(p); // unknown partition, no leader, not the leader
+          else if ([3, 5, 6].includes(a.errorCode) && round < 3)
+            moved.push(p); // unknown partition, no leader, not the leader
           else {
             const e = createErrorFromCode(a.errorCode);
             throw Object.assign(e, { message: `DescribeProducers ${p.topic}[${p.partition}]: ${a.errorMessage ?? e.message}` });

@@ -63,7 +63,10 @@ export class PreparedTransaction {
 
   /** Sends inside the transaction; resolves once the broker acknowledged (acks=all). */
   async send(
-    topicMessages: { topic: string; messages: { key?: Buffer | string | null; value: Buffer | string | null; partition?: number; headers?: Record<string, string | Buffer> }[] }[],
+    topicMessages: {
+      topic: string;
+      messages: { key?: Buffer | string | null; value: Buffer | string | null; partition?: number; headers?: Record<string, string | Buffer> }[];
+    }[],
   ): Promise<ProducedOffsets[]> {
     if (!this.began) throw new Error('transaction not begun');
     const nonEmpty = topicMessages.filter((t) => t.messages.length > 0);

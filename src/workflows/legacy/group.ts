@@ -42,7 +42,16 @@ import { addMembersSignal, controlSignal, controlUpdate, groupStatusQuery, type 
 import type { groupWorkflow } from '../group';
 
 type MemberState = PartitionState & { id: number };
-const zero = (p: MemberPosition): MemberState => ({ id: p.id, epoch: p.epoch, offset: p.offset, committedEpochs: 0, records: 0, deadLetters: 0, redos: 0, mysqlRedos: 0 });
+const zero = (p: MemberPosition): MemberState => ({
+  id: p.id,
+  epoch: p.epoch,
+  offset: p.offset,
+  committedEpochs: 0,
+  records: 0,
+  deadLetters: 0,
+  redos: 0,
+  mysqlRedos: 0,
+});
 /** A member's state as an ungrouped partition's (status query, results). */
 const partitionState = ({ id: _id, ...s }: MemberState): PartitionState => s;
 
@@ -86,7 +95,18 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
   setHandler(groupStatusQuery, (partition?: number) => {
     const flight = [...inFlight.entries()].map(([e, f]) => ({ groupEpoch: e, ...f }));
     if (partition === undefined) {
-      return { pipeline: spec.name, group, phase, groupEpoch, members: state, control, lastError, runEpochs, inFlight: flight, ...(lastCommitAt !== undefined ? { lastCommitAt } : {}) };
+      return {
+        pipeline: spec.name,
+        group,
+        phase,
+        groupEpoch,
+        members: state,
+        control,
+        lastError,
+        runEpochs,
+        inFlight: flight,
+        ...(lastCommitAt !== undefined ? { lastCommitAt } : {}),
+      };
     }
     const own = partitionState(state.find((s) => s.id === partition) ?? zero({ id: partition, epoch: 0, offset: 0 }));
     return {
@@ -115,9 +135,10 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
   });
 
   const carried = new Map((input.state?.members ?? []).map((m) => [m.id, m]));
-  const reconciled = await acts.reconcileGroup.executeWithOptions({ ...opts.admin, summary: `reconcile group ${group}: partitions ${members.map((m) => m.id).join(' ')}` }, [
-    { spec, group, members, ...(input.state ? { expected: input.state.members.map(({ id, epoch, offset }) => ({ id, epoch, offset })) } : {}) },
-  ]);
+  const reconciled = await acts.reconcileGroup.executeWithOptions(
+    { ...opts.admin, summary: `reconcile group ${group}: partitions ${members.map((m) => m.id).join(' ')}` },
+    [{ spec, group, members, ...(input.state ? { expected: input.state.members.map(({ id, epoch, offset }) => ({ id, epoch, offset })) } : {}) }],
+  );
   state = reconciled.positions.map((p) => ({ ...(carried.get(p.id) ?? zero(p)), epoch: p.epoch, offset: p.offset }));
   if (!input.state) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }]);
   shownEpoch.start(groupEpoch);
@@ -145,7 +166,9 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
     const covering = describeMembers(p.members);
     const commitOnly = () =>
       CancellationScope.nonCancellable(() =>
-        acts.commitGroup.executeWithOptions({ ...opts.commit, summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering})` }, [{ spec, group, members, prepared: p }]),
+        acts.commitGroup.executeWithOptions({ ...opts.commit, summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering})` }, [
+          { spec, group, members, prepared: p },
+        ]),
       );
     if (!overlapNext) return commitOnly();
     const after = advancePositions(positions(), p);
@@ -170,12 +193,14 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
     setPhase('redoing');
     lastError = redoReason(`group ${group} epoch ${p.groupEpoch}`, split);
     return CancellationScope.nonCancellable(() =>
-      acts.redoGroupKafka.executeWithOptions({ ...opts.commit, summary: `group ${group} epoch ${p.groupEpoch}: redo Kafka side (partitions ${describeMembers(p.members)})` }, [
-        { spec, group, members, prepared: p },
-      ]),
+      acts.redoGroupKafka.executeWithOptions(
+        { ...opts.commit, summary: `group ${group} epoch ${p.groupEpoch}: redo Kafka side (partitions ${describeMembers(p.members)})` },
+        [{ spec, group, members, prepared: p }],
+      ),
     );
   };
-  const results = (reason: PartitionResult['reason']): PartitionResult[] => state.map((m) => ({ pipeline: spec.name, partition: m.id, state: partitionState(m), reason }));
+  const results = (reason: PartitionResult['reason']): PartitionResult[] =>
+    state.map((m) => ({ pipeline: spec.name, partition: m.id, state: partitionState(m), reason }));
 
   // The next group epoch's prepare result, which came with the commit of the one before.
   let next: GroupPrepareResult | undefined;
@@ -186,9 +211,10 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
         const joining = joins;
         joins = [];
         setPhase('preparing');
-        const r = await acts.reconcileGroup.executeWithOptions({ ...opts.admin, summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}` }, [
-          { spec, group, members: joining, joining: true },
-        ]);
+        const r = await acts.reconcileGroup.executeWithOptions(
+          { ...opts.admin, summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}` },
+          [{ spec, group, members: joining, joining: true }],
+        );
         members = [...members, ...joining];
         state = [...state, ...r.positions.map(zero)];
         membersNow(members.map((m) => m.id));

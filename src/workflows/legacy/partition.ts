@@ -225,7 +225,9 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
           next = undefined;
           if (n.kind === 'prepared') {
             inFlight.delete(n.epoch);
-            await acts.abortPrepared.executeWithOptions({ ...opts.commit, summary: `epoch ${n.epoch}: withdraw (epoch ${r.epoch} is redone first)` }, [{ spec, partition, ...src, prepared: n }]);
+            await acts.abortPrepared.executeWithOptions({ ...opts.commit, summary: `epoch ${n.epoch}: withdraw (epoch ${r.epoch} is redone first)` }, [
+              { spec, partition, ...src, prepared: n },
+            ]);
           }
         }
         await redoEpoch(r);
@@ -261,10 +263,9 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
     setPhase('committing');
     inFlight.set(p.epoch + 1, openEpoch(p.epoch + 1, staged));
     const a = await CancellationScope.nonCancellable(() =>
-      acts.advanceEpoch.executeWithOptions(
-        { ...opts.advance, summary: `epoch ${p.epoch}: commit, and prepare epoch ${p.epoch + 1} from offset ${p.end}` },
-        [{ spec, partition, ...src, prepared: p, noWait: control.drain }],
-      ),
+      acts.advanceEpoch.executeWithOptions({ ...opts.advance, summary: `epoch ${p.epoch}: commit, and prepare epoch ${p.epoch + 1} from offset ${p.end}` }, [
+        { spec, partition, ...src, prepared: p, noWait: control.drain },
+      ]),
     ).catch(async (e: unknown) => {
       inFlight.delete(p.epoch + 1);
       if (nextStep(await commitEpoch(p)) === 'redo-kafka') await redoEpoch(p);

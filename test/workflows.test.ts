@@ -16,7 +16,7 @@ import { SEARCH_ATTRIBUTES } from '../src/search-attributes';
 import { definePipeline } from '../src/schema/pipeline';
 import { type PipelineSpec } from '../src/spec';
 import type { Control, GroupMember, PartitionState } from '../src/protocol';
-import { controlSignal, partitionWorkflow } from '../src/workflows/partition';
+import { addMembersSignal, controlSignal, partitionWorkflow } from '../src/workflows/partition';
 import { groupWorkflow } from '../src/workflows/group';
 import { quietRuntime, uniqueName, workflowCode } from './support/env';
 import { engineStubs, partitionStubs } from './support/stub-activities';
@@ -382,4 +382,36 @@ test("engine, partition group: continue-as-new carries the group epoch and every
     { pipeline: spec.name, partition: 1, reason: 'drained', state: after },
     { pipeline: spec.name, partition: 3, reason: 'drained', state: after },
   ]);
+});
+
+test('engine, partition group: a partition that joins while an epoch is in flight is reconciled at the next boundary, with nothing in flight, and then takes part', async () => {
+  const spec = stubSpec({ parallelism: 2 });
+  const workflowId = uniqueName('wft');
+  const stubs = engineStubs({
+    sourceEnd: { 0: 30, 2: 20 },
+    perEpoch: 10,
+    duringAdvance: async (a) => {
+      if (a.prepared.groupEpoch === 0) await env!.client.workflow.getHandle(workflowId).signal(addMembersSignal, members(spec, [2]));
+    },
+  });
+  const results = await run(groupWorkflow, { spec, group: 0, members: members(spec, [0]), control: DRAIN }, stubs.activities, workflowId);
+
+  // Epoch 1 came prepared with epoch 0's commit: it commits alone (no overlap while a member waits to join), then the join, then both members.
+  assert.deepEqual(stubs.calls, [
+    'reconcile fresh',
+    'prepare 0 0:0@0',
+    'advance 0 → 0:1@10',
+    'commit 1',
+    'reconcile joining 2',
+    'prepare 2 0:2@20 2:0@0',
+    'advance 2 → 2:1@10',
+    'advance 3 → empty',
+  ]);
+  assert.deepEqual(
+    results.map((r) => [r.partition, r.state.offset, r.state.committedEpochs]),
+    [
+      [0, 30, 3],
+      [2, 20, 2],
+    ],
+  );
 });

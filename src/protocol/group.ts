@@ -80,7 +80,7 @@ export interface GroupCommitArgs extends GroupArgs {
   prepared: PreparedGroupEpoch;
 }
 
-/** advanceGroup: commit `prepared` and prepare the next group epoch from `positions` (those after the commit). */
+/** advanceMembers (advanceGroup): commit `prepared` and prepare the next epoch from `positions` (those after the commit). */
 export interface GroupAdvanceArgs extends GroupCommitArgs {
   positions: MemberPosition[];
   noWait?: boolean;

@@ -97,7 +97,7 @@ export function redoReason(what: string, split: KafkaSplit | undefined): string 
 }
 export type MysqlCommitOutcome = 'committed' | 'redone';
 
-/** advanceEpoch: commit `prepared` (epoch e) and prepare e+1 from its end, in one activity. */
+/** advanceEpoch (the legacy loop's; an adapter over advanceMembers): commit `prepared` (epoch e) and prepare e+1 from its end. */
 export interface AdvanceArgs extends CommitArgs {
   /** Prepare e+1 without waiting for data (drain). */
   noWait?: boolean;

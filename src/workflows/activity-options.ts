@@ -16,13 +16,13 @@ const retry = {
 };
 
 export interface EpochActivityOptions {
-  /** prepareEpoch, prepareGroup: the source wait (spec.epoch.maxWaitMs) plus two minutes. */
+  /** prepareMembers (prepareEpoch, prepareGroup in the legacy loops): the source wait (spec.epoch.maxWaitMs) plus two minutes. */
   prepare: ActivityOptions;
-  /** advanceEpoch, advanceGroup: a commit beside the next prepare; one minute more than prepare. */
+  /** advanceMembers (advanceEpoch, advanceGroup): a commit beside the next prepare; one minute more than prepare. */
   advance: ActivityOptions;
   /** Commits, redos, withdrawals: the default of the workflow's activity proxy. */
   commit: ActivityOptions;
-  /** reconcile, reconcileGroup. */
+  /** reconcileMembers (reconcile, reconcileGroup). */
   admin: ActivityOptions;
 }
 

@@ -6,10 +6,10 @@ import { committedCopies, epochMarker, partName, txnParts } from '../kafka/outco
 import { encodeMarker, type Marker } from '../kafka/progress';
 import type { WrittenParts } from '../protocol';
 import { consumerGroupId, type PipelineSpec } from '../spec';
-import { applyTransform, tableMap, type Applied, type KafkaMessage } from './apply';
+import type { Applied, KafkaMessage } from './apply';
 import type { ActivityContext } from './context';
 import { unitTxnId } from './members';
-import { readingSource, readRange, type Src } from './source';
+import { reapply, type Src } from './source';
 
 /** Bytes of records per produce request: below the broker's default message.max.bytes (1 MiB) per batch. */
 const REQUEST_BYTES = 512 * 1024;
@@ -118,15 +118,7 @@ export async function redoKafkaSide(ctx: ActivityContext, spec: PipelineSpec, pa
   if (markerDone && !parts?.length) return false;
   const covered = parts && e.original ? await committedCopies(ctx.cluster, e.original, parts, handle.producerId, ctx.heartbeat) : new Set<string>();
   if (markerDone && parts && covered.size === parts.length) return false;
-  const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, e.start, e.end, ctx.heartbeat));
-  const applied = await applyTransform(
-    spec,
-    ctx.transforms.get(spec.transform, spec.name),
-    records,
-    ctx.transformCtx(spec, partition, e.epoch),
-    tableMap(spec),
-    src.layout,
-  );
+  const { records, applied } = await reapply(ctx, spec, partition, e, src);
   const missing = (topic: string) => (m: KafkaMessage) => !covered.has(partName({ topic, partition: m.partition }));
   const outputs = applied.outputs.filter(missing(spec.kafkaSink.topic));
   const deadLetters = applied.deadLetters.filter(missing(spec.deadLetterTopic));

@@ -9,9 +9,9 @@ import { applyStaged, mysqlMode } from '../mysql/stage';
 import { bqualToken, epochGtrid, xidFromString, xidToString } from '../mysql/xid';
 import type { MysqlCommitOutcome } from '../protocol';
 import type { PipelineSpec } from '../spec';
-import { applyTransform, tableMap } from './apply';
+import { tableMap } from './apply';
 import type { ActivityContext } from './context';
-import { readingSource, readRange, type Src } from './source';
+import { reapply, type Src } from './source';
 
 /**
  * Rolls back prepared branches of an epoch: those older than `olderThan` (a fencing token), or
@@ -132,15 +132,7 @@ export async function redoMysqlSide(
   src: Src,
 ): Promise<MysqlCommitOutcome> {
   await rollbackBranches(ctx, spec, partition, p.epoch, p.xid ? { except: p.xid } : { olderThan: Infinity });
-  const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, p.start, p.end, ctx.heartbeat));
-  const applied = await applyTransform(
-    spec,
-    ctx.transforms.get(spec.transform, spec.name),
-    records,
-    ctx.transformCtx(spec, partition, p.epoch),
-    tableMap(spec),
-    src.layout,
-  );
+  const { records, applied } = await reapply(ctx, spec, partition, p, src);
   const dialect = await ctx.dialect();
   const outcome = await inLocalTransaction(ctx.pool, async (conn) => {
     try {

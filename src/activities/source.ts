@@ -6,7 +6,8 @@ import type { Admin } from 'kafkajs';
 import { SourceGone, SourceTopicGone } from '../errors';
 import type { SourceRef } from '../protocol';
 import type { PipelineSpec } from '../spec';
-import type { OutputLayout } from './apply';
+import { applyTransform, tableMap, type Applied, type OutputLayout } from './apply';
+import type { ActivityContext } from './context';
 import { fetchPartition, fetchPartitions, ISOLATION, type FetchResult, type KafkaCluster, type RawRecord } from '../kafka/internals';
 import type { EpochBounds } from '../spec';
 import type { SourceRecord } from '../transforms/registry';
@@ -242,4 +243,27 @@ export async function readingSource<T>(admin: Admin, spec: PipelineSpec, src: Sr
     if (topics && !topics.includes(src.topic)) throw new SourceTopicGone(src.topic, src.partition, spec.name);
     throw e;
   }
+}
+
+/**
+ * A decided epoch's records read again and transformed again, for a redo of either side (the
+ * transform is deterministic: the same records give the same outputs, dead letters and rows).
+ */
+export async function reapply(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  partition: number,
+  e: { epoch: number; start: number; end: number },
+  src: Src,
+): Promise<{ records: SourceRecord[]; applied: Applied }> {
+  const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, e.start, e.end, ctx.heartbeat));
+  const applied = await applyTransform(
+    spec,
+    ctx.transforms.get(spec.transform, spec.name),
+    records,
+    ctx.transformCtx(spec, partition, e.epoch),
+    tableMap(spec),
+    src.layout,
+  );
+  return { records, applied };
 }

@@ -65,6 +65,8 @@ export function committer(ctx: ActivityContext) {
   async function kafkaSide({ spec, group, prepared: p }: GroupCommitArgs): Promise<{ state: EpochState; split?: KafkaSplit }> {
     const started = Date.now();
     const markers = p.members.map((m) => ({ partition: m.id, offset: m.markerOffset }));
+    // Before EndTxn, while the MySQL side commits beside it (a crash here leaves MySQL committed, Kafka open).
+    await ctx.hit('commit.before', { partition: group, epoch: p.groupEpoch }, splitter(ctx, spec, p.kafka, markers));
     const k = await commitOrFindOut(cluster, spec, { handle: p.kafka, markers }, ctx.heartbeat);
     // What the commit observed, stated to the protocol: aborted on some partition it wrote, or not.
     const state = move(decided(spec, p.groupEpoch), 'kafka', k.outcome, { committedEverywhere: k.outcome === 'committed' });
@@ -106,9 +108,6 @@ export function committer(ctx: ActivityContext) {
 
   /** Both sides of a decided epoch at once; each is idempotent, so a retry after one side failed redoes nothing the other did. */
   async function both(args: GroupCommitArgs): Promise<GroupCommitResult> {
-    const { spec, group, prepared: p } = args;
-    const markers = p.members.map((m) => ({ partition: m.id, offset: m.markerOffset }));
-    await ctx.hit('commit.before', { partition: group, epoch: p.groupEpoch }, splitter(ctx, spec, p.kafka, markers));
     const [kafka, mysql] = await Promise.all([kafkaSide(args), mysqlSide(args)]);
     return { kafka: kafka.state.kafka === 'committed' ? 'committed' : 'aborted', mysql, ...(kafka.split ? { split: kafka.split } : {}) };
   }

@@ -33,7 +33,7 @@ import {
 } from '../protocol';
 import type { PipelineSpec } from '../spec';
 import { advancer } from './advance';
-import { committer, splitter } from './commit';
+import { committer } from './commit';
 import { edge, type ActivityContext } from './context';
 import { preparer } from './prepare';
 import { reconcileUnit } from './reconcile';
@@ -110,15 +110,7 @@ export function createLegacy(ctx: ActivityContext) {
     },
     /** The Kafka side alone (runs scheduled before commitEpoch existed). */
     async commitKafka(a: CommitArgs): Promise<KafkaCommitOutcome> {
-      return edge(async () => {
-        const args = commitArgsOf(a);
-        await ctx.hit(
-          'commit.before',
-          { partition: a.partition, epoch: a.prepared.epoch },
-          splitter(ctx, a.spec, a.prepared.kafka, [{ partition: a.partition, offset: a.prepared.kafka.markerOffset }]),
-        );
-        return (await commit.kafkaSide(args)).state.kafka === 'committed' ? 'committed' : 'aborted';
-      });
+      return edge(async () => ((await commit.kafkaSide(commitArgsOf(a))).state.kafka === 'committed' ? 'committed' : 'aborted'));
     },
     /** The MySQL side alone (runs scheduled before commitEpoch existed). */
     async commitMysql(a: CommitArgs): Promise<MysqlCommitOutcome> {

@@ -40,12 +40,17 @@ async function main() {
   const log = (s: string) => console.log(`[chaos +${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${s}`);
   const parallelismArg = arg('--parallelism');
   const o = withParallelism(
-    presetOptions(clusterRun ? 'cluster' : soak ? (short ? 'soak-short' : 'soak') : short ? 'short' : 'full', seed, log),
+    presetOptions(
+      clusterRun ? 'cluster' : soak ? (short ? 'soak-short' : 'soak') : short ? 'short' : 'full',
+      seed,
+      log,
+    ),
     parallelismArg !== undefined ? Number(parallelismArg) : undefined,
   );
   try {
     const head = execSync('git rev-parse --short HEAD', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim();
-    const dirty = execSync('git status --porcelain -- src scripts', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim() !== '';
+    const dirty =
+      execSync('git status --porcelain -- src scripts', { cwd: join(__dirname, '..'), encoding: 'utf8' }).trim() !== '';
     o.revision = `${head}${dirty ? ' + uncommitted changes' : ''}`;
   } catch {
     // not a git checkout (e.g. a `git archive` copy run beside work in progress): say which commit it is
@@ -60,7 +65,8 @@ async function main() {
   }
   const controllers = arg('--controllers');
   if (controllers !== undefined) {
-    if (!clusterRun || controllers !== '3') throw new Error(`--controllers takes 3 (dedicated KRaft controllers), with --cluster; got ${controllers}`);
+    if (!clusterRun || controllers !== '3')
+      throw new Error(`--controllers takes 3 (dedicated KRaft controllers), with --cluster; got ${controllers}`);
     o.kafkaControllers = 3;
     o.runDir += '-controllers';
     o.command += ' --controllers 3';
@@ -70,10 +76,14 @@ async function main() {
     : `${o.kafkaNodes ?? 1} combined broker+controller node${(o.kafkaNodes ?? 1) > 1 ? 's' : ''}`;
   const from = arg('--from');
   console.log(
-    from ? `re-rendering the ${soak ? 'soak' : 'campaign'} report from ${from}` : `${soak ? 'soak' : 'fault campaign'}, seed ${seed} (replay: ${o.command})`,
+    from
+      ? `re-rendering the ${soak ? 'soak' : 'campaign'} report from ${from}`
+      : `${soak ? 'soak' : 'fault campaign'}, seed ${seed} (replay: ${o.command})`,
   );
   try {
-    const r = from ? rejudge(JSON.parse(readFileSync(from, 'utf8')) as CampaignResult, o.revision) : await runCampaign(o);
+    const r = from
+      ? rejudge(JSON.parse(readFileSync(from, 'utf8')) as CampaignResult, o.revision)
+      : await runCampaign(o);
     for (const c of r.checks) console.log(`  ${c.ok ? 'PASS' : 'FAIL'}  ${c.name}: ${c.detail}`);
     for (const k of r.kinds)
       console.log(
@@ -83,14 +93,24 @@ async function main() {
     if (!from) writeFileSync(join(o.runDir, 'campaign', 'result.json'), JSON.stringify(r, null, 2));
     if (out) {
       const doc = existsSync(out) ? readFileSync(out, 'utf8') : '';
-      writeFileSync(out, soak ? spliceReport(doc, 'soak', renderSoak(r)) : spliceReport(doc, clusterRun ? 'cluster' : 'campaign', renderReport(r)));
+      writeFileSync(
+        out,
+        soak
+          ? spliceReport(doc, 'soak', renderSoak(r))
+          : spliceReport(doc, clusterRun ? 'cluster' : 'campaign', renderReport(r)),
+      );
       console.log(`report written to ${out}`);
     }
-    if (r.ok) console.log(`RESULT: exactly once under every fault${soak ? `, ${soakVerdict(r.samples)}` : ''} (seed ${r.options.seed})`);
+    if (r.ok)
+      console.log(
+        `RESULT: exactly once under every fault${soak ? `, ${soakVerdict(r.samples)}` : ''} (seed ${r.options.seed})`,
+      );
     else console.log(`RESULT: FAILED — seed ${r.options.seed}; replay with: ${r.options.command}`);
     process.exitCode = r.ok ? 0 : 1;
   } catch (e) {
-    console.error(`campaign failed: ${e instanceof Error ? e.stack : String(e)}\nseed ${seed}; replay with: ${o.command}`);
+    console.error(
+      `campaign failed: ${e instanceof Error ? e.stack : String(e)}\nseed ${seed}; replay with: ${o.command}`,
+    );
     process.exitCode = 1;
   } finally {
     if (!from && !process.argv.includes('--keep-services')) {

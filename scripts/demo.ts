@@ -39,7 +39,9 @@ async function main() {
   const deps = await openConnections(settings, 'onceflow-demo');
   const { admin, pool, cluster, client } = deps;
   try {
-    console.log(`onceflow demo: ${RECORDS} events → flink_input (${PARTITIONS} partitions) → flink_output + test_two_step_compare`);
+    console.log(
+      `onceflow demo: ${RECORDS} events → flink_input (${PARTITIONS} partitions) → flink_output + test_two_step_compare`,
+    );
     await client.workflow
       .getHandle(`onceflow/${spec.name}`)
       .terminate('demo restarted')
@@ -50,12 +52,18 @@ async function main() {
     console.log(`produced ${values.length} records (${input.poison} of them poison: not JSON)`);
 
     const taskQueue = 'onceflow-demo';
-    const worker = await createOnceflowWorker({ settings, taskQueue, transforms: compareTransforms(), observe: progress.observe });
+    const worker = await createOnceflowWorker({
+      settings,
+      taskQueue,
+      transforms: compareTransforms(),
+      observe: progress.observe,
+    });
     const running = worker.run();
     const started = Date.now();
     const handle = await startPipeline(client, spec, taskQueue);
     console.log(`started workflow ${handle.workflowId} — watch it at ${workflowUrl(settings, handle.workflowId)}`);
-    if (!verbose) console.log(`the worker's full log: ${logFile}; expected failures (the compare sink's) show as one line each:`);
+    if (!verbose)
+      console.log(`the worker's full log: ${logFile}; expected failures (the compare sink's) show as one line each:`);
     progress.start(2000);
     await controlPipeline(client, spec.name, 'drain');
     const results = await handle.result();
@@ -65,13 +73,21 @@ async function main() {
     await running;
     const secs = (Date.now() - started) / 1000;
     const epochs = results.reduce((a, r) => a + r.state.committedEpochs, 0);
-    console.log(`pipeline drained in ${secs.toFixed(1)} s: ${epochs} epochs committed; failed prepare attempts are in the workflow histories`);
+    console.log(
+      `pipeline drained in ${secs.toFixed(1)} s: ${epochs} epochs committed; failed prepare attempts are in the workflow histories`,
+    );
 
     const report = await verifyPipeline({ cluster, admin, pool, transforms: compareTransforms() }, spec);
     // The report's own question, in its terms: MySQL sums per key against the sums of the input.
     const sums = await tableSums(pool, 'test_two_step_compare');
-    const wrong = [...input.sums].filter(([k, v]) => sums.get(k) !== v).length + [...sums.keys()].filter((k) => !input.sums.has(k)).length;
-    report.checks.push({ name: 'MySQL sums per key equal the input sums', ok: wrong === 0, detail: `${input.sums.size} keys, ${wrong} differ` });
+    const wrong =
+      [...input.sums].filter(([k, v]) => sums.get(k) !== v).length +
+      [...sums.keys()].filter((k) => !input.sums.has(k)).length;
+    report.checks.push({
+      name: 'MySQL sums per key equal the input sums',
+      ok: wrong === 0,
+      detail: `${input.sums.size} keys, ${wrong} differ`,
+    });
     report.checks.push({
       name: 'poison records dead-lettered once',
       ok: report.totals.deadLetters === input.poison,

@@ -1,7 +1,12 @@
 /**
  * Starting and controlling pipelines with the Temporal client.
  */
-import { Client, Connection, WorkflowIdConflictPolicy, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  WorkflowIdConflictPolicy,
+  type WorkflowHandleWithFirstExecutionRunId,
+} from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { loadSettings, type Settings, type TemporalSettings } from './config';
 import type { ControlAction, PartitionStatus } from './protocol';
@@ -18,7 +23,10 @@ export const temporalConnectionOptions = (t: TemporalSettings) => ({
 
 /** A Temporal client for the settings' server and namespace. */
 export async function connectClient(settings: Settings = loadSettings()): Promise<Client> {
-  const connection = await Connection.connect({ ...temporalConnectionOptions(settings.temporal), connectTimeout: '5s' });
+  const connection = await Connection.connect({
+    ...temporalConnectionOptions(settings.temporal),
+    connectTimeout: '5s',
+  });
   return new Client({ connection, namespace: settings.temporal.namespace });
 }
 
@@ -65,7 +73,11 @@ export async function controlPipeline(client: Client, pipeline: string, action: 
  * answers for it). Given only the pipeline's name, the pipeline workflow says which workflow runs
  * the partition (runs that predate that answer: the partition's own).
  */
-export async function partitionStatus(client: Client, pipeline: string | PipelineSpec, partition: number): Promise<PartitionStatus> {
+export async function partitionStatus(
+  client: Client,
+  pipeline: string | PipelineSpec,
+  partition: number,
+): Promise<PartitionStatus> {
   let id: string;
   if (typeof pipeline !== 'string') id = runnerWorkflowId(pipeline, partition);
   else {

@@ -51,7 +51,11 @@ export interface TemporalSettings {
   /** Base URL of the Temporal Web UI (ONCEFLOW_TEMPORAL_UI); default: port 8233 on the server's host. */
   webUi: string;
   /** TLS or mutual TLS (ONCEFLOW_TEMPORAL_TLS*), in the Temporal SDK's shape. */
-  tls?: { serverRootCACertificate?: Buffer; clientCertPair?: { crt: Buffer; key: Buffer }; serverNameOverride?: string };
+  tls?: {
+    serverRootCACertificate?: Buffer;
+    clientCertPair?: { crt: Buffer; key: Buffer };
+    serverNameOverride?: string;
+  };
   /** API key (ONCEFLOW_TEMPORAL_API_KEY or _FILE), e.g. for Temporal Cloud; implies TLS. */
   apiKey?: string;
 }
@@ -171,7 +175,8 @@ function flag(get: Get, name: string): boolean | undefined {
 
 /** PEM files under PREFIX_CA_FILE, PREFIX_CERT_FILE and PREFIX_KEY_FILE; a certificate needs its key. */
 function tlsFiles(get: Get, prefix: string): TlsFiles {
-  const read = (k: string) => (get(`${prefix}_${k}_FILE`) ? readSetting(`${prefix}_${k}_FILE`, get(`${prefix}_${k}_FILE`)!) : undefined);
+  const read = (k: string) =>
+    get(`${prefix}_${k}_FILE`) ? readSetting(`${prefix}_${k}_FILE`, get(`${prefix}_${k}_FILE`)!) : undefined;
   const out = { ...optional('ca', read('CA')), ...optional('cert', read('CERT')), ...optional('key', read('KEY')) };
   if (!out.cert !== !out.key) {
     throw new ConfigError(
@@ -186,7 +191,8 @@ function tlsFiles(get: Get, prefix: string): TlsFiles {
 function tlsWanted(get: Get, prefix: string, files: TlsFiles, serverName?: string): boolean {
   const on = flag(get, prefix);
   const any = Object.keys(files).length > 0 || !!serverName;
-  if (on === false && any) throw new ConfigError(prefix, `is false, but ${prefix}_* files are given; remove one or the other`);
+  if (on === false && any)
+    throw new ConfigError(prefix, `is false, but ${prefix}_* files are given; remove one or the other`);
   return on ?? any;
 }
 
@@ -197,7 +203,10 @@ function kafkaSasl(get: Get, hooks: SettingsHooks): SASLOptions | undefined {
   if (!raw) return undefined;
   const mechanism = raw.toLowerCase() as (typeof SASL_MECHANISMS)[number];
   if (!SASL_MECHANISMS.includes(mechanism))
-    throw new ConfigError('ONCEFLOW_KAFKA_SASL_MECHANISM', `must be one of ${SASL_MECHANISMS.join(', ')}, got '${raw}'`);
+    throw new ConfigError(
+      'ONCEFLOW_KAFKA_SASL_MECHANISM',
+      `must be one of ${SASL_MECHANISMS.join(', ')}, got '${raw}'`,
+    );
   if (mechanism === 'oauthbearer') {
     if (!hooks.kafkaOAuthBearerProvider) {
       throw new ConfigError(
@@ -208,7 +217,8 @@ function kafkaSasl(get: Get, hooks: SettingsHooks): SASLOptions | undefined {
     return { mechanism, oauthBearerProvider: hooks.kafkaOAuthBearerProvider };
   }
   const username = get('ONCEFLOW_KAFKA_SASL_USERNAME');
-  if (!username) throw new ConfigError('ONCEFLOW_KAFKA_SASL_USERNAME', `is not set, but SASL ${mechanism} needs a user name`);
+  if (!username)
+    throw new ConfigError('ONCEFLOW_KAFKA_SASL_USERNAME', `is not set, but SASL ${mechanism} needs a user name`);
   const password = secret(get, 'ONCEFLOW_KAFKA_SASL_PASSWORD');
   if (password === undefined)
     throw new ConfigError(
@@ -229,7 +239,9 @@ function kafkaSettings(get: Get, hooks: SettingsHooks): KafkaSettings {
   const sasl = kafkaSasl(get, hooks);
   const rf = get('ONCEFLOW_KAFKA_REPLICATION_FACTOR');
   const replicationFactor =
-    rf === undefined || rf === '' || rf === '-1' ? -1 : positive('ONCEFLOW_KAFKA_REPLICATION_FACTOR', intSetting('ONCEFLOW_KAFKA_REPLICATION_FACTOR', rf, -1));
+    rf === undefined || rf === '' || rf === '-1'
+      ? -1
+      : positive('ONCEFLOW_KAFKA_REPLICATION_FACTOR', intSetting('ONCEFLOW_KAFKA_REPLICATION_FACTOR', rf, -1));
   return {
     brokers,
     clientId: get('ONCEFLOW_KAFKA_CLIENT_ID') ?? 'onceflow',
@@ -244,10 +256,14 @@ function kafkaSettings(get: Get, hooks: SettingsHooks): KafkaSettings {
 function mysqlSsl(get: Get): MysqlSettings['ssl'] {
   const files = tlsFiles(get, 'ONCEFLOW_MYSQL_SSL');
   const min = get('ONCEFLOW_MYSQL_SSL_MIN_VERSION') || 'TLSv1.2';
-  if (min !== 'TLSv1.2' && min !== 'TLSv1.3') throw new ConfigError('ONCEFLOW_MYSQL_SSL_MIN_VERSION', `must be TLSv1.2 or TLSv1.3, got '${min}'`);
+  if (min !== 'TLSv1.2' && min !== 'TLSv1.3')
+    throw new ConfigError('ONCEFLOW_MYSQL_SSL_MIN_VERSION', `must be TLSv1.2 or TLSv1.3, got '${min}'`);
   if (!tlsWanted(get, 'ONCEFLOW_MYSQL_SSL', files)) {
     if (get('ONCEFLOW_MYSQL_SSL_MIN_VERSION'))
-      throw new ConfigError('ONCEFLOW_MYSQL_SSL_MIN_VERSION', 'is set, but TLS is not: set ONCEFLOW_MYSQL_SSL=true or a CA file');
+      throw new ConfigError(
+        'ONCEFLOW_MYSQL_SSL_MIN_VERSION',
+        'is set, but TLS is not: set ONCEFLOW_MYSQL_SSL=true or a CA file',
+      );
     return undefined;
   }
   return { ...files, minVersion: min, rejectUnauthorized: true };
@@ -262,7 +278,9 @@ function temporalTls(get: Get, apiKey: string | undefined): Pick<TemporalSetting
   return {
     tls: {
       ...(files.ca ? { serverRootCACertificate: Buffer.from(files.ca) } : {}),
-      ...(files.cert && files.key ? { clientCertPair: { crt: Buffer.from(files.cert), key: Buffer.from(files.key) } } : {}),
+      ...(files.cert && files.key
+        ? { clientCertPair: { crt: Buffer.from(files.cert), key: Buffer.from(files.key) } }
+        : {}),
       ...optional('serverNameOverride', name),
     },
   };
@@ -298,7 +316,9 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, hooks: Settin
       address: get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress,
       namespace: get('ONCEFLOW_TEMPORAL_NAMESPACE') ?? DEFAULTS.namespace,
       taskQueue: get('ONCEFLOW_TASK_QUEUE') ?? DEFAULTS.taskQueue,
-      webUi: (get('ONCEFLOW_TEMPORAL_UI') ?? defaultWebUi(get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress)).replace(/\/+$/, ''),
+      webUi: (
+        get('ONCEFLOW_TEMPORAL_UI') ?? defaultWebUi(get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress)
+      ).replace(/\/+$/, ''),
       ...temporalTls(get, apiKey),
       ...optional('apiKey', apiKey),
     },
@@ -306,7 +326,11 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, hooks: Settin
     metricsHost: get('ONCEFLOW_METRICS_HOST') || '127.0.0.1',
     maxConcurrentActivities: positive(
       'ONCEFLOW_MAX_CONCURRENT_ACTIVITIES',
-      intSetting('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES', get('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES'), DEFAULTS.maxConcurrentActivities),
+      intSetting(
+        'ONCEFLOW_MAX_CONCURRENT_ACTIVITIES',
+        get('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES'),
+        DEFAULTS.maxConcurrentActivities,
+      ),
     ),
     ...optional('transformsModule', env.ONCEFLOW_TRANSFORMS),
     ...optional('workflowBundle', workflowBundle(env.ONCEFLOW_WORKFLOW_BUNDLE)),
@@ -314,7 +338,8 @@ export function loadSettings(env: NodeJS.ProcessEnv = process.env, hooks: Settin
   };
 }
 
-const optional = <K extends string>(k: K, v: string | undefined): { [P in K]?: string } => (v ? ({ [k]: v } as { [P in K]?: string }) : {});
+const optional = <K extends string>(k: K, v: string | undefined): { [P in K]?: string } =>
+  v ? ({ [k]: v } as { [P in K]?: string }) : {};
 
 function workflowBundle(path: string | undefined): string | undefined {
   if (!path) return undefined;
@@ -379,12 +404,18 @@ export const FIELD_SETTINGS: Readonly<Record<string, string>> = {
 
 function flatten(o: Record<string, unknown>, prefix = ''): [string, unknown][] {
   return Object.entries(o).flatMap(([k, v]) =>
-    v && typeof v === 'object' && !Array.isArray(v) ? flatten(v as Record<string, unknown>, `${prefix}${k}.`) : [[`${prefix}${k}`, v] as [string, unknown]],
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? flatten(v as Record<string, unknown>, `${prefix}${k}.`)
+      : [[`${prefix}${k}`, v] as [string, unknown]],
   );
 }
 
 /** The environment with the file's connection values written over it; relative file paths are taken from the config file's folder. */
-function connectionsEnv(connections: Record<string, unknown> | undefined, env: NodeJS.ProcessEnv, dir = '.'): NodeJS.ProcessEnv {
+function connectionsEnv(
+  connections: Record<string, unknown> | undefined,
+  env: NodeJS.ProcessEnv,
+  dir = '.',
+): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = { ...env };
   for (const [field, value] of flatten(connections ?? {})) {
     const name = FIELD_SETTINGS[field];
@@ -394,7 +425,10 @@ function connectionsEnv(connections: Record<string, unknown> | undefined, env: N
       const held = env[String(value)];
       if (held === undefined) {
         throw new ValidationError('connections', [
-          { field: `connections.${field}`, problem: `names ${String(value)}, which is not set in the environment; export it or remove the field` },
+          {
+            field: `connections.${field}`,
+            problem: `names ${String(value)}, which is not set in the environment; export it or remove the field`,
+          },
         ]);
       }
       v = held;
@@ -412,7 +446,11 @@ function connectionsEnv(connections: Record<string, unknown> | undefined, env: N
  * Every setting, from a config file's `connections` (relative paths taken from `dir`, the file's
  * folder) written over the environment.
  */
-export function connectionSettings(connections: Record<string, unknown> | undefined, dir: string, env: NodeJS.ProcessEnv = process.env): Settings {
+export function connectionSettings(
+  connections: Record<string, unknown> | undefined,
+  dir: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Settings {
   return loadSettings(connectionsEnv(connections, env, dir));
 }
 

@@ -66,7 +66,9 @@ export function temporalTlsProblem(t: TemporalSettings): Promise<Error | undefin
       host,
       port,
       ...(t.tls?.serverRootCACertificate ? { ca: Buffer.from(t.tls.serverRootCACertificate) } : {}),
-      ...(t.tls?.clientCertPair ? { cert: Buffer.from(t.tls.clientCertPair.crt), key: Buffer.from(t.tls.clientCertPair.key) } : {}),
+      ...(t.tls?.clientCertPair
+        ? { cert: Buffer.from(t.tls.clientCertPair.crt), key: Buffer.from(t.tls.clientCertPair.key) }
+        : {}),
       servername: t.tls?.serverNameOverride ?? host,
       ALPNProtocols: ['h2'],
     });
@@ -82,7 +84,10 @@ export function temporalTlsProblem(t: TemporalSettings): Promise<Error | undefin
 }
 
 /** A failure to connect, as one line naming the service, its address and what to do. */
-export function unreachable(service: 'Temporal' | 'Kafka' | 'MySQL', settings: Settings): (e: unknown) => Promise<never> {
+export function unreachable(
+  service: 'Temporal' | 'Kafka' | 'MySQL',
+  settings: Settings,
+): (e: unknown) => Promise<never> {
   const [where, prefix, otherwise]: [string, string, string] = {
     Temporal: [settings.temporal.address, 'ONCEFLOW_TEMPORAL_TLS', '; is it running? (npm run services -- up)'],
     Kafka: [settings.kafka.brokers.join(','), 'ONCEFLOW_KAFKA_SSL', '; is it running?'],
@@ -90,12 +95,18 @@ export function unreachable(service: 'Temporal' | 'Kafka' | 'MySQL', settings: S
   }[service] as [string, string, string];
   return async (e) => {
     const cause = (service === 'Temporal' && (await temporalTlsProblem(settings.temporal))) || e;
-    throw new Error(`cannot reach ${service} at ${where} (${securityHint(cause, prefix) ?? `${errorMessage(cause)}${otherwise}`})`);
+    throw new Error(
+      `cannot reach ${service} at ${where} (${securityHint(cause, prefix) ?? `${errorMessage(cause)}${otherwise}`})`,
+    );
   };
 }
 
 /** A kafkajs client with its admin and a raw cluster connection, each connected (and authenticated). */
-export async function openKafka(settings: Settings, clientId: string, level: logLevel): Promise<{ kafka: Kafka; admin: Admin; cluster: KafkaCluster }> {
+export async function openKafka(
+  settings: Settings,
+  clientId: string,
+  level: logLevel,
+): Promise<{ kafka: Kafka; admin: Admin; cluster: KafkaCluster }> {
   const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, clientId), logLevel: level, retry: { retries: 3 } });
   const admin = kafka.admin();
   const [, cluster] = await Promise.all([
@@ -134,7 +145,10 @@ export async function openPool(settings: Settings, options: PoolOptions = {}): P
   return pool;
 }
 
-export async function openConnections(settings: Settings = loadSettings(), clientId = 'onceflow-tool'): Promise<Connections> {
+export async function openConnections(
+  settings: Settings = loadSettings(),
+  clientId = 'onceflow-tool',
+): Promise<Connections> {
   const opened: (() => Promise<unknown>)[] = [];
   const close = async () => void (await Promise.allSettled(opened.map((c) => c())));
   try {

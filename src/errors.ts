@@ -94,7 +94,14 @@ export class MissingTransform extends OnceflowError {
 export class PipelineHalted extends OnceflowError {
   constructor(
     message: string,
-    details: { pipeline: string; partition: number; epoch: number; cause: 'dead-letter-budget' | 'undeclared-table'; record: string; error: string },
+    details: {
+      pipeline: string;
+      partition: number;
+      epoch: number;
+      cause: 'dead-letter-budget' | 'undeclared-table';
+      record: string;
+      error: string;
+    },
   ) {
     super(message, { retryable: false, details });
   }
@@ -106,22 +113,31 @@ export class PipelineHalted extends OnceflowError {
  */
 export class StaleEpoch extends OnceflowError {
   constructor(pipeline: string, partition: number, epoch: number, later: number) {
-    super(`pipeline ${pipeline} partition ${partition}: epoch ${epoch} is stale, epoch ${later} is already committed (an attempt that outlived its timeout)`, {
-      retryable: false,
-      details: { pipeline, partition, epoch, later },
-    });
+    super(
+      `pipeline ${pipeline} partition ${partition}: epoch ${epoch} is stale, epoch ${later} is already committed (an attempt that outlived its timeout)`,
+      {
+        retryable: false,
+        details: { pipeline, partition, epoch, later },
+      },
+    );
   }
 }
 
 /** Kafka's answer for each missing permission, and what to grant (docs/deploy.md lists a pipeline's ACLs). */
 const KAFKA_DENIALS: Record<string, string> = {
-  TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Write and Describe on the pipeline's transactional ids (TransactionalId, prefixed 'onceflow.<pipeline>.')",
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+    "Write and Describe on the pipeline's transactional ids (TransactionalId, prefixed 'onceflow.<pipeline>.')",
   TOPIC_AUTHORIZATION_FAILED:
     'Read/Describe on the source topics, Write/Describe/Read (and Create, if onceflow creates them) on the output, dead-letter and progress topics, and Alter on the progress topic (onceflow adds its partitions)',
   GROUP_AUTHORIZATION_FAILED: "Read on the pipeline's consumer group ('onceflow.<pipeline>')",
   CLUSTER_AUTHORIZATION_FAILED: 'the cluster permission the request needs (IdempotentWrite on brokers that ask for it)',
 };
-const MYSQL_DENIALS = new Set(['ER_TABLEACCESS_DENIED_ERROR', 'ER_DBACCESS_DENIED_ERROR', 'ER_SPECIFIC_ACCESS_DENIED_ERROR', 'ER_COLUMNACCESS_DENIED_ERROR']);
+const MYSQL_DENIALS = new Set([
+  'ER_TABLEACCESS_DENIED_ERROR',
+  'ER_DBACCESS_DENIED_ERROR',
+  'ER_SPECIFIC_ACCESS_DENIED_ERROR',
+  'ER_COLUMNACCESS_DENIED_ERROR',
+]);
 
 /** A service refused onceflow's principal a permission it needs; names what to grant. */
 export class NotAuthorized extends OnceflowError {
@@ -137,7 +153,8 @@ export class NotAuthorized extends OnceflowError {
 export function notAuthorized(e: unknown, retryable: boolean): NotAuthorized | undefined {
   for (let c: unknown = e; c instanceof Error; c = (c as { cause?: unknown }).cause) {
     const type = (c as { type?: unknown }).type;
-    if (typeof type === 'string' && KAFKA_DENIALS[type]) return new NotAuthorized('Kafka', `${type} (${c.message})`, KAFKA_DENIALS[type]!, retryable);
+    if (typeof type === 'string' && KAFKA_DENIALS[type])
+      return new NotAuthorized('Kafka', `${type} (${c.message})`, KAFKA_DENIALS[type]!, retryable);
     const code = (c as { code?: unknown }).code;
     if (typeof code === 'string' && MYSQL_DENIALS.has(code))
       return new NotAuthorized('MySQL', c.message, 'the privilege named (docs/deploy.md lists the grants)', retryable);

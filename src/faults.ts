@@ -63,13 +63,16 @@ export function parseFaults(spec: string | undefined): Rule[] {
       if (action === 'crash' || action === 'throw') rule.action = action;
       else if (action.startsWith('split=')) {
         const commits = action.slice('split='.length);
-        if (commits !== 'markers' && commits !== 'outputs') throw new Error(`ONCEFLOW_FAULTS: '${action}' needs split=markers or split=outputs`);
-        if (rule.point !== 'commit.before') throw new Error(`ONCEFLOW_FAULTS: split works at commit.before only, not at '${rule.point}'`);
+        if (commits !== 'markers' && commits !== 'outputs')
+          throw new Error(`ONCEFLOW_FAULTS: '${action}' needs split=markers or split=outputs`);
+        if (rule.point !== 'commit.before')
+          throw new Error(`ONCEFLOW_FAULTS: split works at commit.before only, not at '${rule.point}'`);
         Object.assign(rule, { action: 'split', commits });
       } else if (action.startsWith('stall=') || action.startsWith('freeze=')) {
         rule.action = action.startsWith('stall=') ? 'stall' : 'freeze';
         rule.ms = Number(action.slice(action.indexOf('=') + 1));
-        if (!Number.isInteger(rule.ms) || rule.ms <= 0) throw new Error(`ONCEFLOW_FAULTS: '${action}' needs a positive number of milliseconds`);
+        if (!Number.isInteger(rule.ms) || rule.ms <= 0)
+          throw new Error(`ONCEFLOW_FAULTS: '${action}' needs a positive number of milliseconds`);
       } else throw new Error(`ONCEFLOW_FAULTS: unknown action '${action}' in '${item}'`);
       return rule;
     });
@@ -113,7 +116,11 @@ export class Faults {
   }
 
   /** `split`: how to split the transaction at hand (commit.before). */
-  async hit(point: FaultPoint, at: { epoch: number; partition: number; attempt: number }, split?: (commits: SplitCommits) => Promise<void>): Promise<void> {
+  async hit(
+    point: FaultPoint,
+    at: { epoch: number; partition: number; attempt: number },
+    split?: (commits: SplitCommits) => Promise<void>,
+  ): Promise<void> {
     for (const r of [...this.rules, ...this.currentFileRules()]) {
       if (r.point !== point) continue;
       if (r.epoch !== undefined && r.epoch !== at.epoch) continue;
@@ -133,7 +140,10 @@ export class Faults {
       if (r.action === 'freeze') {
         process.stderr.write(`[faults] freeze=${r.ms} at ${where}\n`);
         // The whole process stops (timers, heartbeats, sockets); a detached shell thaws it.
-        spawn('sh', ['-c', `sleep ${r.ms / 1000}; kill -CONT ${process.pid}`], { detached: true, stdio: 'ignore' }).unref();
+        spawn('sh', ['-c', `sleep ${r.ms / 1000}; kill -CONT ${process.pid}`], {
+          detached: true,
+          stdio: 'ignore',
+        }).unref();
         process.kill(process.pid, 'SIGSTOP');
         process.stderr.write(`[faults] thawed at ${where}\n`);
       }

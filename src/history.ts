@@ -23,7 +23,9 @@ export async function loadHistoryFile(file: string) {
 }
 
 function replayOptions(workflowBundle: string | undefined) {
-  return workflowBundle ? { workflowBundle: { codePath: workflowBundle } } : { workflowsPath: require.resolve('./workflows') };
+  return workflowBundle
+    ? { workflowBundle: { codePath: workflowBundle } }
+    : { workflowsPath: require.resolve('./workflows') };
 }
 
 /**
@@ -37,11 +39,15 @@ export async function replay(
   onProgress?: (done: number, total: number, run: string) => void,
 ): Promise<{ run: string; ok: boolean; error?: string }[]> {
   const histories: { run: string; history: Awaited<ReturnType<typeof loadHistoryFile>> }[] = [];
-  if (target.endsWith('.json') || existsSync(target)) histories.push({ run: target, history: await loadHistoryFile(target) });
+  if (target.endsWith('.json') || existsSync(target))
+    histories.push({ run: target, history: await loadHistoryFile(target) });
   else {
     if (!client) throw new Error('replaying a workflow id needs the Temporal server');
     for await (const w of client.workflow.list({ query: `WorkflowId = '${target.replace(/'/g, '')}'` })) {
-      histories.push({ run: `${target}/${w.runId}`, history: await client.workflow.getHandle(target, w.runId).fetchHistory() });
+      histories.push({
+        run: `${target}/${w.runId}`,
+        history: await client.workflow.getHandle(target, w.runId).fetchHistory(),
+      });
     }
     if (histories.length === 0) throw new Error(`no workflow '${target}' on this server (and no such file)`);
   }
@@ -77,7 +83,12 @@ export interface HistoryEventLike {
 /** The activities of the engine (src/workflows/engine.ts, a partition's or a group's) that commit an epoch: advanceMembers commits e (and prepares e+1), commitMembers commits e alone. */
 export const COMMIT_ACTIVITIES = ['advanceMembers', 'commitMembers'] as const satisfies readonly (keyof Activities)[];
 /** The same in the legacy loops (src/workflows/legacy/, runs recorded before one-engine-v1): a group's, and a partition's since commit-epoch-v1. */
-export const LEGACY_COMMIT_ACTIVITIES = ['advanceGroup', 'commitGroup', 'advanceEpoch', 'commitEpoch'] as const satisfies readonly (keyof Activities)[];
+export const LEGACY_COMMIT_ACTIVITIES = [
+  'advanceGroup',
+  'commitGroup',
+  'advanceEpoch',
+  'commitEpoch',
+] as const satisfies readonly (keyof Activities)[];
 
 /**
  * Committed epochs in workflow histories (one list of events per run): every completed

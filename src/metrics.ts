@@ -16,7 +16,11 @@ export class WorkerMetrics {
   private readonly counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) =>
     new Counter<L>({ name, help, labelNames, registers: [this.registry] });
 
-  readonly records = this.counter('onceflow_records_total', 'Source records prepared in epochs (rate() gives records/s)', PARTITION);
+  readonly records = this.counter(
+    'onceflow_records_total',
+    'Source records prepared in epochs (rate() gives records/s)',
+    PARTITION,
+  );
   readonly epochs = this.counter('onceflow_epochs_prepared_total', 'Epochs prepared', PARTITION);
   readonly commits = this.counter('onceflow_commits_total', 'Commits by side (kafka, mysql)', [...PARTITION, 'side']);
   readonly phase = new Histogram({
@@ -34,22 +38,40 @@ export class WorkerMetrics {
   });
   /** Seconds since this worker last saw an epoch of the partition commit (see secondsSinceLastCommit). */
   readonly sinceCommit = this.secondsSinceLastCommit();
-  readonly retries = this.counter('onceflow_retries_total', 'Activity attempts after the first', [...PARTITION, 'activity']);
-  readonly redos = this.counter('onceflow_redos_total', 'Epochs redone (Kafka side aborted by the broker, or MySQL branch vanished)', [...PARTITION, 'side']);
+  readonly retries = this.counter('onceflow_retries_total', 'Activity attempts after the first', [
+    ...PARTITION,
+    'activity',
+  ]);
+  readonly redos = this.counter(
+    'onceflow_redos_total',
+    'Epochs redone (Kafka side aborted by the broker, or MySQL branch vanished)',
+    [...PARTITION, 'side'],
+  );
   readonly splits = this.counter(
     'onceflow_kafka_splits_total',
     'Epochs whose Kafka transaction came out committed on some partitions and aborted on others (found after an ambiguous EndTxn; the aborted parts are redone)',
     PARTITION,
   );
-  readonly deadLetters = this.counter('onceflow_dead_letters_total', 'Records sent to the dead-letter topic', PARTITION);
+  readonly deadLetters = this.counter(
+    'onceflow_dead_letters_total',
+    'Records sent to the dead-letter topic',
+    PARTITION,
+  );
   readonly halts = this.counter(
     'onceflow_halts_total',
     'Epochs refused and their partition stopped: dead letters over the budget, or a row for an undeclared table (cause label)',
     [...PARTITION, 'cause'],
   );
-  readonly rolledBack = this.counter('onceflow_rolled_back_branches_total', 'Leftover XA branches rolled back by retried prepares', PARTITION);
+  readonly rolledBack = this.counter(
+    'onceflow_rolled_back_branches_total',
+    'Leftover XA branches rolled back by retried prepares',
+    PARTITION,
+  );
   /** Per partition: the epoch of the last commit seen, and when (`now()`) it was first seen. */
-  private readonly lastCommit = new Map<string, { labels: { pipeline: string; partition: number }; epoch: number; at: number }>();
+  private readonly lastCommit = new Map<
+    string,
+    { labels: { pipeline: string; partition: number }; epoch: number; at: number }
+  >();
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -89,7 +111,8 @@ export class WorkerMetrics {
       case 'committed': {
         this.commits.inc({ ...l, side: e.side });
         const k = JSON.stringify([e.pipeline, e.partition]);
-        if (this.lastCommit.get(k)?.epoch !== e.epoch) this.lastCommit.set(k, { labels: l, epoch: e.epoch, at: this.now() });
+        if (this.lastCommit.get(k)?.epoch !== e.epoch)
+          this.lastCommit.set(k, { labels: l, epoch: e.epoch, at: this.now() });
         this.phase.observe({ pipeline: e.pipeline, phase: `commit_${e.side}` }, e.ms / 1000);
         break;
       }

@@ -31,14 +31,19 @@ export function loadPipelineConfig(file: string, env?: NodeJS.ProcessEnv): Pipel
   try {
     text = readFileSync(file, 'utf8');
   } catch (e) {
-    throw new ValidationError(`config file ${file}`, [{ field: '(file)', problem: `cannot be read: ${(e as Error).message}` }]);
+    throw new ValidationError(`config file ${file}`, [
+      { field: '(file)', problem: `cannot be read: ${(e as Error).message}` },
+    ]);
   }
   let raw: unknown;
   try {
     raw = file.endsWith('.json') ? JSON.parse(text) : parseYaml(text);
   } catch (e) {
     throw new ValidationError(`config file ${file}`, [
-      { field: '(file)', problem: `is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(e as Error).message.split('\n')[0]}` },
+      {
+        field: '(file)',
+        problem: `is not valid ${file.endsWith('.json') ? 'JSON' : 'YAML'}: ${(e as Error).message.split('\n')[0]}`,
+      },
     ]);
   }
   const cfg = validate(configFileSchema, raw, `config file ${file}`, '(file)', 'pipeline.');

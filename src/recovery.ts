@@ -13,7 +13,15 @@ import { lastCommittedMarker, waitDecided, type Marker } from './kafka/progress'
 import { commitBranch, recoverXids, rollbackXid } from './mysql/branch';
 import { lastLedgerRow, ledgerRow, type LedgerRow } from './mysql/ledger';
 import { pendingEpochs } from './mysql/stage';
-import { bqualToken, parseGroupGtrid, parseGtrid, partitionGtridPrefix, pipelineGroupGtridPrefix, xidFromString, xidToString } from './mysql/xid';
+import {
+  bqualToken,
+  parseGroupGtrid,
+  parseGtrid,
+  partitionGtridPrefix,
+  pipelineGroupGtridPrefix,
+  xidFromString,
+  xidToString,
+} from './mysql/xid';
 import { recoverEpoch, type EpochEvidence, type RecoveryAction } from './protocol/epoch';
 import { groupTransactionalId, transactionalId, type PipelineSpec } from './spec';
 
@@ -27,10 +35,19 @@ export const RECOVERY_LANES = 8;
  * partition's LSO has passed everything written (EndTxn returns before its markers are written).
  * Returns the ids fenced.
  */
-export async function settleKafka(cluster: KafkaCluster, spec: PipelineSpec, partition: number, onWait?: () => void): Promise<string[]> {
+export async function settleKafka(
+  cluster: KafkaCluster,
+  spec: PipelineSpec,
+  partition: number,
+  onWait?: () => void,
+): Promise<string[]> {
   const fenced = await fenceIds(cluster, spec, (slot) => transactionalId(spec.name, partition, slot));
   const hw = await latestOffset(cluster, spec.progressTopic, partition, ISOLATION.READ_UNCOMMITTED);
-  if (hw > 0) await waitDecided(cluster, spec.progressTopic, partition, hw - 1, { timeoutMs: DECIDE_TIMEOUT_MS, ...(onWait ? { onWait } : {}) });
+  if (hw > 0)
+    await waitDecided(cluster, spec.progressTopic, partition, hw - 1, {
+      timeoutMs: DECIDE_TIMEOUT_MS,
+      ...(onWait ? { onWait } : {}),
+    });
   return fenced;
 }
 
@@ -39,9 +56,21 @@ export async function settleKafka(cluster: KafkaCluster, spec: PipelineSpec, par
  * names them: src/kafka/outcome.ts splitsInLog). Reconcile of a restarted pipeline repairs them
  * before it trusts the progress marker; `onceflow transactions` lists them. Call after settleKafka.
  */
-export async function loggedSplits(cluster: KafkaCluster, spec: PipelineSpec, partition: number, onWait?: () => void): Promise<LoggedSplit[]> {
+export async function loggedSplits(
+  cluster: KafkaCluster,
+  spec: PipelineSpec,
+  partition: number,
+  onWait?: () => void,
+): Promise<LoggedSplit[]> {
   const start = await earliestOffset(cluster, spec.progressTopic, partition);
-  return splitsInLog(cluster, spec, partition, await lastCommittedMarker(cluster, spec.progressTopic, partition, start), start, onWait);
+  return splitsInLog(
+    cluster,
+    spec,
+    partition,
+    await lastCommittedMarker(cluster, spec.progressTopic, partition, start),
+    start,
+    onWait,
+  );
 }
 
 /** One line for a split found in the log. */
@@ -66,7 +95,11 @@ async function fenceIds(cluster: KafkaCluster, spec: PipelineSpec, idOf: (slot: 
  * partition id given (call after the Kafka side is settled). A group branch is decided iff a
  * marker of one of its members names it.
  */
-export async function namedXids(cluster: KafkaCluster, spec: PipelineSpec, ids: number[]): Promise<Map<string, { partition: number; epoch: number }>> {
+export async function namedXids(
+  cluster: KafkaCluster,
+  spec: PipelineSpec,
+  ids: number[],
+): Promise<Map<string, { partition: number; epoch: number }>> {
   const named = new Map<string, { partition: number; epoch: number }>();
   const markers = await mapLimit(ids, RECOVERY_LANES, async (id) =>
     lastCommittedMarker(cluster, spec.progressTopic, id, await earliestOffset(cluster, spec.progressTopic, id)),
@@ -118,13 +151,19 @@ export async function examineGroupBranches(
 }
 
 /** Carries out examineGroupBranches' decisions; one line each. */
-export async function resolveGroupBranches(pool: Pool, spec: PipelineSpec, decisions: GroupBranchDecision[]): Promise<Done> {
+export async function resolveGroupBranches(
+  pool: Pool,
+  spec: PipelineSpec,
+  decisions: GroupBranchDecision[],
+): Promise<Done> {
   const done: Done = [];
   for (const d of decisions) {
     const at = `group ${d.group} epoch ${d.groupEpoch}: XA ${d.xid}`;
     if (d.do === 'commit') {
       const r = await commitBranch(pool, xidFromString(d.xid), { pipeline: spec.name, ...d.by! });
-      done.push(`${at} ${r === 'committed' ? `committed (partition ${d.by!.partition}'s progress marker names it: its Kafka side committed)` : r}`);
+      done.push(
+        `${at} ${r === 'committed' ? `committed (partition ${d.by!.partition}'s progress marker names it: its Kafka side committed)` : r}`,
+      );
     } else if (d.do === 'rollback') {
       done.push(`${at} ${await rollbackXid(pool, xidFromString(d.xid))} (no committed progress marker names it)`);
     } else {
@@ -156,7 +195,12 @@ export async function examinePartition(
   token: number,
 ): Promise<PartitionFindings> {
   const ledger = await lastLedgerRow(deps.pool, spec.name, partition);
-  const marker = await lastCommittedMarker(deps.cluster, spec.progressTopic, partition, await earliestOffset(deps.cluster, spec.progressTopic, partition));
+  const marker = await lastCommittedMarker(
+    deps.cluster,
+    spec.progressTopic,
+    partition,
+    await earliestOffset(deps.cluster, spec.progressTopic, partition),
+  );
   const L = ledger?.epoch ?? -1;
   const M = marker?.epoch ?? -1;
   let last = -1;
@@ -178,7 +222,9 @@ export async function examinePartition(
     branches.set(g.epoch, [...(branches.get(g.epoch) ?? []), { xid: xidToString(x), token: bqualToken(x.bqual) }]);
   }
   const pending = new Set((await pendingEpochs(deps.pool, spec.name, partition)).map((x) => x.epoch));
-  const epochNumbers = [...new Set([...branches.keys(), ...pending, ...(L !== M && last >= 0 ? [last] : [])])].sort((a, b) => a - b);
+  const epochNumbers = [...new Set([...branches.keys(), ...pending, ...(L !== M && last >= 0 ? [last] : [])])].sort(
+    (a, b) => a - b,
+  );
 
   const epochs: PartitionFindings['epochs'] = [];
   for (const epoch of epochNumbers) {
@@ -194,10 +240,24 @@ export async function examinePartition(
       // The side that is one epoch behind committed this one too.
       m = l = epoch === L ? { start: ledger!.start, end: ledger!.end } : { start: marker!.start, end: marker!.end };
     }
-    const evidence: EpochEvidence = { epoch, marker: m, ledger: l, branches: branches.get(epoch) ?? [], pendingApply: pending.has(epoch), token };
+    const evidence: EpochEvidence = {
+      epoch,
+      marker: m,
+      ledger: l,
+      branches: branches.get(epoch) ?? [],
+      pendingApply: pending.has(epoch),
+      token,
+    };
     epochs.push({ epoch, evidence, actions: refuse ? [] : recoverEpoch(evidence) });
   }
-  return { partition, ledger, marker, next: refuse || last < 0 ? null : { epoch: last + 1, offset: end }, ...(refuse ? { refuse } : {}), epochs };
+  return {
+    partition,
+    ledger,
+    marker,
+    next: refuse || last < 0 ? null : { epoch: last + 1, offset: end },
+    ...(refuse ? { refuse } : {}),
+    epochs,
+  };
 }
 
 /** What recovery did, one line per action. */
@@ -226,20 +286,28 @@ export async function carryOut(
           done.push(
             `partition ${p} epoch ${epoch}: XA ${a.xid} ${r === 'committed' ? 'committed (the progress marker names it: its Kafka side committed)' : r}`,
           );
-          if (r === 'gone') throw new Error(`partition ${p} epoch ${epoch}: the decided XA branch ${a.xid} vanished while being committed; run again`);
+          if (r === 'gone')
+            throw new Error(
+              `partition ${p} epoch ${epoch}: the decided XA branch ${a.xid} vanished while being committed; run again`,
+            );
           break;
         }
         case 'rollback-branch':
-          done.push(`partition ${p} epoch ${epoch}: XA ${a.xid} ${await rollbackXid(deps.pool, xidFromString(a.xid))} (not the decided branch)`);
+          done.push(
+            `partition ${p} epoch ${epoch}: XA ${a.xid} ${await rollbackXid(deps.pool, xidFromString(a.xid))} (not the decided branch)`,
+          );
           break;
         case 'apply-staged':
-          if (await handlers.apply(epoch)) done.push(`partition ${p} epoch ${epoch}: staged rows applied to the tables`);
+          if (await handlers.apply(epoch))
+            done.push(`partition ${p} epoch ${epoch}: staged rows applied to the tables`);
           break;
         case 'redo-kafka':
         case 'redo-mysql':
           if (handlers.redo) {
             await handlers.redo(epoch, a);
-            done.push(`partition ${p} epoch ${epoch}: ${a.do === 'redo-kafka' ? 'Kafka' : 'MySQL'} side redone for offsets [${a.start}, ${a.end})`);
+            done.push(
+              `partition ${p} epoch ${epoch}: ${a.do === 'redo-kafka' ? 'Kafka' : 'MySQL'} side redone for offsets [${a.start}, ${a.end})`,
+            );
           } else {
             done.push(
               `partition ${p} epoch ${epoch}: ${a.do === 'redo-kafka' ? 'MySQL committed it, Kafka did not' : 'Kafka committed it, MySQL did not'} — start the pipeline again: its reconcile redoes that side for offsets [${a.start}, ${a.end})`,

@@ -83,7 +83,8 @@ export const sourceTopics = (spec: PipelineSpec): string[] => spec.source.topics
 export const pipelineWorkflowId = (pipeline: string) => `onceflow/${pipeline}`;
 export const partitionWorkflowId = (pipeline: string, partition: number) => `onceflow/${pipeline}/${partition}`;
 export const consumerGroupId = (pipeline: string) => `onceflow.${pipeline}`;
-export const transactionalId = (pipeline: string, partition: number, slot: number) => `onceflow.${pipeline}.${partition}.${slot}`;
+export const transactionalId = (pipeline: string, partition: number, slot: number) =>
+  `onceflow.${pipeline}.${partition}.${slot}`;
 
 /** Most partition groups of a pipeline. */
 export const MAX_PARALLELISM = 1024;
@@ -94,4 +95,5 @@ export const groupWorkflowId = (pipeline: string, group: number) => `onceflow/${
 export const runnerWorkflowId = (spec: PipelineSpec, id: number) =>
   spec.parallelism ? groupWorkflowId(spec.name, groupOf(spec, id)) : partitionWorkflowId(spec.name, id);
 /** A group's transactional ids ('g' keeps them apart from the partitions' own, which redos and older runs use). */
-export const groupTransactionalId = (pipeline: string, group: number, slot: number) => `onceflow.${pipeline}.g${group}.${slot}`;
+export const groupTransactionalId = (pipeline: string, group: number, slot: number) =>
+  `onceflow.${pipeline}.g${group}.${slot}`;

@@ -35,7 +35,12 @@ export interface WorkerHandle {
 
 /** The transforms a worker runs: given, else from settings.transformsModule, else none. */
 export function transformsOf(settings: Settings, given?: TransformRegistry): TransformRegistry {
-  return given ?? (settings.transformsModule ? loadTransforms(settings.transformsModule, 'ONCEFLOW_TRANSFORMS') : new TransformRegistry());
+  return (
+    given ??
+    (settings.transformsModule
+      ? loadTransforms(settings.transformsModule, 'ONCEFLOW_TRANSFORMS')
+      : new TransformRegistry())
+  );
 }
 
 /**
@@ -64,7 +69,8 @@ export async function createOnceflowWorker(
   const transforms = transformsOf(settings, opts.transforms);
   const metrics = new WorkerMetrics();
   const metricsPort = opts.metricsPort ?? (settings.metricsPort > 0 ? settings.metricsPort : undefined);
-  const metricsServer = metricsPort === undefined ? undefined : await serveMetrics(metrics, metricsPort, settings.metricsHost);
+  const metricsServer =
+    metricsPort === undefined ? undefined : await serveMetrics(metrics, metricsPort, settings.metricsHost);
   const opened: (() => unknown)[] = [() => metricsServer?.close()];
   const close = async () => void (await Promise.allSettled(opened.map(async (c) => c())));
   // Each service is reached (and logged in to) before the worker polls, so a wrong address,
@@ -75,9 +81,16 @@ export async function createOnceflowWorker(
       () => cluster.disconnect(),
       () => admin.disconnect(),
     );
-    const pool = await openPool(settings, { connectionLimit: 16, supportBigNumbers: true, bigNumberStrings: false, enableKeepAlive: true });
+    const pool = await openPool(settings, {
+      connectionLimit: 16,
+      supportBigNumbers: true,
+      bigNumberStrings: false,
+      enableKeepAlive: true,
+    });
     opened.push(() => pool.end());
-    const connection = await NativeConnection.connect(temporalConnectionOptions(settings.temporal)).catch(unreachable('Temporal', settings));
+    const connection = await NativeConnection.connect(temporalConnectionOptions(settings.temporal)).catch(
+      unreachable('Temporal', settings),
+    );
     opened.push(() => connection.close());
     return await wire(opts, settings, { transforms, admin, cluster, pool, connection, metrics, metricsServer, close });
   } catch (e) {
@@ -116,7 +129,9 @@ async function wire(
     connection,
     namespace: settings.temporal.namespace,
     taskQueue: opts.taskQueue ?? settings.temporal.taskQueue,
-    ...(settings.workflowBundle ? { workflowBundle: { codePath: settings.workflowBundle } } : { workflowsPath: require.resolve('./workflows') }),
+    ...(settings.workflowBundle
+      ? { workflowBundle: { codePath: settings.workflowBundle } }
+      : { workflowsPath: require.resolve('./workflows') }),
     activities: createActivities({
       cluster,
       admin,

@@ -120,13 +120,18 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
     ],
   );
   for (const bad of ['-1', '1.5', '"8000"']) {
-    assert.throws(() => defaultOptions({ BENCH_C_VARIANTS: `[{"label":"p","epoch":{},"specPadBytes":${bad}}]` }), /specPadBytes is a number of bytes/);
+    assert.throws(
+      () => defaultOptions({ BENCH_C_VARIANTS: `[{"label":"p","epoch":{},"specPadBytes":${bad}}]` }),
+      /specPadBytes is a number of bytes/,
+    );
   }
 });
 
 test('bench report: a ratio that two decimals would round onto its target is shown with three', () => {
   // The run of 2026-12-03: with 2 groups, 64 partitions gave 36,229 records/s against 40,388 at 4 (0.897).
-  const saved = JSON.parse(readFileSync(join(__dirname, '..', 'bench', 'results', '2026-12-03-issue11-r4.json'), 'utf8')) as BenchResult;
+  const saved = JSON.parse(
+    readFileSync(join(__dirname, '..', 'bench', 'results', '2026-12-03-issue11-r4.json'), 'utf8'),
+  ) as BenchResult;
   const md = markdown(saved, 'performance.svg');
   assert.match(md, /at 64 partitions C ≥ 0\.9× its 4-partition records\/s — 0\.897×: \*\*missed\*\*/);
   assert.match(md, /best C 44,041 records\/s .* = 0\.92× B: \*\*met\*\*/);
@@ -156,7 +161,15 @@ test('bench report: a scale row is compared with the reference-count runs just b
 });
 
 test('bench analysis: the cycle tail and its temporal part per epoch; the workflow task round trip from history event times', () => {
-  const split = { readMs: 1, initMs: 1, transformMs: 1, kafkaMs: 1, previousCommitWaitMs: 0, mysqlMs: 1, xaPrepareMs: 1 };
+  const split = {
+    readMs: 1,
+    initMs: 1,
+    transformMs: 1,
+    kafkaMs: 1,
+    previousCommitWaitMs: 0,
+    mysqlMs: 1,
+    xaPrepareMs: 1,
+  };
   const prepared = (epoch: number, startedAt: number, ms: number): ObservedEvent => ({
     kind: 'prepared',
     pipeline: 'p',
@@ -180,8 +193,18 @@ test('bench analysis: the cycle tail and its temporal part per epoch; the workfl
     startedAt,
   });
   // Cycles of 100 and 300 ms; activities cover 30 + 10 of the first, 40 + 20 of the second.
-  const s = epochSplit([prepared(0, 0, 30), committed(0, 50, 10), prepared(1, 100, 40), committed(1, 200, 20), prepared(2, 400, 30)]);
-  assert.deepEqual(s.tail, { cycleMs: { p50: 100, p99: 300 }, prepareMs: { p50: 30, p99: 40 }, temporalMs: { p50: 60, p99: 240 } });
+  const s = epochSplit([
+    prepared(0, 0, 30),
+    committed(0, 50, 10),
+    prepared(1, 100, 40),
+    committed(1, 200, 20),
+    prepared(2, 400, 30),
+  ]);
+  assert.deepEqual(s.tail, {
+    cycleMs: { p50: 100, p99: 300 },
+    prepareMs: { p50: 30, p99: 40 },
+    temporalMs: { p50: 60, p99: 240 },
+  });
   assert.equal(s.temporalMs, 150);
   // The slowest 5 % of 2 cycles is one: the 300-ms cycle of epoch 1, begun 0.1 s after the first.
   assert.equal(s.slowest?.cycles, 1);
@@ -243,7 +266,10 @@ test(
       ['B', r.B],
       ...r.C.map((c) => [`C ${c.label}`, c] as const),
       ...r.latency.map((l) => [`latency ${l.engine}`, l] as const),
-      ...r.scale!.runs.flatMap((s) => [[`scale ${s.partitions} B`, s.B] as const, [`scale ${s.partitions} C`, s.C] as const]),
+      ...r.scale!.runs.flatMap((s) => [
+        [`scale ${s.partitions} B`, s.B] as const,
+        [`scale ${s.partitions} C`, s.C] as const,
+      ]),
     ] as const) {
       positive(`${what}: gauge ms`, x.gaugeMs ?? NaN);
       positive(`${what}: gauge CPU ms`, x.gaugeCpuMs ?? NaN);
@@ -273,7 +299,10 @@ test(
       assert.ok(x.temporal && x.temporal.epochs > 0, `C ${x.label}: Temporal work per epoch from the histories`);
       positive(`C ${x.label} activity tasks per epoch`, x.temporal.activityTasksPerEpoch);
       positive(`C ${x.label} workflow tasks per epoch`, x.temporal.workflowTasksPerEpoch);
-      assert.ok(x.commitStartWaitMs && x.commitStartWaitMs.n > 0 && Number.isFinite(x.commitStartWaitMs.p99), `C ${x.label}: prepare end → commit start`);
+      assert.ok(
+        x.commitStartWaitMs && x.commitStartWaitMs.n > 0 && Number.isFinite(x.commitStartWaitMs.p99),
+        `C ${x.label}: prepare end → commit start`,
+      );
       assert.ok(
         x.temporalTailCpuMs !== undefined && Number.isFinite(x.temporalTailCpuMs) && x.temporalTailCpuMs >= 0,
         `C ${x.label}: Temporal CPU of the run's tail = ${x.temporalTailCpuMs}`,
@@ -284,7 +313,10 @@ test(
     assert.equal(r.Bruns[0], r.B.recordsPerSec);
     for (const [i, x] of r.C.entries()) {
       assert.deepEqual(x.bracketB, [r.Bruns[i], r.Bruns[i + 1]]);
-      assert.ok(Math.abs(x.vsB - x.recordsPerSec / ((r.Bruns[i]! + r.Bruns[i + 1]!) / 2)) < 1e-9, `C ${x.label}: C/B ${x.vsB}`);
+      assert.ok(
+        Math.abs(x.vsB - x.recordsPerSec / ((r.Bruns[i]! + r.Bruns[i + 1]!) / 2)) < 1e-9,
+        `C ${x.label}: C/B ${x.vsB}`,
+      );
     }
     const direct = r.C[1]!;
     assert.equal(direct.mysqlMode, 'direct');
@@ -305,11 +337,17 @@ test(
     for (const l of r.latency) {
       assert.equal(l.seen, l.records, `${l.engine}: every paced record became visible`);
       assert.equal(l.timedOut, false);
-      assert.ok(l.latencyMs.p50 >= 0 && l.latencyMs.p99 >= l.latencyMs.p50, `${l.engine} latency ${JSON.stringify(l.latencyMs)}`);
+      assert.ok(
+        l.latencyMs.p50 >= 0 && l.latencyMs.p99 >= l.latencyMs.p50,
+        `${l.engine} latency ${JSON.stringify(l.latencyMs)}`,
+      );
       // 400/s for 1 + 3 s: the warm-up's records apart from the measured ones, every record in one window.
       assert.equal(l.records, 1600);
       assert.equal(l.warmupSeconds, 1);
-      assert.ok(l.warmupLatencyMs && l.warmupLatencyMs.n > 0 && l.latencyMs.n > 0, `${l.engine}: warm-up ${l.warmupLatencyMs?.n}, measured ${l.latencyMs.n}`);
+      assert.ok(
+        l.warmupLatencyMs && l.warmupLatencyMs.n > 0 && l.latencyMs.n > 0,
+        `${l.engine}: warm-up ${l.warmupLatencyMs?.n}, measured ${l.latencyMs.n}`,
+      );
       assert.equal(l.warmupLatencyMs.n + l.latencyMs.n, l.seen);
       assert.equal(
         l.latencyByWindow?.reduce((a, w) => a + w.n, 0),
@@ -368,7 +406,10 @@ test(
       positive(`${at}: C worker CPU ms/1k`, s.C.cpuMsPer1kRecords);
       assert.ok(s.C.verified, `${at}: C verified exactly once: ${s.C.failedChecks.join('; ')}`);
       assert.ok(s.C.temporal && s.C.temporal.activityTasksPerEpoch > 0, `${at}: C activity tasks per epoch`);
-      assert.ok(s.C.commitStartWaitMs && s.C.commitStartWaitMs.n > 0 && Number.isFinite(s.C.commitStartWaitMs.p99), `${at}: C prepare end → commit start`);
+      assert.ok(
+        s.C.commitStartWaitMs && s.C.commitStartWaitMs.n > 0 && Number.isFinite(s.C.commitStartWaitMs.p99),
+        `${at}: C prepare end → commit start`,
+      );
       // B has no groups: a grouped row has C's latency run only; a repeat of the reference has none.
       assert.deepEqual(
         s.latency.map((l) => [l.engine, l.partitions, l.parallelism]),
@@ -384,12 +425,19 @@ test(
       if (s.again) continue;
       for (const l of s.latency) {
         assert.equal(l.records, 1600);
-        assert.ok(Number.isFinite(l.latencyMs.p50) && Number.isFinite(l.latencyMs.p99), `${at}: ${l.engine} latency ${JSON.stringify(l.latencyMs)}`);
+        assert.ok(
+          Number.isFinite(l.latencyMs.p50) && Number.isFinite(l.latencyMs.p99),
+          `${at}: ${l.engine} latency ${JSON.stringify(l.latencyMs)}`,
+        );
         assert.equal(l.backlog, l.records - l.seen);
         assert.ok(l.limitMs === 60_000, `${at}: ${l.engine} waited at most max(60 s, 6 × 4 s)`);
       }
       const lcs = s.latency.find((l) => l.engine === 'C')!;
-      assert.equal(lcs.verified, true, `${at}: C's latency run verified exactly once: ${(lcs.failedChecks ?? []).join('; ')}`);
+      assert.equal(
+        lcs.verified,
+        true,
+        `${at}: C's latency run verified exactly once: ${(lcs.failedChecks ?? []).join('; ')}`,
+      );
       assert.ok(lcs.temporal && lcs.temporal.epochs > 0, `${at}: C's latency run: Temporal work per epoch`);
     }
 
@@ -403,7 +451,10 @@ test(
     assert.match(md, /C onceflow, latency settings \(epoch \{"maxRecords":700\}\) \[latency settings\] \|/);
     assert.match(md, /Target: best C ≥ 0\.9× B — .*: \*\*(met|missed)\*\*/);
     assert.match(md, /Target: C at the latency settings .* ≥ 0\.8× B — .*: \*\*(met|missed)\*\*/);
-    assert.match(md, /\| B at-least-once \| 1,600\/1,600 \| (?:[\d,]+ \| ){4}\*\*(met|missed)\*\* \| \*\*(met|missed)\*\* \| [\d,]+ \/ [\d,]+ \|/);
+    assert.match(
+      md,
+      /\| B at-least-once \| 1,600\/1,600 \| (?:[\d,]+ \| ){4}\*\*(met|missed)\*\* \| \*\*(met|missed)\*\* \| [\d,]+ \/ [\d,]+ \|/,
+    );
     assert.match(md, /for 3 s after 1 s of warm-up at the same rate/);
     assert.match(md, /\| C onceflow, epoch.maxRecords 500 \| [\d,]+ \| \*\*[\d.]+\*\* \| [\d,]+ · [\d,]+ \|/);
     assert.match(
@@ -420,7 +471,10 @@ test(
       /\nMachine-speed gauge just before each run, ms .*: B \d+\.\d \(\d+\.\d\); the C runs in the order of the table \d+\.\d \(\d+\.\d\)(, \d+\.\d \(\d+\.\d\))+\./,
     );
     assert.equal(r.temporalTailMs, 2000);
-    assert.match(md, /Temporal CPU includes each C run's tail, the 2 s after it ended .*: [\d,]+–[\d,]+ ms of CPU per run here/);
+    assert.match(
+      md,
+      /Temporal CPU includes each C run's tail, the 2 s after it ended .*: [\d,]+–[\d,]+ ms of CPU per run here/,
+    );
     for (const p of ['4', '4, 2 groups']) {
       // partitions | B rec/s | B ratio | C rec/s | C ratio | Temporal CPU | its ratio | Kafka CPU B · C | worker CPU | latency B · C | verified
       assert.match(
@@ -455,7 +509,10 @@ test(
         ),
         `scale row '${p}'`,
       );
-    assert.match(md, /the 2-partition throughput runs ran again after every other count \("2 again" rows, no latency runs\)/);
+    assert.match(
+      md,
+      /the 2-partition throughput runs ran again after every other count \("2 again" rows, no latency runs\)/,
+    );
     assert.match(md, /C onceflow, maxWaitMs 300, parallelism 2 \|/);
     assert.match(md, /\*\*Temporal work per committed epoch of C\*\*/);
     assert.match(svgChart(r), /^<svg/);

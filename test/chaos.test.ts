@@ -20,11 +20,13 @@ import { services } from '../tools/chaos/stack';
 const DEFAULT_SEED = 284101;
 const DEFAULT_GROUPED_SEED = 20261203;
 const seedEnv = process.env.ONCEFLOW_CHAOS_SEED;
-const pick = (fixed: number) => (seedEnv === 'random' ? Math.floor(Math.random() * 1_000_000) : seedEnv ? Number(seedEnv) : fixed);
+const pick = (fixed: number) =>
+  seedEnv === 'random' ? Math.floor(Math.random() * 1_000_000) : seedEnv ? Number(seedEnv) : fixed;
 const seed = pick(DEFAULT_SEED);
 const groupedSeed = pick(DEFAULT_GROUPED_SEED);
 const started = Date.now();
-const logAs = (n: number) => (s: string) => process.stderr.write(`[chaos seed ${n} +${((Date.now() - started) / 1000).toFixed(0)}s] ${s}\n`);
+const logAs = (n: number) => (s: string) =>
+  process.stderr.write(`[chaos seed ${n} +${((Date.now() - started) / 1000).toFixed(0)}s] ${s}\n`);
 const options = presetOptions('short', seed, logAs(seed));
 const grouped = withParallelism(presetOptions('short', groupedSeed, logAs(groupedSeed)), 2);
 
@@ -67,9 +69,13 @@ async function shortCampaign(options: CampaignOptions, points: readonly FaultPoi
   return r;
 }
 
-test(`short fault campaign (seed ${seed}; replay: ${options.command}): every fault kind hits, output exactly once`, { timeout: 600_000 }, async () => {
-  await shortCampaign(options, POINTS);
-});
+test(
+  `short fault campaign (seed ${seed}; replay: ${options.command}): every fault kind hits, output exactly once`,
+  { timeout: 600_000 },
+  async () => {
+    await shortCampaign(options, POINTS);
+  },
+);
 
 test(
   `short fault campaign on a grouped pipeline (parallelism 2, seed ${groupedSeed}; replay: ${grouped.command}): every fault kind hits, output exactly once`,
@@ -90,14 +96,25 @@ test('docs/reliability-runs.md parts: the campaign, the soak and the cluster cam
   const doc = `campaign v1\n\n${SOAK_MARKER}\nsoak v1\n`;
   const withCluster = spliceReport(doc, 'cluster', 'cluster v1\n');
   assert.equal(withCluster, `campaign v1\n\n${SOAK_MARKER}\nsoak v1\n\n${CLUSTER_MARKER}\ncluster v1\n`);
-  const again = spliceReport(spliceReport(spliceReport(withCluster, 'soak', 'soak v2'), 'campaign', 'campaign v2'), 'cluster', 'cluster v2');
+  const again = spliceReport(
+    spliceReport(spliceReport(withCluster, 'soak', 'soak v2'), 'campaign', 'campaign v2'),
+    'cluster',
+    'cluster v2',
+  );
   assert.equal(again, `campaign v2\n\n${SOAK_MARKER}\nsoak v2\n\n${CLUSTER_MARKER}\ncluster v2\n`);
 });
 
 test('the cluster schedule: each node-kill kind at every protocol step and at random, at least 5 of each', () => {
   const o = presetOptions('cluster', 1414, () => undefined);
   assert.equal(o.kafkaNodes, 3);
-  const plan = planFaults({ seed: 1414, partitions: o.partitions, workers: o.workers, mode: 'cluster', randomEach: o.randomEach, txnTimeouts: o.txnTimeouts });
+  const plan = planFaults({
+    seed: 1414,
+    partitions: o.partitions,
+    workers: o.workers,
+    mode: 'cluster',
+    randomEach: o.randomEach,
+    txnTimeouts: o.txnTimeouts,
+  });
   for (const kind of CLUSTER_KINDS) {
     const mine = plan.filter((f) => f.kind === kind);
     assert.ok(mine.length >= 5, `${kind}: ${mine.length}`);

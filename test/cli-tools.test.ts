@@ -35,7 +35,10 @@ async function cli(...args: string[]): Promise<{ code: number; out: string; err:
 }
 
 /** A pipeline config of its own (unique names), written to a file; `over` replaces top-level parts. */
-function configFile(name: string, over: { pipeline?: Record<string, unknown>; connections?: Record<string, unknown> } = {}): string {
+function configFile(
+  name: string,
+  over: { pipeline?: Record<string, unknown>; connections?: Record<string, unknown> } = {},
+): string {
   const table = `t_${name.replace(/[^a-z0-9]/g, '_')}`;
   const file = join(tmp, `${name}.yaml`);
   writeFileSync(
@@ -75,21 +78,32 @@ after(async () => {
 
 test('every command has --help (exit 0, its arguments and options), dispatch knows no command the table lacks, and --version', async () => {
   // The dispatch's cases and the argument table name the same commands.
-  const cases = [...readFileSync(join(ROOT, 'src', 'cli', 'index.ts'), 'utf8').matchAll(/^\s*case '([a-z-]+)':/gm)].map((m) => m[1]!).sort();
-  assert.deepEqual(cases, Object.keys(COMMANDS).sort(), 'src/cli/index.ts dispatches exactly the commands of src/cli/commands.ts');
+  const cases = [...readFileSync(join(ROOT, 'src', 'cli', 'index.ts'), 'utf8').matchAll(/^\s*case '([a-z-]+)':/gm)]
+    .map((m) => m[1]!)
+    .sort();
+  assert.deepEqual(
+    cases,
+    Object.keys(COMMANDS).sort(),
+    'src/cli/index.ts dispatches exactly the commands of src/cli/commands.ts',
+  );
   for (const [name, spec] of Object.entries(COMMANDS)) {
     const r = await cli(name, '--help');
     assert.equal(r.code, 0, `${name} --help: ${r.err}`);
     assert.match(r.out, new RegExp(`^usage: onceflow ${name}\\b`), `${name} --help`);
     assert.ok(r.out.includes(spec.summary), `${name} --help gives its summary`);
-    for (const o of [...spec.options, ...GLOBAL_OPTIONS]) assert.ok(r.out.includes(`--${o}`), `${name} --help names --${o}`);
+    for (const o of [...spec.options, ...GLOBAL_OPTIONS])
+      assert.ok(r.out.includes(`--${o}`), `${name} --help names --${o}`);
   }
   const all = await cli('--help');
   assert.equal(all.code, 0);
-  for (const name of Object.keys(COMMANDS)) assert.match(all.out, new RegExp(`^  ${name}\\b`, 'm'), `onceflow --help lists ${name}`);
+  for (const name of Object.keys(COMMANDS))
+    assert.match(all.out, new RegExp(`^  ${name}\\b`, 'm'), `onceflow --help lists ${name}`);
   const v = spawnSync(process.execPath, [BIN, '--version'], { encoding: 'utf8' });
   assert.equal(v.status, 0);
-  assert.equal(v.stdout, `onceflow ${(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version}\n`);
+  assert.equal(
+    v.stdout,
+    `onceflow ${(JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version}\n`,
+  );
   const wrong = await cli('status', '--drain');
   assert.equal(wrong.code, 2);
   assert.match(wrong.err, /--drain does not apply to 'status'/);
@@ -145,7 +159,11 @@ test('produce sends one record per line with its key; a bad line is named and no
   r = await cli('produce', topic, '--file', bad, '--key', 'id');
   assert.equal(r.code, 2);
   assert.match(r.err, /line 2: --key id: the field is missing/);
-  assert.equal(await latestOffset(deps.cluster, topic, 0, ISOLATION.READ_COMMITTED), 3, 'nothing of a bad file was produced');
+  assert.equal(
+    await latestOffset(deps.cluster, topic, 0, ISOLATION.READ_COMMITTED),
+    3,
+    'nothing of a bad file was produced',
+  );
   r = await cli('produce', `${name}.nope`, '--file', good);
   assert.equal(r.code, 1);
   assert.match(r.err, /topic '.*\.nope' does not exist; create it first/);
@@ -156,23 +174,38 @@ test("a wrong broker: one clear line on the terminal, the Kafka client's detail 
   const log = join(tmp, `${name}.log`);
   const r = spawnSync(
     process.execPath,
-    [BIN, 'run', configFile(name, { connections: { kafka: { brokers: ['127.0.0.1:1'] } } }), '--transforms', TRANSFORMS, '--log-file', log],
+    [
+      BIN,
+      'run',
+      configFile(name, { connections: { kafka: { brokers: ['127.0.0.1:1'] } } }),
+      '--transforms',
+      TRANSFORMS,
+      '--log-file',
+      log,
+    ],
     { encoding: 'utf8', env: process.env, timeout: 60_000 },
   );
   assert.equal(r.status, 1, `${r.stdout}${r.stderr}`);
   const lines = `${r.stdout}${r.stderr}`.trim().split('\n');
   assert.equal(lines.length, 1, `the terminal got:\n${lines.join('\n')}`);
   assert.match(lines[0]!, /^onceflow run: cannot reach Kafka at 127\.0\.0\.1:1 \(/);
-  assert.match(readFileSync(log, 'utf8'), /\[ERROR\] kafkajs: \[Connection\] Connection error: connect ECONNREFUSED 127\.0\.0\.1:1/);
+  assert.match(
+    readFileSync(log, 'utf8'),
+    /\[ERROR\] kafkajs: \[Connection\] Connection error: connect ECONNREFUSED 127\.0\.0\.1:1/,
+  );
 });
 
 test("--log-file holds the worker's info lines, its progress and its shutdown", async () => {
   const name = uniqueName('logfile');
   const log = join(tmp, `${name}.log`);
-  const w = spawn(process.execPath, [BIN, 'worker', '--transforms', TRANSFORMS, '--task-queue', name, '--log-file', log], {
-    env: process.env,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const w = spawn(
+    process.execPath,
+    [BIN, 'worker', '--transforms', TRANSFORMS, '--task-queue', name, '--log-file', log],
+    {
+      env: process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let err = '';
   w.stderr!.on('data', (d: Buffer) => void (err += d.toString()));
   const exited = new Promise<number | null>((r) => w.once('exit', (code) => r(code)));
@@ -195,12 +228,24 @@ test('status after a failed setup shows why the partitions never started; start 
   const file = configFile(name, { pipeline: { transform: 'not-registered' } });
   assert.equal((await cli('topics', 'create', file, '--partitions', '2')).code, 0);
   started.push(name);
-  const run = spawnSync(process.execPath, [BIN, 'run', file, '--transforms', TRANSFORMS, '--drain'], { encoding: 'utf8', env: process.env, timeout: 120_000 });
+  const run = spawnSync(process.execPath, [BIN, 'run', file, '--transforms', TRANSFORMS, '--drain'], {
+    encoding: 'utf8',
+    env: process.env,
+    timeout: 120_000,
+  });
   assert.equal(run.status, 1, `${run.stdout}${run.stderr}`);
-  assert.match(run.stderr, new RegExp(`Web UI: http://\\S+/workflows/${encodeURIComponent(pipelineWorkflowId(name)).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`));
+  assert.match(
+    run.stderr,
+    new RegExp(
+      `Web UI: http://\\S+/workflows/${encodeURIComponent(pipelineWorkflowId(name)).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`,
+    ),
+  );
   const r = await cli('status', name, '--json');
   assert.equal(r.code, 0, r.err);
-  const status = JSON.parse(r.out) as { problem: string | null; partitions: { phase: string; lastError: string | null }[] };
+  const status = JSON.parse(r.out) as {
+    problem: string | null;
+    partitions: { phase: string; lastError: string | null }[];
+  };
   assert.match(status.problem ?? '', /the pipeline workflow failed: .*not-registered/);
   assert.equal(status.partitions.length, 2);
   for (const p of status.partitions) {

@@ -72,7 +72,16 @@ before(async () => {
   // The worker is the CLI's own `onceflow worker` process, with a Prometheus endpoint on a free port.
   worker = spawn(
     process.execPath,
-    [join(__dirname, '..', 'bin', 'onceflow.js'), 'worker', '--transforms', TRANSFORMS, '--task-queue', taskQueue, '--metrics-port', '0'],
+    [
+      join(__dirname, '..', 'bin', 'onceflow.js'),
+      'worker',
+      '--transforms',
+      TRANSFORMS,
+      '--task-queue',
+      taskQueue,
+      '--metrics-port',
+      '0',
+    ],
     {
       env: process.env,
       stdio: ['ignore', 'ignore', 'pipe'],
@@ -107,13 +116,23 @@ after(async () => {
 
 test('bad config is rejected naming the field and the fix; bad arguments name what is wrong', async () => {
   const bad = join(tmp, `${name}-bad.yaml`);
-  writeFileSync(bad, stringify({ ...config(), pipeline: { ...config().pipeline, epochs: { maxRecords: 5 }, name: 'Not Valid' } }));
+  writeFileSync(
+    bad,
+    stringify({ ...config(), pipeline: { ...config().pipeline, epochs: { maxRecords: 5 }, name: 'Not Valid' } }),
+  );
   let r = await cli('start', bad);
   assert.equal(r.code, 2);
   assert.match(r.err, /pipeline\.epochs: is not a known field — did you mean 'epoch'\?/);
   writeFileSync(
     bad,
-    stringify({ ...config(), pipeline: { ...config().pipeline, name: 'Not Valid', kafkaSink: { topic: `${name}.out`, transactionTimeoutMs: 'long' } } }),
+    stringify({
+      ...config(),
+      pipeline: {
+        ...config().pipeline,
+        name: 'Not Valid',
+        kafkaSink: { topic: `${name}.out`, transactionTimeoutMs: 'long' },
+      },
+    }),
   );
   r = await cli('start', bad);
   assert.equal(r.code, 2);
@@ -155,7 +174,10 @@ test('config: effective settings with the password redacted, each connection che
     });
   const good = config({});
   assert.equal(good.status, 0, good.stderr);
-  const report = JSON.parse(good.stdout) as { settings: { mysql: { password: string } }; checks: { service: string; ok: boolean; detail: string }[] };
+  const report = JSON.parse(good.stdout) as {
+    settings: { mysql: { password: string } };
+    checks: { service: string; ok: boolean; detail: string }[];
+  };
   assert.deepEqual(
     report.checks.map((c) => [c.service, c.ok]),
     [
@@ -174,7 +196,10 @@ test('config: effective settings with the password redacted, each connection che
     checks.find((c) => c.service === 'mysql')!.detail,
     /wrong user or password for 'onceflow' — check ONCEFLOW_MYSQL_USER and ONCEFLOW_MYSQL_PASSWORD/,
   );
-  assert.match(checks.find((c) => c.service === 'temporal')!.detail, /namespace 'no-such-namespace' does not exist there/);
+  assert.match(
+    checks.find((c) => c.service === 'temporal')!.detail,
+    /namespace 'no-such-namespace' does not exist there/,
+  );
   assert.ok(checks.find((c) => c.service === 'kafka')!.ok);
   assert.ok(!`${bad.stdout}${bad.stderr}`.includes(wrongPassword), 'the password must not be printed');
 });
@@ -231,7 +256,10 @@ step('worker: the `onceflow worker` process runs the pipeline (an epoch committe
     stalled: boolean;
   }>();
   for (const r of rows) {
-    assert.ok(typeof r.sinceCommitSec === 'number' && r.sinceCommitSec >= 0, `partition ${r.partition}: sinceCommitSec ${r.sinceCommitSec}`);
+    assert.ok(
+      typeof r.sinceCommitSec === 'number' && r.sinceCommitSec >= 0,
+      `partition ${r.partition}: sinceCommitSec ${r.sinceCommitSec}`,
+    );
     assert.equal(typeof r.inFlight, 'string', `partition ${r.partition}: inFlight`);
     assert.equal(r.stalled, false, `partition ${r.partition} is not stalled: ${JSON.stringify(r)}`);
   }
@@ -240,30 +268,44 @@ step('worker: the `onceflow worker` process runs the pipeline (an epoch committe
 step('pause: both partitions pause; pausing again is refused as already paused', async () => {
   let r = await cli('pause', name);
   assert.equal(r.code, 0, r.out + r.err);
-  await waitUntil('both partitions paused', async () => (await statusRows<{ phase: string }>()).every((p) => p.phase === 'paused'), 30_000, 250);
+  await waitUntil(
+    'both partitions paused',
+    async () => (await statusRows<{ phase: string }>()).every((p) => p.phase === 'paused'),
+    30_000,
+    250,
+  );
   r = await cli('pause', name);
   assert.equal(r.code, 1);
   assert.match(r.out, /already paused/);
 });
 
-step('status: a table per partition (phase, epoch, committed, source-end, lag, since-commit, in-flight, retrying, stalled)', async () => {
-  let r = await cli('status', name);
-  assert.match(r.out, /partition\s+phase\s+epoch\s+committed\s+source-end\s+lag\s+since-commit\s+in-flight\s+retrying\s+stalled\s+last error/);
-  assert.doesNotMatch(r.out, /STALLED|no commit for/, 'a healthy pipeline shows no stall');
-  // Paused partitions are never stalled, even with a threshold of 0 s.
-  r = await cli('status', name, '--stalled-after', '0', '--json');
-  assert.equal(r.code, 0, r.err);
-  const status = JSON.parse(r.out) as { stalledAfterSec: number; partitions: { phase: string; sinceCommitSec: number | null; stalled: boolean }[] };
-  assert.equal(status.stalledAfterSec, 0);
-  for (const p of status.partitions) {
-    assert.equal(p.phase, 'paused');
-    assert.ok(typeof p.sinceCommitSec === 'number' && p.sinceCommitSec >= 0);
-    assert.equal(p.stalled, false);
-  }
-  r = await cli('status', name, '--stalled-after', 'soon');
-  assert.equal(r.code, 2);
-  assert.match(r.err, /--stalled-after must be a number of seconds/);
-});
+step(
+  'status: a table per partition (phase, epoch, committed, source-end, lag, since-commit, in-flight, retrying, stalled)',
+  async () => {
+    let r = await cli('status', name);
+    assert.match(
+      r.out,
+      /partition\s+phase\s+epoch\s+committed\s+source-end\s+lag\s+since-commit\s+in-flight\s+retrying\s+stalled\s+last error/,
+    );
+    assert.doesNotMatch(r.out, /STALLED|no commit for/, 'a healthy pipeline shows no stall');
+    // Paused partitions are never stalled, even with a threshold of 0 s.
+    r = await cli('status', name, '--stalled-after', '0', '--json');
+    assert.equal(r.code, 0, r.err);
+    const status = JSON.parse(r.out) as {
+      stalledAfterSec: number;
+      partitions: { phase: string; sinceCommitSec: number | null; stalled: boolean }[];
+    };
+    assert.equal(status.stalledAfterSec, 0);
+    for (const p of status.partitions) {
+      assert.equal(p.phase, 'paused');
+      assert.ok(typeof p.sinceCommitSec === 'number' && p.sinceCommitSec >= 0);
+      assert.equal(p.stalled, false);
+    }
+    r = await cli('status', name, '--stalled-after', 'soon');
+    assert.equal(r.code, 2);
+    assert.match(r.err, /--stalled-after must be a number of seconds/);
+  },
+);
 
 step('transactions while running: an in-doubt XA branch is listed; resolving is refused', async () => {
   // In-doubt leftovers while paused: a prepared XA branch of a future epoch.
@@ -275,7 +317,13 @@ step('transactions while running: an in-doubt XA branch is listed; resolving is 
   conn.destroy();
   let r = await cli('transactions', name);
   assert.equal(r.code, 0);
-  assert.match(r.out, new RegExp(`^partition 1 epoch 900: XA ${escapeRegExp(xidToString(leftover))}: would roll back \\(not the decided branch\\)$`, 'm'));
+  assert.match(
+    r.out,
+    new RegExp(
+      `^partition 1 epoch 900: XA ${escapeRegExp(xidToString(leftover))}: would roll back \\(not the decided branch\\)$`,
+      'm',
+    ),
+  );
   r = await cli('transactions', name, '--resolve');
   assert.equal(r.code, 1);
   assert.match(r.err, /is running .*stop it first/i);
@@ -297,7 +345,10 @@ step("metrics: the worker's Prometheus endpoint counts records, epoch phases and
   );
   assert.match(metrics, new RegExp(`onceflow_lag_records\\{pipeline="${name}",partition="0"\\} \\d+`));
   for (const p of [0, 1])
-    assert.match(metrics, new RegExp(`^onceflow_seconds_since_last_commit\\{pipeline="${name}",partition="${p}"\\} \\d+(\\.\\d+)?$`, 'm'));
+    assert.match(
+      metrics,
+      new RegExp(`^onceflow_seconds_since_last_commit\\{pipeline="${name}",partition="${p}"\\} \\d+(\\.\\d+)?$`, 'm'),
+    );
 });
 
 step(
@@ -321,9 +372,17 @@ step('transactions --resolve when stopped: rolls back the XA branch and a hangin
     kafka: { topic: string }[];
   };
   const xa = found.partitions.flatMap((p) =>
-    p.epochs.flatMap((e) => e.actions.filter((a) => a.xid !== undefined).map((a) => ({ partition: p.partition, epoch: e.epoch, do: a.do, xid: a.xid }))),
+    p.epochs.flatMap((e) =>
+      e.actions
+        .filter((a) => a.xid !== undefined)
+        .map((a) => ({ partition: p.partition, epoch: e.epoch, do: a.do, xid: a.xid })),
+    ),
   );
-  assert.deepEqual(xa, [{ partition: 1, epoch: 900, do: 'rollback-branch', xid: xidToString(leftover) }], 'the one XA leftover, to be rolled back');
+  assert.deepEqual(
+    xa,
+    [{ partition: 1, epoch: 900, do: 'rollback-branch', xid: xidToString(leftover) }],
+    'the one XA leftover, to be rolled back',
+  );
   assert.deepEqual(
     found.kafka.map((k) => k.topic),
     [`${name}.out`],
@@ -357,12 +416,25 @@ step('export-history: handles only, no credentials in history or memo', async ()
   assert.equal(r.code, 0, r.err);
   // Credentials came from the config file and never entered history or memo.
   // Payloads are base64 in history JSON: decode every one before looking.
-  const decoded = (json: string) => [...json.matchAll(/"data":\s*"([A-Za-z0-9+/=]*)"/g)].map((m) => Buffer.from(m[1]!, 'base64').toString('utf8')).join('\n');
-  const histories = [decoded(readFileSync(file, 'utf8')), decoded((await cli('export-history', pipelineWorkflowId(name))).out)];
-  assert.ok(histories[0]!.includes(`"transactionalId":"onceflow.${name}.0.`), 'decoding works: the partition history shows transaction handles');
+  const decoded = (json: string) =>
+    [...json.matchAll(/"data":\s*"([A-Za-z0-9+/=]*)"/g)]
+      .map((m) => Buffer.from(m[1]!, 'base64').toString('utf8'))
+      .join('\n');
+  const histories = [
+    decoded(readFileSync(file, 'utf8')),
+    decoded((await cli('export-history', pipelineWorkflowId(name))).out),
+  ];
+  assert.ok(
+    histories[0]!.includes(`"transactionalId":"onceflow.${name}.0.`),
+    'decoding works: the partition history shows transaction handles',
+  );
   const memo = JSON.stringify((await deps.client.workflow.getHandle(pipelineWorkflowId(name)).describe()).memo);
-  for (const text of [...histories, memo]) assert.ok(!text.includes(deps.settings.mysql.password), 'the MySQL password is not in history or memo');
-  assert.ok(histories[0]!.includes('markerOffset') && !histories[0]!.includes('"e-11-'), 'history holds handles, not records');
+  for (const text of [...histories, memo])
+    assert.ok(!text.includes(deps.settings.mysql.password), 'the MySQL password is not in history or memo');
+  assert.ok(
+    histories[0]!.includes('markerOffset') && !histories[0]!.includes('"e-11-'),
+    'history holds handles, not records',
+  );
 });
 
 step('replay: the exported file and the workflow id both replay with the current code', async () => {

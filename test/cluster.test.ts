@@ -24,7 +24,13 @@ import { checkLanded, CountedTransaction } from '../src/kafka/landed';
 import { scanProducerRecords } from './support/scan';
 import { createTopicsReady, missingTopics, partitionCountsOfKnown } from '../src/kafka/topics';
 import { waitFor } from '../tools/chaos/recovery';
-import { clusterWhole, nodeServices, partitionLeader, quorumLeader, transactionCoordinator } from '../tools/chaos/cluster';
+import {
+  clusterWhole,
+  nodeServices,
+  partitionLeader,
+  quorumLeader,
+  transactionCoordinator,
+} from '../tools/chaos/cluster';
 import { servicePid, services, type StackOptions } from '../tools/chaos/stack';
 
 const home = process.env.ONCEFLOW_HOME || join(homedir(), '.cache', 'onceflow');
@@ -43,9 +49,15 @@ before(async () => {
   settings = loadSettings(env);
   brokers = settings.kafka.brokers;
   kafkaLibs = toolPaths(env).kafkaLibs!;
-  admin = new Kafka({ ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-test'), logLevel: logLevel.NOTHING }).admin();
+  admin = new Kafka({
+    ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-test'),
+    logLevel: logLevel.NOTHING,
+  }).admin();
   await admin.connect();
-  cluster = await connectCluster({ ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-test'), logLevel: logLevel.NOTHING });
+  cluster = await connectCluster({
+    ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-test'),
+    logLevel: logLevel.NOTHING,
+  });
   // `up` returns once every node listens; a node registers with the quorum a moment later.
   await waitFor('three nodes registered', () => clusterWhole(admin, 3, []), 120_000);
 });
@@ -89,7 +101,8 @@ async function layout(tag: string) {
   ]);
   await waitFor(
     'leaders as assigned',
-    async () => (await partitionLeader(admin, topic, 0)) === answering && (await partitionLeader(admin, topic, 1)) === victim,
+    async () =>
+      (await partitionLeader(admin, topic, 0)) === answering && (await partitionLeader(admin, topic, 1)) === victim,
     60_000,
   );
   let tid = '';
@@ -111,7 +124,9 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
   // The leader is watched through the other two nodes only: kafkajs sends a metadata request to
   // any broker it is connected to, and one sent to the frozen node hangs for its request timeout
   // on every retry (the watch then timed out on a loaded machine).
-  const others = (await admin.describeCluster()).brokers.filter((b) => b.nodeId !== l.victim).map((b) => `${b.host}:${b.port}`);
+  const others = (await admin.describeCluster()).brokers
+    .filter((b) => b.nodeId !== l.victim)
+    .map((b) => `${b.host}:${b.port}`);
   const watcher = new Kafka({
     ...kafkaClientConfig(settings.kafka, 'onceflow-cluster-watch'),
     brokers: others,
@@ -122,11 +137,17 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
   const pid = await servicePid(stack, l.service);
   process.kill(-pid, 'SIGSTOP');
   try {
-    const sending = txn.send([{ topic: l.topic, messages: [...messages(0, 10, l.tid), ...messages(1, 10, l.tid)] }]).then(
-      (r) => ({ ok: true as const, r }),
-      (e: unknown) => ({ ok: false as const, e }),
+    const sending = txn
+      .send([{ topic: l.topic, messages: [...messages(0, 10, l.tid), ...messages(1, 10, l.tid)] }])
+      .then(
+        (r) => ({ ok: true as const, r }),
+        (e: unknown) => ({ ok: false as const, e }),
+      );
+    await waitFor(
+      `${l.topic}[1] led by node ${l.answering}`,
+      async () => (await partitionLeader(watcher, l.topic, 1)) === l.answering,
+      90_000,
     );
-    await waitFor(`${l.topic}[1] led by node ${l.answering}`, async () => (await partitionLeader(watcher, l.topic, 1)) === l.answering, 90_000);
     // The answering broker acknowledges partition 0 once the frozen node left its ISR (same moment).
     await sleep(2000);
     await services(stack, ['kill', l.service]);
@@ -143,82 +164,102 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
   }
 }
 
-test("kafkajs alone: a send through a leader kill is acknowledged while a partition's records never reach the log", { timeout: 400_000 }, async (t) => {
-  const l = await layout('raw');
-  const txn = new PreparedTransaction(cluster, l.tid, 120_000);
-  const h = await txn.begin();
-  const out = await sendThroughLeaderKill(txn, l);
-  const inLog = await scanProducerRecords(cluster, {
-    topic: l.topic,
-    partition: 1,
-    fromOffset: 0,
-    producerId: h.producerId,
-    producerEpoch: h.producerEpoch,
-    expected: 11,
-  });
-  t.diagnostic(
-    `send ${out.ok ? `acknowledged partitions [${out.r.map((x) => x.partition).join(', ')}]` : `failed: ${String(out.e)}`}; partition 1 holds ${inLog.found} of the 11 records this producer sent and had acknowledged`,
-  );
-  await endTxn(cluster, h, false);
-  // The finding: acknowledged (no error) while partition 1's records are not in the log.
-  assert.equal(out.ok, true, 'kafkajs resolved the send');
-  assert.deepEqual(out.ok && out.r.map((x) => x.partition), [0], 'only partition 0 in the acknowledgement');
-  assert.equal(inLog.found, 1, 'of partition 1, only the record of the first send is in the log');
-});
-
-test('onceflow prepare path: the same send fails and the attempt is redone; a whole epoch passes the log check', { timeout: 400_000 }, async (t) => {
-  const l = await layout('counted');
-  const txn = new CountedTransaction(cluster, l.tid, 120_000);
-  const h = await txn.begin();
-  const out = await sendThroughLeaderKill(txn, l);
-  t.diagnostic(out.ok ? 'send acknowledged every partition it carried' : `send failed: ${String(out.e)}`);
-  if (out.ok) {
-    // kafkajs happened to send partition 1 after all: then the log must hold it (the check passes).
-    assert.equal((await checkLanded(cluster, txn, h)).partitions, 2);
-  } else {
-    assert.ok(out.e instanceof TransientError || (out.e as Error).name !== 'AssertionError', String(out.e));
-  }
-  // What prepare does on the failure: abort, and the retried attempt writes the epoch again.
-  await endTxn(cluster, h, false);
-  const again = new CountedTransaction(cluster, l.tid, 120_000);
-  const h2 = await again.begin();
-  await again.send([{ topic: l.topic, messages: [...messages(0, 10, 'redo'), ...messages(1, 10, 'redo')] }]);
-  const check = await checkLanded(cluster, again, h2);
-  assert.equal(check.partitions, 2);
-  assert.equal(await endTxn(cluster, h2, true), 'ok');
-});
-
-test('the log check costs one DescribeProducers request per leader broker of a 500-record epoch', { timeout: 300_000 }, async (t) => {
-  const topic = `cluster-cost-${Date.now().toString(36)}`;
-  await createTopicsReady(admin, [{ topic, numPartitions: 4, replicationFactor: 3 }]);
-  const sendMs: number[] = [];
-  const checkMs: number[] = [];
-  let requests = 0;
-  const rounds = 20;
-  for (let i = 0; i < rounds; i++) {
-    const txn = new CountedTransaction(cluster, `onceflow.cluster-test.cost.${i % 2}`, 60_000);
+test(
+  "kafkajs alone: a send through a leader kill is acknowledged while a partition's records never reach the log",
+  { timeout: 400_000 },
+  async (t) => {
+    const l = await layout('raw');
+    const txn = new PreparedTransaction(cluster, l.tid, 120_000);
     const h = await txn.begin();
-    const t0 = Date.now();
-    // One epoch's output: 500 records of ~200 bytes over the 4 output partitions.
-    await txn.send([
-      { topic, messages: Array.from({ length: 500 }, (_, k) => ({ key: `k${k}`, value: JSON.stringify({ i, k, pad: 'x'.repeat(160) }), partition: k % 4 })) },
-    ]);
-    sendMs.push(Date.now() - t0);
-    const c = await checkLanded(cluster, txn, h);
-    checkMs.push(c.ms);
-    requests += c.requests;
-    assert.equal(c.partitions, 4);
-    assert.equal(await endTxn(cluster, h, true), 'ok');
-  }
-  // Leaders do not move here (no faults): read once the topic is known everywhere.
-  const leaders = new Set(await Promise.all([0, 1, 2, 3].map((p) => partitionLeader(admin, topic, p))));
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  const p = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
-  t.diagnostic(
-    `${rounds} epochs of 500 records on 4 partitions led by ${leaders.size} brokers: send mean ${mean(sendMs).toFixed(1)} ms; check mean ${mean(checkMs).toFixed(1)} ms, p50 ${p(checkMs, 0.5)} ms, max ${Math.max(...checkMs)} ms; ${requests / rounds} requests per epoch`,
-  );
-  assert.equal(requests, rounds * leaders.size, 'one request per leader broker per epoch');
-});
+    const out = await sendThroughLeaderKill(txn, l);
+    const inLog = await scanProducerRecords(cluster, {
+      topic: l.topic,
+      partition: 1,
+      fromOffset: 0,
+      producerId: h.producerId,
+      producerEpoch: h.producerEpoch,
+      expected: 11,
+    });
+    t.diagnostic(
+      `send ${out.ok ? `acknowledged partitions [${out.r.map((x) => x.partition).join(', ')}]` : `failed: ${String(out.e)}`}; partition 1 holds ${inLog.found} of the 11 records this producer sent and had acknowledged`,
+    );
+    await endTxn(cluster, h, false);
+    // The finding: acknowledged (no error) while partition 1's records are not in the log.
+    assert.equal(out.ok, true, 'kafkajs resolved the send');
+    assert.deepEqual(out.ok && out.r.map((x) => x.partition), [0], 'only partition 0 in the acknowledgement');
+    assert.equal(inLog.found, 1, 'of partition 1, only the record of the first send is in the log');
+  },
+);
+
+test(
+  'onceflow prepare path: the same send fails and the attempt is redone; a whole epoch passes the log check',
+  { timeout: 400_000 },
+  async (t) => {
+    const l = await layout('counted');
+    const txn = new CountedTransaction(cluster, l.tid, 120_000);
+    const h = await txn.begin();
+    const out = await sendThroughLeaderKill(txn, l);
+    t.diagnostic(out.ok ? 'send acknowledged every partition it carried' : `send failed: ${String(out.e)}`);
+    if (out.ok) {
+      // kafkajs happened to send partition 1 after all: then the log must hold it (the check passes).
+      assert.equal((await checkLanded(cluster, txn, h)).partitions, 2);
+    } else {
+      assert.ok(out.e instanceof TransientError || (out.e as Error).name !== 'AssertionError', String(out.e));
+    }
+    // What prepare does on the failure: abort, and the retried attempt writes the epoch again.
+    await endTxn(cluster, h, false);
+    const again = new CountedTransaction(cluster, l.tid, 120_000);
+    const h2 = await again.begin();
+    await again.send([{ topic: l.topic, messages: [...messages(0, 10, 'redo'), ...messages(1, 10, 'redo')] }]);
+    const check = await checkLanded(cluster, again, h2);
+    assert.equal(check.partitions, 2);
+    assert.equal(await endTxn(cluster, h2, true), 'ok');
+  },
+);
+
+test(
+  'the log check costs one DescribeProducers request per leader broker of a 500-record epoch',
+  { timeout: 300_000 },
+  async (t) => {
+    const topic = `cluster-cost-${Date.now().toString(36)}`;
+    await createTopicsReady(admin, [{ topic, numPartitions: 4, replicationFactor: 3 }]);
+    const sendMs: number[] = [];
+    const checkMs: number[] = [];
+    let requests = 0;
+    const rounds = 20;
+    for (let i = 0; i < rounds; i++) {
+      const txn = new CountedTransaction(cluster, `onceflow.cluster-test.cost.${i % 2}`, 60_000);
+      const h = await txn.begin();
+      const t0 = Date.now();
+      // One epoch's output: 500 records of ~200 bytes over the 4 output partitions.
+      await txn.send([
+        {
+          topic,
+          messages: Array.from({ length: 500 }, (_, k) => ({
+            key: `k${k}`,
+            value: JSON.stringify({ i, k, pad: 'x'.repeat(160) }),
+            partition: k % 4,
+          })),
+        },
+      ]);
+      sendMs.push(Date.now() - t0);
+      const c = await checkLanded(cluster, txn, h);
+      checkMs.push(c.ms);
+      requests += c.requests;
+      assert.equal(c.partitions, 4);
+      assert.equal(await endTxn(cluster, h, true), 'ok');
+    }
+    // Leaders do not move here (no faults): read once the topic is known everywhere.
+    const leaders = new Set(await Promise.all([0, 1, 2, 3].map((p) => partitionLeader(admin, topic, p))));
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const p = (xs: number[], q: number) =>
+      [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
+    t.diagnostic(
+      `${rounds} epochs of 500 records on 4 partitions led by ${leaders.size} brokers: send mean ${mean(sendMs).toFixed(1)} ms; check mean ${mean(checkMs).toFixed(1)} ms, p50 ${p(checkMs, 0.5)} ms, max ${Math.max(...checkMs)} ms; ${requests / rounds} requests per epoch`,
+    );
+    assert.equal(requests, rounds * leaders.size, 'one request per leader broker per epoch');
+  },
+);
 
 /**
  * Cluster campaign run 8 (seed 20261202): one epoch's 15 outputs were written twice in ONE
@@ -230,7 +271,11 @@ test('the log check costs one DescribeProducers request per leader broker of a 5
  * worker) gets two requests with the same records. Here the replacement is forced between the
  * send's two lookups of the node (one per topic, both led by it).
  */
-async function sendWithBrokerReplaced(txn: PreparedTransaction, node: number, topicMessages: { topic: string; messages: ReturnType<typeof messages> }[]) {
+async function sendWithBrokerReplaced(
+  txn: PreparedTransaction,
+  node: number,
+  topicMessages: { topic: string; messages: ReturnType<typeof messages> }[],
+) {
   const raw = cluster.raw;
   const findBroker = raw.findBroker;
   let lookups = 0;
@@ -266,7 +311,9 @@ test(
     );
     await waitFor(
       'both topics led by one node',
-      async () => (await partitionLeader(admin, topics[0]!, 0)) === node && (await partitionLeader(admin, topics[1]!, 0)) === node,
+      async () =>
+        (await partitionLeader(admin, topics[0]!, 0)) === node &&
+        (await partitionLeader(admin, topics[1]!, 0)) === node,
       60_000,
     );
     const batch = (id: string) => topics.map((topic) => ({ topic, messages: messages(0, 15, `${id}-${topic}`) }));
@@ -277,7 +324,9 @@ test(
     const h = await plain.begin();
     const out = await sendWithBrokerReplaced(plain, node, batch('plain'));
     assert.equal(out.ok, true, out.ok ? '' : String(out.e));
-    t.diagnostic(`plain send acknowledged ${out.ok ? out.r.map((x) => `${x.topic.slice(0, 13)}[${x.partition}]@${x.baseOffset}`).join(', ') : '-'}`);
+    t.diagnostic(
+      `plain send acknowledged ${out.ok ? out.r.map((x) => `${x.topic.slice(0, 13)}[${x.partition}]@${x.baseOffset}`).join(', ') : '-'}`,
+    );
     assert.equal(await endTxn(cluster, h, true), 'ok');
     for (const topic of topics) {
       const c = await scanProducerRecords(cluster, {
@@ -298,7 +347,10 @@ test(
     const refused = await sendWithBrokerReplaced(counted, node, batch('counted'));
     t.diagnostic(refused.ok ? 'counted send resolved' : `counted send refused: ${String(refused.e)}`);
     assert.equal(refused.ok, false);
-    assert.ok(!refused.ok && refused.e instanceof TransientError && /more records than were sent/.test(refused.e.message), String(!refused.ok && refused.e));
+    assert.ok(
+      !refused.ok && refused.e instanceof TransientError && /more records than were sent/.test(refused.e.message),
+      String(!refused.ok && refused.e),
+    );
     assert.equal(await endTxn(cluster, h1, false), 'ok');
 
     // checkLanded alone is exact: a surplus in the log (records of this transaction written
@@ -319,7 +371,8 @@ test(
     assert.ok(!(old.found < 15), 'the former check (short only) passes this transaction');
     await assert.rejects(
       checkLanded(cluster, extra, h2),
-      (e: unknown) => e instanceof TransientError && /more records of this transaction than were sent/.test((e as Error).message),
+      (e: unknown) =>
+        e instanceof TransientError && /more records of this transaction than were sent/.test((e as Error).message),
     );
     assert.equal(await endTxn(cluster, h2, false), 'ok');
 
@@ -343,7 +396,10 @@ test('setup on a cluster: a node that has not learnt a topic yet delays setup in
     return {
       listTopics: async () => (++calls <= lagCalls ? [] : Object.keys(topics)),
       fetchTopicMetadata: async ({ topics: ts }: { topics: string[] }) => ({
-        topics: ts.map((name) => ({ name, partitions: Array.from({ length: topics[name] ?? 0 }, (_, i) => ({ partitionId: i, leader: 1 })) })),
+        topics: ts.map((name) => ({
+          name,
+          partitions: Array.from({ length: topics[name] ?? 0 }, (_, i) => ({ partitionId: i, leader: 1 })),
+        })),
       }),
     } as unknown as Admin;
   };
@@ -359,7 +415,10 @@ test('setup on a cluster: a node that has not learnt a topic yet delays setup in
   const seen = await missingTopics(lagging(3, { src: 4 }), ['src']);
   assert.deepEqual(seen.missing, []);
   // Still invisible after the bound: retryable, never a ConfigError.
-  await assert.rejects(partitionCountsOfKnown(lagging(1e9, {}), ['out'], ['out'], 600), (e: unknown) => e instanceof TransientError);
+  await assert.rejects(
+    partitionCountsOfKnown(lagging(1e9, {}), ['out'], ['out'], 600),
+    (e: unknown) => e instanceof TransientError,
+  );
   // A source topic that really does not exist is still reported missing (setup's ConfigError).
   assert.deepEqual((await missingTopics(lagging(0, { other: 1 }), ['src'], 500)).missing, ['src']);
 });

@@ -81,7 +81,9 @@ async function committedIn(topic: string, partitions: number[]) {
 }
 
 async function tableRows(s: Scenario): Promise<number> {
-  const [rows] = await deps.pool.query<RowDataPacket[]>(`SELECT COUNT(*) AS n FROM ${quoteIdent(s.spec.mysqlSink.tables[0]!.name)}`);
+  const [rows] = await deps.pool.query<RowDataPacket[]>(
+    `SELECT COUNT(*) AS n FROM ${quoteIdent(s.spec.mysqlSink.tables[0]!.name)}`,
+  );
   return Number(rows[0]!.n);
 }
 
@@ -142,7 +144,10 @@ test(
     const [inTopic, declared] = [s.spec.source.topic, s.spec.mysqlSink.tables[0]!.name];
     // Source partition 0's record at offset 5 writes to a table nobody declared; everything else is the real transform.
     const broken: Transform = {
-      map: (r, ctx) => (r.partition === 0 && r.offset === 5 ? { mysql: [{ table: 'audit_log', values: { id: 1 } }] } : compareTransform.map(r, ctx)),
+      map: (r, ctx) =>
+        r.partition === 0 && r.offset === 5
+          ? { mysql: [{ table: 'audit_log', values: { id: 1 } }] }
+          : compareTransform.map(r, ctx),
     };
     const stop = await worker(s, broken);
     let stopped = false;
@@ -150,7 +155,8 @@ test(
       await start(deps, s);
       const halted = await waitUntil(
         'partition 0 halted',
-        async () => (await pipelineStatus(deps, s.spec, s.partitions)).find((r) => r.partition === 0 && r.phase === 'failed'),
+        async () =>
+          (await pipelineStatus(deps, s.spec, s.partitions)).find((r) => r.partition === 0 && r.phase === 'failed'),
         60_000,
       );
       assert.match(
@@ -160,11 +166,16 @@ test(
         ),
       );
       // Partition 1 goes on; pause it so that no epoch is in flight when the worker changes.
-      await waitUntil('partition 1 committed its input', async () => (await lastLedgerRow(deps.pool, s.spec.name, 1))?.end === 150, 60_000);
+      await waitUntil(
+        'partition 1 committed its input',
+        async () => (await lastLedgerRow(deps.pool, s.spec.name, 1))?.end === 150,
+        60_000,
+      );
       await controlPipeline(deps.client, s.spec.name, 'pause');
       await waitUntil(
         'partition 1 paused',
-        async () => (await pipelineStatus(deps, s.spec, s.partitions)).find((r) => r.partition === 1)?.phase === 'paused',
+        async () =>
+          (await pipelineStatus(deps, s.spec, s.partitions)).find((r) => r.partition === 1)?.phase === 'paused',
         30_000,
       );
       assert.equal(await lastLedgerRow(deps.pool, s.spec.name, 0), null, 'nothing of partition 0 committed');
@@ -180,7 +191,8 @@ test(
       const handle = await start(deps, s);
       await waitUntil(
         'partition 0 restarted',
-        async () => (await pipelineStatus(deps, s.spec, s.partitions)).find((r) => r.partition === 0)?.phase === 'paused',
+        async () =>
+          (await pipelineStatus(deps, s.spec, s.partitions)).find((r) => r.partition === 0)?.phase === 'paused',
         30_000,
       );
       await controlPipeline(deps.client, s.spec.name, 'resume');
@@ -201,7 +213,13 @@ test(
   { timeout: 120_000 },
   async () => {
     // One poison in 50, all on source partition 1 (odd input indexes): up to 4 in an epoch of 100, 6 in all.
-    const s = await prepareScenario(deps, { prefix: 'dl-within', records: 300, partitions: 2, poisonEvery: 50, deadLetter: { maxRatio: 0.05 } });
+    const s = await prepareScenario(deps, {
+      prefix: 'dl-within',
+      records: 300,
+      partitions: 2,
+      poisonEvery: 50,
+      deadLetter: { maxRatio: 0.05 },
+    });
     const stop = await worker(s, compareTransform);
     try {
       await drainAndWait(deps, s, await start(deps, s));

@@ -131,7 +131,8 @@ export function symbolsIn(doc: string): { symbol: string; line: number; hyphenat
       const call = /^([A-Za-z_$][\w$]*)(?:\(.*\)|\{[\w,]*\})$/.exec(span);
       const name = call ? call[1]! : span;
       if (!/^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$/.test(name)) continue;
-      for (const seg of name.split('.')) if (looksLikeCode(seg)) out.push({ symbol: seg, line: i + 1, hyphenated: false });
+      for (const seg of name.split('.'))
+        if (looksLikeCode(seg)) out.push({ symbol: seg, line: i + 1, hyphenated: false });
     }
   });
   return out;
@@ -143,28 +144,40 @@ test('docs name only paths and code symbols that exist', () => {
   const allowed = new Set<string>();
   for (const docPath of DOCS) {
     const doc = readFileSync(join(ROOT, docPath), 'utf8');
-    if (docPath === 'README.md' && !linksIn(doc, docPath).length) problems.push('README.md: no relative links found: is the link pattern still right?');
+    if (docPath === 'README.md' && !linksIn(doc, docPath).length)
+      problems.push('README.md: no relative links found: is the link pattern still right?');
     for (const { path, line } of [...pathsIn(doc), ...linksIn(doc, docPath)]) {
       if (MADE_BY_RUNS.has(path)) allowed.add(path);
       if (existsSync(join(ROOT, path)) || MADE_BY_RUNS.has(path)) continue;
       if (NOT_PATHS.has(path)) allowed.add(path);
-      else problems.push(`${docPath}:${line}: path ${path} does not exist (moved? or add it to NOT_PATHS if it is not this repository's)`);
+      else
+        problems.push(
+          `${docPath}:${line}: path ${path} does not exist (moved? or add it to NOT_PATHS if it is not this repository's)`,
+        );
     }
     for (const { symbol, line, hyphenated } of symbolsIn(doc)) {
       const found = hyphenated ? code.text.includes(symbol) : code.words.has(symbol);
       if (found) continue;
       if (NOT_SYMBOLS.has(symbol)) allowed.add(symbol);
-      else problems.push(`${docPath}:${line}: \`${symbol}\` occurs nowhere in ${CODE_DIRS.join('/, ')}/ (renamed? or add it to NOT_SYMBOLS if it is not ours)`);
+      else
+        problems.push(
+          `${docPath}:${line}: \`${symbol}\` occurs nowhere in ${CODE_DIRS.join('/, ')}/ (renamed? or add it to NOT_SYMBOLS if it is not ours)`,
+        );
     }
   }
   for (const w of NOT_SYMBOLS) {
     if (code.words.has(w)) problems.push(`NOT_SYMBOLS: '${w}' occurs in the code now: take it off the list`);
-    else if (!allowed.has(w)) problems.push(`NOT_SYMBOLS: '${w}' is used by none of ${DOCS.join(', ')}: take it off the list`);
+    else if (!allowed.has(w))
+      problems.push(`NOT_SYMBOLS: '${w}' is used by none of ${DOCS.join(', ')}: take it off the list`);
   }
-  for (const p of MADE_BY_RUNS) if (!allowed.has(p)) problems.push(`MADE_BY_RUNS: '${p}' is named by none of ${DOCS.join(', ')}: take it off the list`);
+  for (const p of MADE_BY_RUNS)
+    if (!allowed.has(p))
+      problems.push(`MADE_BY_RUNS: '${p}' is named by none of ${DOCS.join(', ')}: take it off the list`);
   for (const p of NOT_PATHS) {
-    if (existsSync(join(ROOT, p))) problems.push(`NOT_PATHS: '${p}' exists in this repository now: take it off the list`);
-    else if (!allowed.has(p)) problems.push(`NOT_PATHS: '${p}' is named by none of ${DOCS.join(', ')}: take it off the list`);
+    if (existsSync(join(ROOT, p)))
+      problems.push(`NOT_PATHS: '${p}' exists in this repository now: take it off the list`);
+    else if (!allowed.has(p))
+      problems.push(`NOT_PATHS: '${p}' is named by none of ${DOCS.join(', ')}: take it off the list`);
   }
   assert.deepEqual(problems, []);
 });
@@ -197,7 +210,10 @@ const SCREEN_LINES = 40;
 test('performance.md opens, on one screen, with the figures of the run its generated part shows', () => {
   const page = readFileSync(join(ROOT, 'docs/performance.md'), 'utf8');
   const screen = firstScreen(page);
-  assert.ok(screen.length <= SCREEN_LINES, `docs/performance.md: ${screen.length} lines before its first section, at most ${SCREEN_LINES}`);
+  assert.ok(
+    screen.length <= SCREEN_LINES,
+    `docs/performance.md: ${screen.length} lines before its first section, at most ${SCREEN_LINES}`,
+  );
   const block = /<!-- bench:begin[^\n]*-->\n([\s\S]*?)<!-- bench:end -->/.exec(page)?.[1];
   assert.ok(block, 'docs/performance.md has no generated part (bench:begin … bench:end)');
   const run = /^Run of (\d{4}-\d\d-\d\d)T[\d:.]+Z \(([^)]+)\)/.exec(block);
@@ -205,7 +221,10 @@ test('performance.md opens, on one screen, with the figures of the run its gener
   const text = screen.join('\n');
   // After `npm run bench` renders a new run, the summary must be rewritten from it.
   for (const named of [run[1]!, run[2]!])
-    assert.ok(text.includes(named), `docs/performance.md's first screen does not name the generated run's ${named}: rewrite it from the new run`);
+    assert.ok(
+      text.includes(named),
+      `docs/performance.md's first screen does not name the generated run's ${named}: rewrite it from the new run`,
+    );
   const figures = [...text.matchAll(/\b\d{1,3}(?:,\d{3})+\b|\*\*\d+\.\d\d\*\*/g)].map((m) => m[0]);
   assert.ok(figures.length >= 10, `only ${figures.length} figures on performance.md's first screen`);
   const stale = figures.filter((f) => !block.includes(f));
@@ -215,7 +234,10 @@ test('performance.md opens, on one screen, with the figures of the run its gener
 test('reliability.md opens, on one screen, with every report it summarises', () => {
   const page = readFileSync(join(ROOT, 'docs/reliability.md'), 'utf8');
   const screen = firstScreen(page);
-  assert.ok(screen.length <= SCREEN_LINES, `docs/reliability.md: ${screen.length} lines before its first section, at most ${SCREEN_LINES}`);
+  assert.ok(
+    screen.length <= SCREEN_LINES,
+    `docs/reliability.md: ${screen.length} lines before its first section, at most ${SCREEN_LINES}`,
+  );
   const rows = screen.filter((l) => l.startsWith('| '));
   const reports: { from: string; text: string }[] = readFileSync(join(ROOT, 'docs/reliability-runs.md'), 'utf8')
     .split(/(?=<!-- (?:soak|cluster campaign) report)/)

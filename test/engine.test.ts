@@ -52,45 +52,52 @@ async function replayAll(pipeline: string, label: string): Promise<number> {
   return n;
 }
 
-test('the original scenario: failing compare sink, every input exactly once in Kafka and MySQL', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, {
-    prefix: 'scenario',
-    records: 1200,
-    partitions: 3,
-    poisonEvery: 300,
-    transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 },
-  });
-  const w = await createOnceflowWorker({
-    settings: deps.settings,
-    taskQueue: s.taskQueue,
-    transforms: compareTransforms(),
-    worker: { workflowBundle: bundle() },
-  });
-  const running = w.run();
-  try {
-    const handle = await start(deps, s);
-    const results = await drainAndWait(deps, s, handle);
-    assert.equal(results.length, 3);
-    const report = await verify(deps, s);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.sourceRecords, 1200);
-    assert.equal(report.totals.deadLetters, s.input.poison);
-    assert.equal(report.totals.outputs, s.input.events.length);
-    // The faults really hit: aborted copies exist for read_uncommitted readers.
-    assert.ok(report.totals.abortedCopies > 0, 'the compare sink failed some attempts, leaving aborted copies');
-    // The epoch search attribute, held back between epochs while they run, shows each drained partition's last epoch.
-    for (const r of results) {
-      const d = await deps.client.workflow.getHandle(partitionWorkflowId(s.spec.name, r.partition)).describe();
-      assert.deepEqual([r.partition, d.typedSearchAttributes.get(SEARCH_ATTRIBUTES.epoch)], [r.partition, r.state.epoch]);
-    }
+test(
+  'the original scenario: failing compare sink, every input exactly once in Kafka and MySQL',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, {
+      prefix: 'scenario',
+      records: 1200,
+      partitions: 3,
+      poisonEvery: 300,
+      transformOptions: { compareFailAfter: 10, compareFailEveryNthEpoch: 2 },
+    });
+    const w = await createOnceflowWorker({
+      settings: deps.settings,
+      taskQueue: s.taskQueue,
+      transforms: compareTransforms(),
+      worker: { workflowBundle: bundle() },
+    });
+    const running = w.run();
+    try {
+      const handle = await start(deps, s);
+      const results = await drainAndWait(deps, s, handle);
+      assert.equal(results.length, 3);
+      const report = await verify(deps, s);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.sourceRecords, 1200);
+      assert.equal(report.totals.deadLetters, s.input.poison);
+      assert.equal(report.totals.outputs, s.input.events.length);
+      // The faults really hit: aborted copies exist for read_uncommitted readers.
+      assert.ok(report.totals.abortedCopies > 0, 'the compare sink failed some attempts, leaving aborted copies');
+      // The epoch search attribute, held back between epochs while they run, shows each drained partition's last epoch.
+      for (const r of results) {
+        const d = await deps.client.workflow.getHandle(partitionWorkflowId(s.spec.name, r.partition)).describe();
+        assert.deepEqual(
+          [r.partition, d.typedSearchAttributes.get(SEARCH_ATTRIBUTES.epoch)],
+          [r.partition, r.state.epoch],
+        );
+      }
 
-    // Replay the recorded history of a partition workflow with the current code.
-    await replayAll(s.spec.name, 'compare-sink-retries');
-  } finally {
-    w.shutdown();
-    await running;
-  }
-});
+      // Replay the recorded history of a partition workflow with the current code.
+      await replayAll(s.spec.name, 'compare-sink-retries');
+    } finally {
+      w.shutdown();
+      await running;
+    }
+  },
+);
 
 /**
  * Runs scenario `s` on a worker process that SIGKILLs itself at `fault`, checks it died so,
@@ -98,9 +105,16 @@ test('the original scenario: failing compare sink, every input exactly once in K
  * process and returns the partition result and the verification.
  */
 async function killedThenRecovered(s: Scenario, fault: string, whileDead: () => Promise<void> = async () => undefined) {
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: `${fault}:crash`, ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+  const doomed = spawnWorker(s.taskQueue, {
+    ONCEFLOW_FAULTS: `${fault}:crash`,
+    ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
+  });
   const handle = await start(deps, s);
-  assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at ${fault}; its stderr:\n${doomed.stderrText}`);
+  assert.equal(
+    await doomed.exited,
+    -1,
+    `the first worker died of SIGKILL at ${fault}; its stderr:\n${doomed.stderrText}`,
+  );
   await whileDead();
   const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   try {
@@ -113,164 +127,215 @@ async function killedThenRecovered(s: Scenario, fault: string, whileDead: () => 
   }
 }
 
-test('a worker killed with SIGKILL after prepare and before commit: a new worker process commits, output exactly once', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'kill', records: 400, partitions: 1 });
-  const { result, report } = await killedThenRecovered(s, 'commit.before@epoch=1@partition=0');
-  // The transaction the dead worker prepared was committed by the new one (no redo needed).
-  assert.equal(result.state.redos, 0);
-  assert.ok(report.ok, failedChecks(report));
-  assert.equal(report.totals.outputs, 400);
-});
-
-test('a Kafka transaction aborted by the broker (timeout) before commit is redone; MySQL not doubled', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'timeout', records: 300, partitions: 1, transactionTimeoutMs: 3000, epochsPerRun: 2 });
-  const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
-  const handle = await start(deps, s);
-  assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
-  // The commit activity is retried only after its heartbeat timeout (10 s), well past the 3 s
-  // transaction timeout: by then the broker has aborted epoch 0's prepared transaction.
-  const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
-  try {
-    const [result] = await drainAndWait(deps, s, handle);
-    assert.ok(result);
-    assert.equal(result.state.redos, 1, 'epoch 0 was redone after the broker aborted it');
-    const report = await verify(deps, s);
+test(
+  'a worker killed with SIGKILL after prepare and before commit: a new worker process commits, output exactly once',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'kill', records: 400, partitions: 1 });
+    const { result, report } = await killedThenRecovered(s, 'commit.before@epoch=1@partition=0');
+    // The transaction the dead worker prepared was committed by the new one (no redo needed).
+    assert.equal(result.state.redos, 0);
     assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.outputs, 300);
-    // Epoch 1 was prepared beside epoch 0's commit, in the same advanceMembers activity; when that
-    // commit found epoch 0 aborted, epoch 1 was withdrawn inside the activity (its copy is the
-    // second aborted 100) and prepared again after epoch 0's redo: the output above is in
-    // source order.
-    assert.ok(report.totals.abortedCopies >= 200, `aborted copies of epochs 0 and 1 visible to read_uncommitted: ${report.totals.abortedCopies}`);
-    const id = partitionWorkflowId(s.spec.name, 0);
-    const latest = await deps.client.workflow.getHandle(id).fetchHistory();
-    const firstRun = latest.events?.[0]?.workflowExecutionStartedEventAttributes?.firstExecutionRunId;
-    assert.ok(firstRun);
-    const first = historyToJSON(await deps.client.workflow.getHandle(id, firstRun).fetchHistory());
-    assert.match(first, /"advanceMembers"/);
-    assert.match(first, /"redoMembers"/);
-    // Three epochs of 100 plus the final empty poll at two epochs per run: continue-as-new, each run replayable.
-    assert.ok((await replayAll(s.spec.name, 'redo-continue-as-new')) >= 2, 'the workflow continued as new');
-  } finally {
-    second.kill('SIGTERM');
-    await second.exited;
-  }
-});
+    assert.equal(report.totals.outputs, 400);
+  },
+);
 
-test('an epoch retried after a failure past XA PREPARE leaves no prepared XA branch behind', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'xaleft', records: 300, partitions: 2 });
-  const faults = new Faults(parseFaults('prepare.xa-prepared@epoch=0@attempt=1:throw,prepare.xa-prepared@epoch=1@attempt=1:throw'));
-  const rolledBack: string[] = [];
-  const w = await createOnceflowWorker({
-    settings: deps.settings,
-    taskQueue: s.taskQueue,
-    transforms: compareTransforms(),
-    faults,
-    worker: { workflowBundle: bundle() },
-    observe: (e) => void (e.kind === 'rolled-back' && rolledBack.push(e.xid)),
-  });
-  const running = w.run();
-  try {
-    const handle = await start(deps, s);
-    await drainAndWait(deps, s, handle);
-    // Each failed first attempt left a prepared branch, which the retry rolled back: 2 epochs × 2 partitions.
-    assert.equal(rolledBack.length, 4, `rolled back: ${rolledBack.join(', ')}`);
-    const report = await verify(deps, s);
-    assert.ok(report.ok, failedChecks(report));
-    assert.equal(report.totals.preparedXaBranches, 0);
-    assert.equal(report.totals.outputs, 300);
-  } finally {
-    w.shutdown();
-    await running;
-  }
-});
-
-test('verification fails when an output is duplicated, a row is off, a branch stays prepared or a transaction hangs', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'tamper', records: 200, partitions: 1 });
-  const w = await createOnceflowWorker({
-    settings: deps.settings,
-    taskQueue: s.taskQueue,
-    transforms: compareTransforms(),
-    worker: { workflowBundle: bundle() },
-  });
-  const running = w.run();
-  try {
-    await drainAndWait(deps, s, await start(deps, s));
-  } finally {
-    w.shutdown();
-    await running;
-  }
-  assert.ok((await verify(deps, s)).ok);
-  const table = s.spec.mysqlSink.tables[0]!.name;
-
-  // 1. a duplicate committed to the output topic
-  const [first] = await readAll(deps.cluster, s.spec.kafkaSink.topic, 0, ISOLATION.READ_COMMITTED);
-  const producer = deps.kafka.producer({ idempotent: true });
-  await producer.connect();
-  await producer.send({ topic: s.spec.kafkaSink.topic, messages: [{ key: first!.key, value: first!.value, partition: 0 }] });
-  // 2. an open transaction on the output partition (holds back the LSO)
-  const hanging = deps.kafka.producer({ transactionalId: `${s.spec.name}-hang`, idempotent: true, maxInFlightRequests: 1 });
-  await hanging.connect();
-  const txn = await hanging.transaction();
-  await txn.send({ topic: s.spec.kafkaSink.topic, messages: [{ value: 'uncommitted', partition: 0 }] });
-  // 3. a MySQL row changed behind the pipeline's back, 4. a prepared branch of ours
-  await deps.pool.query(`UPDATE \`${table}\` SET indicate = indicate + 1 LIMIT 1`);
-  const conn = await deps.pool.getConnection();
-  const xid = xidSql({ gtrid: epochGtrid(s.spec.name, 0, 999), bqual: 'tamper' });
-  await conn.query(`XA START ${xid}`);
-  await conn.query(`XA END ${xid}`);
-  await conn.query(`XA PREPARE ${xid}`);
-  conn.destroy();
-  try {
-    const r = await verify(deps, s);
-    const failed = new Set(r.checks.filter((c) => !c.ok).map((c) => c.name));
-    assert.equal(r.ok, false);
-    assert.equal(r.totals.duplicates, 1);
-    for (const name of [
-      'no duplicates (read_committed)',
-      'MySQL tables equal the rows applied once',
-      'no prepared XA branch left',
-      'no transaction holds back the LSO',
-    ]) {
-      assert.ok(failed.has(name), `the check '${name}' failed as it should; failed: ${[...failed].join(', ')}`);
-    }
-  } finally {
-    await txn.abort();
-    await Promise.all([producer.disconnect(), hanging.disconnect()]);
-    await waitUntil(
-      'the tamper branch to detach',
-      async () => (await rollbackXid(deps.pool, { gtrid: epochGtrid(s.spec.name, 0, 999), bqual: 'tamper' })) === 'rolled-back',
-      10_000,
-    ).catch(() => undefined);
-  }
-});
-
-test('starting a pipeline whose ledger and progress markers disagree fails with the evidence, guessing nothing', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'mismatch', records: 300, partitions: 1 });
-  const w = await createOnceflowWorker({
-    settings: deps.settings,
-    taskQueue: s.taskQueue,
-    transforms: compareTransforms(),
-    worker: { workflowBundle: bundle() },
-  });
-  const running = w.run();
-  try {
-    await drainAndWait(deps, s, await start(deps, s));
-    // The MySQL side "loses" its last two epochs. One epoch apart is what a crash between the two
-    // commits leaves (reconcile redoes the missing side, test/recovery.test.ts); two is not.
-    await deps.pool.query('DELETE FROM onceflow_ledger WHERE pipeline = ? ORDER BY epoch DESC LIMIT 2', [s.spec.name]);
-    const again = await start(deps, s);
-    await assert.rejects(again.result(), (e: unknown) => {
-      const text = causes(e);
-      assert.match(text, /the MySQL ledger's last epoch is 0, the Kafka progress marker's 2: more than one epoch apart/);
-      assert.match(text, /ReconcileMismatch/);
-      return true;
+test(
+  'a Kafka transaction aborted by the broker (timeout) before commit is redone; MySQL not doubled',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, {
+      prefix: 'timeout',
+      records: 300,
+      partitions: 1,
+      transactionTimeoutMs: 3000,
+      epochsPerRun: 2,
     });
-  } finally {
-    w.shutdown();
-    await running;
-  }
-});
+    const doomed = spawnWorker(s.taskQueue, {
+      ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash',
+      ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
+    });
+    const handle = await start(deps, s);
+    assert.equal(
+      await doomed.exited,
+      -1,
+      `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`,
+    );
+    // The commit activity is retried only after its heartbeat timeout (10 s), well past the 3 s
+    // transaction timeout: by then the broker has aborted epoch 0's prepared transaction.
+    const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+    try {
+      const [result] = await drainAndWait(deps, s, handle);
+      assert.ok(result);
+      assert.equal(result.state.redos, 1, 'epoch 0 was redone after the broker aborted it');
+      const report = await verify(deps, s);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.outputs, 300);
+      // Epoch 1 was prepared beside epoch 0's commit, in the same advanceMembers activity; when that
+      // commit found epoch 0 aborted, epoch 1 was withdrawn inside the activity (its copy is the
+      // second aborted 100) and prepared again after epoch 0's redo: the output above is in
+      // source order.
+      assert.ok(
+        report.totals.abortedCopies >= 200,
+        `aborted copies of epochs 0 and 1 visible to read_uncommitted: ${report.totals.abortedCopies}`,
+      );
+      const id = partitionWorkflowId(s.spec.name, 0);
+      const latest = await deps.client.workflow.getHandle(id).fetchHistory();
+      const firstRun = latest.events?.[0]?.workflowExecutionStartedEventAttributes?.firstExecutionRunId;
+      assert.ok(firstRun);
+      const first = historyToJSON(await deps.client.workflow.getHandle(id, firstRun).fetchHistory());
+      assert.match(first, /"advanceMembers"/);
+      assert.match(first, /"redoMembers"/);
+      // Three epochs of 100 plus the final empty poll at two epochs per run: continue-as-new, each run replayable.
+      assert.ok((await replayAll(s.spec.name, 'redo-continue-as-new')) >= 2, 'the workflow continued as new');
+    } finally {
+      second.kill('SIGTERM');
+      await second.exited;
+    }
+  },
+);
+
+test(
+  'an epoch retried after a failure past XA PREPARE leaves no prepared XA branch behind',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'xaleft', records: 300, partitions: 2 });
+    const faults = new Faults(
+      parseFaults('prepare.xa-prepared@epoch=0@attempt=1:throw,prepare.xa-prepared@epoch=1@attempt=1:throw'),
+    );
+    const rolledBack: string[] = [];
+    const w = await createOnceflowWorker({
+      settings: deps.settings,
+      taskQueue: s.taskQueue,
+      transforms: compareTransforms(),
+      faults,
+      worker: { workflowBundle: bundle() },
+      observe: (e) => void (e.kind === 'rolled-back' && rolledBack.push(e.xid)),
+    });
+    const running = w.run();
+    try {
+      const handle = await start(deps, s);
+      await drainAndWait(deps, s, handle);
+      // Each failed first attempt left a prepared branch, which the retry rolled back: 2 epochs × 2 partitions.
+      assert.equal(rolledBack.length, 4, `rolled back: ${rolledBack.join(', ')}`);
+      const report = await verify(deps, s);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.preparedXaBranches, 0);
+      assert.equal(report.totals.outputs, 300);
+    } finally {
+      w.shutdown();
+      await running;
+    }
+  },
+);
+
+test(
+  'verification fails when an output is duplicated, a row is off, a branch stays prepared or a transaction hangs',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'tamper', records: 200, partitions: 1 });
+    const w = await createOnceflowWorker({
+      settings: deps.settings,
+      taskQueue: s.taskQueue,
+      transforms: compareTransforms(),
+      worker: { workflowBundle: bundle() },
+    });
+    const running = w.run();
+    try {
+      await drainAndWait(deps, s, await start(deps, s));
+    } finally {
+      w.shutdown();
+      await running;
+    }
+    assert.ok((await verify(deps, s)).ok);
+    const table = s.spec.mysqlSink.tables[0]!.name;
+
+    // 1. a duplicate committed to the output topic
+    const [first] = await readAll(deps.cluster, s.spec.kafkaSink.topic, 0, ISOLATION.READ_COMMITTED);
+    const producer = deps.kafka.producer({ idempotent: true });
+    await producer.connect();
+    await producer.send({
+      topic: s.spec.kafkaSink.topic,
+      messages: [{ key: first!.key, value: first!.value, partition: 0 }],
+    });
+    // 2. an open transaction on the output partition (holds back the LSO)
+    const hanging = deps.kafka.producer({
+      transactionalId: `${s.spec.name}-hang`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+    });
+    await hanging.connect();
+    const txn = await hanging.transaction();
+    await txn.send({ topic: s.spec.kafkaSink.topic, messages: [{ value: 'uncommitted', partition: 0 }] });
+    // 3. a MySQL row changed behind the pipeline's back, 4. a prepared branch of ours
+    await deps.pool.query(`UPDATE \`${table}\` SET indicate = indicate + 1 LIMIT 1`);
+    const conn = await deps.pool.getConnection();
+    const xid = xidSql({ gtrid: epochGtrid(s.spec.name, 0, 999), bqual: 'tamper' });
+    await conn.query(`XA START ${xid}`);
+    await conn.query(`XA END ${xid}`);
+    await conn.query(`XA PREPARE ${xid}`);
+    conn.destroy();
+    try {
+      const r = await verify(deps, s);
+      const failed = new Set(r.checks.filter((c) => !c.ok).map((c) => c.name));
+      assert.equal(r.ok, false);
+      assert.equal(r.totals.duplicates, 1);
+      for (const name of [
+        'no duplicates (read_committed)',
+        'MySQL tables equal the rows applied once',
+        'no prepared XA branch left',
+        'no transaction holds back the LSO',
+      ]) {
+        assert.ok(failed.has(name), `the check '${name}' failed as it should; failed: ${[...failed].join(', ')}`);
+      }
+    } finally {
+      await txn.abort();
+      await Promise.all([producer.disconnect(), hanging.disconnect()]);
+      await waitUntil(
+        'the tamper branch to detach',
+        async () =>
+          (await rollbackXid(deps.pool, { gtrid: epochGtrid(s.spec.name, 0, 999), bqual: 'tamper' })) === 'rolled-back',
+        10_000,
+      ).catch(() => undefined);
+    }
+  },
+);
+
+test(
+  'starting a pipeline whose ledger and progress markers disagree fails with the evidence, guessing nothing',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'mismatch', records: 300, partitions: 1 });
+    const w = await createOnceflowWorker({
+      settings: deps.settings,
+      taskQueue: s.taskQueue,
+      transforms: compareTransforms(),
+      worker: { workflowBundle: bundle() },
+    });
+    const running = w.run();
+    try {
+      await drainAndWait(deps, s, await start(deps, s));
+      // The MySQL side "loses" its last two epochs. One epoch apart is what a crash between the two
+      // commits leaves (reconcile redoes the missing side, test/recovery.test.ts); two is not.
+      await deps.pool.query('DELETE FROM onceflow_ledger WHERE pipeline = ? ORDER BY epoch DESC LIMIT 2', [
+        s.spec.name,
+      ]);
+      const again = await start(deps, s);
+      await assert.rejects(again.result(), (e: unknown) => {
+        const text = causes(e);
+        assert.match(
+          text,
+          /the MySQL ledger's last epoch is 0, the Kafka progress marker's 2: more than one epoch apart/,
+        );
+        assert.match(text, /ReconcileMismatch/);
+        return true;
+      });
+    } finally {
+      w.shutdown();
+      await running;
+    }
+  },
+);
 
 function causes(e: unknown): string {
   const parts: string[] = [];
@@ -280,60 +345,78 @@ function causes(e: unknown): string {
   return parts.join(' <- ');
 }
 
-test('an XA branch rolled back behind the pipeline before its commit is redone from the source; the ledger row decides', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'xagone', records: 200, partitions: 1 });
-  // The MySQL commit of epoch 0 stalls 4 s; meanwhile the prepared branch is rolled back from outside.
-  const faults = new Faults(parseFaults('commit.mysql@epoch=0@partition=0:stall=4000'));
-  const w = await createOnceflowWorker({
-    settings: deps.settings,
-    taskQueue: s.taskQueue,
-    transforms: compareTransforms(),
-    faults,
-    worker: { workflowBundle: bundle() },
-  });
-  const running = w.run();
-  try {
-    const handle = await start(deps, s);
-    const gtrid = epochGtrid(s.spec.name, 0, 0);
-    const rolledBack = await waitUntil(
-      'epoch 0 prepared',
-      async () => {
-        const [x] = await recoverXids(deps.pool, gtrid);
-        return x && x.gtrid === gtrid && (await rollbackXid(deps.pool, x)) === 'rolled-back' ? x : undefined;
-      },
-      30_000,
-      50,
-    );
-    assert.equal(rolledBack.gtrid, gtrid);
-    const [result] = await drainAndWait(deps, s, handle);
-    assert.equal(result?.state.mysqlRedos, 1, 'the vanished branch was redone in a local transaction');
-    const report = await verify(deps, s);
-    assert.ok(report.ok, failedChecks(report));
-    const [rows] = await deps.pool.query('SELECT redo FROM onceflow_ledger WHERE pipeline = ? AND epoch = 0', [s.spec.name]);
-    assert.deepEqual(rows, [{ redo: 1 }]);
-  } finally {
-    w.shutdown();
-    await running;
-  }
-});
+test(
+  'an XA branch rolled back behind the pipeline before its commit is redone from the source; the ledger row decides',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'xagone', records: 200, partitions: 1 });
+    // The MySQL commit of epoch 0 stalls 4 s; meanwhile the prepared branch is rolled back from outside.
+    const faults = new Faults(parseFaults('commit.mysql@epoch=0@partition=0:stall=4000'));
+    const w = await createOnceflowWorker({
+      settings: deps.settings,
+      taskQueue: s.taskQueue,
+      transforms: compareTransforms(),
+      faults,
+      worker: { workflowBundle: bundle() },
+    });
+    const running = w.run();
+    try {
+      const handle = await start(deps, s);
+      const gtrid = epochGtrid(s.spec.name, 0, 0);
+      const rolledBack = await waitUntil(
+        'epoch 0 prepared',
+        async () => {
+          const [x] = await recoverXids(deps.pool, gtrid);
+          return x && x.gtrid === gtrid && (await rollbackXid(deps.pool, x)) === 'rolled-back' ? x : undefined;
+        },
+        30_000,
+        50,
+      );
+      assert.equal(rolledBack.gtrid, gtrid);
+      const [result] = await drainAndWait(deps, s, handle);
+      assert.equal(result?.state.mysqlRedos, 1, 'the vanished branch was redone in a local transaction');
+      const report = await verify(deps, s);
+      assert.ok(report.ok, failedChecks(report));
+      const [rows] = await deps.pool.query('SELECT redo FROM onceflow_ledger WHERE pipeline = ? AND epoch = 0', [
+        s.spec.name,
+      ]);
+      assert.deepEqual(rows, [{ redo: 1 }]);
+    } finally {
+      w.shutdown();
+      await running;
+    }
+  },
+);
 
-test('a worker killed after XA COMMIT and before the staged rows are applied: the next worker applies them, once', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'applykill', records: 400, partitions: 1 });
-  const { report } = await killedThenRecovered(s, 'commit.mysql-committed@epoch=1@partition=0', async () => {
-    // Epoch 1 is committed in MySQL, its rows still staged: the tables lack them right now.
-    assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), [{ partition: 0, epoch: 1 }]);
-  });
-  assert.ok(report.ok, failedChecks(report));
-  assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), []);
-});
+test(
+  'a worker killed after XA COMMIT and before the staged rows are applied: the next worker applies them, once',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'applykill', records: 400, partitions: 1 });
+    const { report } = await killedThenRecovered(s, 'commit.mysql-committed@epoch=1@partition=0', async () => {
+      // Epoch 1 is committed in MySQL, its rows still staged: the tables lack them right now.
+      assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), [{ partition: 0, epoch: 1 }]);
+    });
+    assert.ok(report.ok, failedChecks(report));
+    assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), []);
+  },
+);
 
 /**
  * Partition 0's first epoch stays prepared for 8 s (stalled right after XA PREPARE, as a
  * crashed or cut-off worker would leave it) while partition 1 writes the same keys. Returns how
  * many epochs partition 1 committed while that branch was prepared, and its epochs in total.
  */
-async function partitionsPastALingeringBranch(mode: 'staged' | 'direct'): Promise<{ whileLingering: number; total: number }> {
-  const s = await prepareScenario(deps, { prefix: `linger-${mode}`, records: 1200, partitions: 2, mysqlMode: mode, epoch: { maxRecords: 50, maxWaitMs: 200 } });
+async function partitionsPastALingeringBranch(
+  mode: 'staged' | 'direct',
+): Promise<{ whileLingering: number; total: number }> {
+  const s = await prepareScenario(deps, {
+    prefix: `linger-${mode}`,
+    records: 1200,
+    partitions: 2,
+    mysqlMode: mode,
+    epoch: { maxRecords: 50, maxWaitMs: 200 },
+  });
   const faults = new Faults(parseFaults('prepare.xa-prepared@epoch=0@partition=0:stall=8000'));
   const w = await createOnceflowWorker({
     settings: deps.settings,
@@ -365,15 +448,22 @@ async function partitionsPastALingeringBranch(mode: 'staged' | 'direct'): Promis
   }
 }
 
-test('a prepared branch that lingers blocks no other partition (staged MySQL writes); with direct writes it does', { timeout: 240_000 }, async () => {
-  const staged = await partitionsPastALingeringBranch('staged');
-  assert.equal(staged.total, 12, 'partition 1 has 600 records in epochs of 50');
-  assert.equal(
-    staged.whileLingering,
-    staged.total,
-    `staged: partition 1 committed all its epochs while partition 0's branch was prepared (${JSON.stringify(staged)})`,
-  );
-  // The control: writing the tables inside the branch, partition 1 queues behind its row locks.
-  const direct = await partitionsPastALingeringBranch('direct');
-  assert.ok(direct.whileLingering < direct.total / 2, `direct: partition 1 was held back by the prepared branch's row locks (${JSON.stringify(direct)})`);
-});
+test(
+  'a prepared branch that lingers blocks no other partition (staged MySQL writes); with direct writes it does',
+  { timeout: 240_000 },
+  async () => {
+    const staged = await partitionsPastALingeringBranch('staged');
+    assert.equal(staged.total, 12, 'partition 1 has 600 records in epochs of 50');
+    assert.equal(
+      staged.whileLingering,
+      staged.total,
+      `staged: partition 1 committed all its epochs while partition 0's branch was prepared (${JSON.stringify(staged)})`,
+    );
+    // The control: writing the tables inside the branch, partition 1 queues behind its row locks.
+    const direct = await partitionsPastALingeringBranch('direct');
+    assert.ok(
+      direct.whileLingering < direct.total / 2,
+      `direct: partition 1 was held back by the prepared branch's row locks (${JSON.stringify(direct)})`,
+    );
+  },
+);

@@ -43,7 +43,10 @@ test('a group epoch holds at most the epoch bounds, shared among its partitions 
   await producer.connect();
   for (const [partition, n] of backlog.entries()) {
     for (let i = 0; i < n; i += 250) {
-      const batch = Array.from({ length: Math.min(250, n - i) }, (_, k) => ({ partition, value: `${partition}:${String(i + k).padStart(4, '0')}` }));
+      const batch = Array.from({ length: Math.min(250, n - i) }, (_, k) => ({
+        partition,
+        value: `${partition}:${String(i + k).padStart(4, '0')}`,
+      }));
       await producer.send({ topic, messages: batch });
     }
   }
@@ -111,7 +114,12 @@ async function replayGroup(pipeline: string, group: number, label: string): Prom
 async function markerXids(s: Scenario, partitions: number[]): Promise<Map<number, Set<string>>> {
   const out = new Map<number, Set<string>>();
   for (const p of partitions) {
-    const ms = await committedMarkers(deps.cluster, s.spec.progressTopic, p, await earliestOffset(deps.cluster, s.spec.progressTopic, p));
+    const ms = await committedMarkers(
+      deps.cluster,
+      s.spec.progressTopic,
+      p,
+      await earliestOffset(deps.cluster, s.spec.progressTopic, p),
+    );
     out.set(p, new Set(ms.flatMap((m) => (m.xid ? [m.xid] : []))));
   }
   return out;
@@ -183,9 +191,16 @@ test(
   { timeout: 240_000 },
   async () => {
     const s = await prepareScenario(deps, { prefix: 'gkill', records: 800, partitions: 4, parallelism: 2 });
-    const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+    const doomed = spawnWorker(s.taskQueue, {
+      ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash',
+      ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
+    });
     const handle = await start(deps, s);
-    assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
+    assert.equal(
+      await doomed.exited,
+      -1,
+      `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`,
+    );
     const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
     try {
       const results = await drainAndWait(deps, s, handle);
@@ -208,19 +223,40 @@ test(
   'a group transaction aborted by the broker (timeout) is redone per partition before the next group epoch; MySQL not doubled',
   { timeout: 240_000 },
   async () => {
-    const s = await prepareScenario(deps, { prefix: 'gtimeout', records: 600, partitions: 2, parallelism: 1, transactionTimeoutMs: 3000, epochsPerRun: 2 });
-    const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+    const s = await prepareScenario(deps, {
+      prefix: 'gtimeout',
+      records: 600,
+      partitions: 2,
+      parallelism: 1,
+      transactionTimeoutMs: 3000,
+      epochsPerRun: 2,
+    });
+    const doomed = spawnWorker(s.taskQueue, {
+      ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash',
+      ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
+    });
     const handle = await start(deps, s);
-    assert.equal(await doomed.exited, -1, `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`);
+    assert.equal(
+      await doomed.exited,
+      -1,
+      `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`,
+    );
     // The advance activity is retried after its 10 s heartbeat timeout, past the 3 s transaction timeout.
     const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
     try {
       const results = await drainAndWait(deps, s, handle);
-      assert.deepEqual(results.map((r) => r.state.redos).sort(), [1, 1], 'group epoch 0 was redone for both partitions');
+      assert.deepEqual(
+        results.map((r) => r.state.redos).sort(),
+        [1, 1],
+        'group epoch 0 was redone for both partitions',
+      );
       const report = await verify(deps, s);
       assert.ok(report.ok, failedChecks(report));
       assert.equal(report.totals.outputs, 600);
-      assert.ok(report.totals.abortedCopies >= 200, `the aborted group epoch 0 is visible to read_uncommitted: ${report.totals.abortedCopies}`);
+      assert.ok(
+        report.totals.abortedCopies >= 200,
+        `the aborted group epoch 0 is visible to read_uncommitted: ${report.totals.abortedCopies}`,
+      );
       const histories = (await replayGroup(s.spec.name, 0, 'redo-continue-as-new')).join('\n');
       assert.match(histories, /"redoMembers"/);
       assert.match(histories, /ContinuedAsNew/);
@@ -236,7 +272,10 @@ test(
   { timeout: 240_000 },
   async () => {
     const s = await prepareScenario(deps, { prefix: 'gleft', records: 600, partitions: 2, parallelism: 1 });
-    const doomed = spawnWorker(s.taskQueue, { ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash', ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+    const doomed = spawnWorker(s.taskQueue, {
+      ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash',
+      ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
+    });
     await start(deps, s);
     assert.equal(await doomed.exited, -1, `the first worker died at commit.before; its stderr:\n${doomed.stderrText}`);
     const left = await recoverXids(deps.pool, pipelineGroupGtridPrefix(s.spec.name));
@@ -263,18 +302,32 @@ test(
   'partitions added while a grouped pipeline runs join their group; pause and resume reach every group; status answers per partition',
   { timeout: 240_000 },
   async () => {
-    const s = await prepareScenario(deps, { prefix: 'gadd', records: 400, partitions: 2, parallelism: 2, epoch: { maxRecords: 50, maxWaitMs: 300 } });
+    const s = await prepareScenario(deps, {
+      prefix: 'gadd',
+      records: 400,
+      partitions: 2,
+      parallelism: 2,
+      epoch: { maxRecords: 50, maxWaitMs: 300 },
+    });
     const spec = { ...s.spec, source: { ...s.spec.source, discoveryIntervalMs: 1000 } };
     const t = { ...s, spec };
     await withWorker(t, async () => {
       const handle = await start(deps, t);
-      await waitUntil('both partitions committing', async () => (await pipelineStatus(deps, spec, 2)).every((r) => (r.committedOffset ?? 0) > 0), 30_000);
+      await waitUntil(
+        'both partitions committing',
+        async () => (await pipelineStatus(deps, spec, 2)).every((r) => (r.committedOffset ?? 0) > 0),
+        30_000,
+      );
       const paused = await controlPartitions(deps.client, spec.name, 2, 'pause');
       assert.ok(
         paused.every((r) => r.ok),
         JSON.stringify(paused),
       );
-      await waitUntil('both groups paused', async () => (await pipelineStatus(deps, spec, 2)).every((r) => r.phase === 'paused'), 30_000);
+      await waitUntil(
+        'both groups paused',
+        async () => (await pipelineStatus(deps, spec, 2)).every((r) => r.phase === 'paused'),
+        30_000,
+      );
       await controlPartitions(deps.client, spec.name, 2, 'resume');
       await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 4 }] });
       const more = makeEvents(400, 11, 0);
@@ -301,7 +354,8 @@ test(
     await Worker.runReplayHistory({ workflowBundle: bundle() }, history, pipelineWorkflowId(spec.name));
     const json = historyToJSON(history);
     assert.match(json, /"addMembers"/);
-    if (process.env.ONCEFLOW_RECORD_HISTORIES) writeFileSync(join(__dirname, 'histories', 'pipeline', 'pipeline-groups-0.json'), json);
+    if (process.env.ONCEFLOW_RECORD_HISTORIES)
+      writeFileSync(join(__dirname, 'histories', 'pipeline', 'pipeline-groups-0.json'), json);
     await replayGroup(spec.name, 0, 'joined');
   },
 );

@@ -34,11 +34,21 @@ const failing = (samples: Sample[]) =>
 
 test('soak bounds: a steady run passes; each kind of growth fails its own check', () => {
   assert.deepEqual(failing(soakSamples(60)), []);
-  assert.deepEqual(failing(soakSamples(60, (_, i) => ({ ledgerRows: 100 + 20 * i }))), ['ledger rows within the pruning rule']);
-  assert.deepEqual(failing(soakSamples(60, () => ({ stagedRows: 4001 }))), ['staged rows within two epochs per partition']);
-  assert.deepEqual(failing(soakSamples(60, (_, i) => ({ workerRssMb: [250 + 5 * i, 240] }))), ['worker RSS does not grow']);
-  assert.deepEqual(failing(soakSamples(60, (_, i) => ({ tableBytes: 300_000 + 20_000 * i }))), ['table bytes do not grow']);
-  const neverRestarted = failing(soakSamples(60, (s, i) => ({ historyEvents: s.historyEvents.map((e, p) => (p === 2 ? 100 + 200 * i : e)) })));
+  assert.deepEqual(failing(soakSamples(60, (_, i) => ({ ledgerRows: 100 + 20 * i }))), [
+    'ledger rows within the pruning rule',
+  ]);
+  assert.deepEqual(failing(soakSamples(60, () => ({ stagedRows: 4001 }))), [
+    'staged rows within two epochs per partition',
+  ]);
+  assert.deepEqual(failing(soakSamples(60, (_, i) => ({ workerRssMb: [250 + 5 * i, 240] }))), [
+    'worker RSS does not grow',
+  ]);
+  assert.deepEqual(failing(soakSamples(60, (_, i) => ({ tableBytes: 300_000 + 20_000 * i }))), [
+    'table bytes do not grow',
+  ]);
+  const neverRestarted = failing(
+    soakSamples(60, (s, i) => ({ historyEvents: s.historyEvents.map((e, p) => (p === 2 ? 100 + 200 * i : e)) })),
+  );
   assert.deepEqual(neverRestarted, ['every partition workflow continued as new', 'history per run does not grow']);
   // Too short to judge growth (the short soak): only the rule bounds are checked.
   const short = boundedStateChecks(

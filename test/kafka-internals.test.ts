@@ -54,7 +54,14 @@ test('EndTxn from another connection commits; a retried commit answers ok; reads
   assert.equal(await endTxn(other, h, true), 'ok', 'a retried commit of a completed commit is ok');
   // EndTxn returns once the decision is logged; the markers that move the LSO follow.
   await waitDecided(deps.cluster, topic, 0, 1, { timeoutMs: 10_000 });
-  const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
+  const r = await fetchPartition(deps.cluster, {
+    topic,
+    partition: 0,
+    fromOffset: 0,
+    maxBytes: 1 << 20,
+    maxWaitMs: 0,
+    isolation: ISOLATION.READ_COMMITTED,
+  });
   assert.deepEqual(
     r.records.map((x) => String(x.value)),
     ['a', 'b'],
@@ -85,7 +92,14 @@ test("a transactional id's and a group's coordinators are asked for once per con
     // kafkajs alone asks before InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and TxnOffsetCommit, and endTxn once more: 10 here.
     assert.deepEqual(lookups, [COORDINATOR.TRANSACTION, COORDINATOR.GROUP]);
     await waitDecided(deps.cluster, topic, 0, 3, { timeoutMs: 10_000 });
-    const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset: 0, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
+    const r = await fetchPartition(deps.cluster, {
+      topic,
+      partition: 0,
+      fromOffset: 0,
+      maxBytes: 1 << 20,
+      maxWaitMs: 0,
+      isolation: ISOLATION.READ_COMMITTED,
+    });
     assert.deepEqual(
       r.records.map((x) => String(x.value)),
       ['first', 'second'],
@@ -182,7 +196,14 @@ test('read_committed drops interleaved aborted transactions whatever order they 
   await waitDecided(deps.cluster, topic, 0, meta!.baseOffset, { timeoutMs: 10_000 });
 
   for (const fromOffset of [0, 1, 2]) {
-    const r = await fetchPartition(deps.cluster, { topic, partition: 0, fromOffset, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
+    const r = await fetchPartition(deps.cluster, {
+      topic,
+      partition: 0,
+      fromOffset,
+      maxBytes: 1 << 20,
+      maxWaitMs: 0,
+      isolation: ISOLATION.READ_COMMITTED,
+    });
     assert.deepEqual(
       r.records.map((x) => x.value?.toString()),
       ['c1'],
@@ -224,8 +245,12 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
     { topic, partition: 1 },
   ]);
   assert.equal(requests, 1, 'one request to the one broker');
-  const state = (p: number) => partitions.find((x) => x.partition === p)!.producers.find((x) => x.producerId === h.producerId)!;
-  assert.deepEqual([state(0).producerEpoch, state(0).lastSequence, state(0).currentTxnStartOffset], [h.producerEpoch, 3, first!.baseOffset]);
+  const state = (p: number) =>
+    partitions.find((x) => x.partition === p)!.producers.find((x) => x.producerId === h.producerId)!;
+  assert.deepEqual(
+    [state(0).producerEpoch, state(0).lastSequence, state(0).currentTxnStartOffset],
+    [h.producerEpoch, 3, first!.baseOffset],
+  );
   assert.deepEqual([state(1).producerEpoch, state(1).lastSequence], [h.producerEpoch, 0]);
   assert.equal((await checkLanded(other, txn, h)).partitions, 2);
 
@@ -235,13 +260,17 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
     checkLanded(other, txn, h),
     (e: unknown) =>
       e instanceof TransientError &&
-      /more records of this transaction than were sent.*\[1\]: 1 sent \(sequences 0\.\.0\), last sequence in the log 1/.test((e as Error).message),
+      /more records of this transaction than were sent.*\[1\]: 1 sent \(sequences 0\.\.0\), last sequence in the log 1/.test(
+        (e as Error).message,
+      ),
   );
   // Records counted as sent that are not in the log (a dropped partition): refused.
   txn.sent.get(`${topic}/1`)!.sent = 3;
   await assert.rejects(
     checkLanded(other, txn, h),
-    (e: unknown) => e instanceof TransientError && /missing from the log.*\[1\]: 3 sent .*last sequence in the log 1/.test((e as Error).message),
+    (e: unknown) =>
+      e instanceof TransientError &&
+      /missing from the log.*\[1\]: 3 sent .*last sequence in the log 1/.test((e as Error).message),
   );
   // Once aborted, nothing of it may pass. EndTxn answers once the coordinator has logged the
   // abort; the leaders learn it from the markers written after that (until then a leader still
@@ -269,7 +298,10 @@ test('DescribeProducers: the leader states the producer epoch, last sequence and
 /** A new topic of 64 partitions, returned as soon as the metadata names a leader for each: before the leaders have taken them over. */
 async function namedNotSettled(prefix: string): Promise<string> {
   const topic = uniqueName(prefix);
-  await deps.admin.createTopics({ waitForLeaders: false, topics: [{ topic, numPartitions: 64, replicationFactor: -1 }] });
+  await deps.admin.createTopics({
+    waitForLeaders: false,
+    topics: [{ topic, numPartitions: 64, replicationFactor: -1 }],
+  });
   for (let named = false; !named;) {
     const m = await deps.admin.fetchTopicMetadata({ topics: [topic] }).catch(() => undefined); // unknown topic until it propagates
     named = m?.topics[0]?.partitions.length === 64 && m.topics[0].partitions.every((p) => p.leader >= 0);
@@ -283,7 +315,9 @@ test('ListOffsets on every partition of a topic created a moment ago: the leader
   // longer to lead them (on this broker, 64 partitions: ~70 NOT_LEADER answers over ~200 ms).
   // Without onLeader's retry one of these calls fails.
   const topic = await namedNotSettled('int-settle');
-  const offsets = await Promise.all(Array.from({ length: 64 }, (_, p) => latestOffset(deps.cluster, topic, p, ISOLATION.READ_COMMITTED)));
+  const offsets = await Promise.all(
+    Array.from({ length: 64 }, (_, p) => latestOffset(deps.cluster, topic, p, ISOLATION.READ_COMMITTED)),
+  );
   assert.deepEqual(offsets, new Array(64).fill(0));
 });
 
@@ -293,7 +327,14 @@ test('a one-partition Fetch on every partition of a topic created a moment ago: 
   const topic = await namedNotSettled('int-settle-fetch');
   const reads = await Promise.all(
     Array.from({ length: 64 }, (_, p) =>
-      fetchPartition(deps.cluster, { topic, partition: p, fromOffset: 0, maxBytes: 1 << 16, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED }),
+      fetchPartition(deps.cluster, {
+        topic,
+        partition: p,
+        fromOffset: 0,
+        maxBytes: 1 << 16,
+        maxWaitMs: 0,
+        isolation: ISOLATION.READ_COMMITTED,
+      }),
     ),
   );
   assert.deepEqual(
@@ -314,7 +355,10 @@ test('createTopicsReady returns once every leader answers: a plain kafkajs offse
 });
 
 test('onLeader: asks again after a settling answer, throws any other error at once, and gives up after settleMs', async () => {
-  const settling = () => Object.assign(new Error('This server is not the leader for that topic-partition'), { type: 'NOT_LEADER_FOR_PARTITION' });
+  const settling = () =>
+    Object.assign(new Error('This server is not the leader for that topic-partition'), {
+      type: 'NOT_LEADER_FOR_PARTITION',
+    });
   let refreshes = 0;
   const fake = {
     raw: {
@@ -328,12 +372,20 @@ test('onLeader: asks again after a settling answer, throws any other error at on
     disconnect: async () => undefined,
   } as unknown as KafkaCluster;
   let calls = 0;
-  assert.equal(await onLeader(fake, 't', 0, async () => (++calls < 3 ? Promise.reject(settling()) : 'answer')), 'answer');
+  assert.equal(
+    await onLeader(fake, 't', 0, async () => (++calls < 3 ? Promise.reject(settling()) : 'answer')),
+    'answer',
+  );
   assert.equal(calls, 3);
   assert.equal(refreshes, 2);
   calls = 0;
   await assert.rejects(
-    onLeader(fake, 't', 0, async () => (calls++, Promise.reject(Object.assign(new Error('fenced'), { type: 'INVALID_PRODUCER_EPOCH' })))),
+    onLeader(
+      fake,
+      't',
+      0,
+      async () => (calls++, Promise.reject(Object.assign(new Error('fenced'), { type: 'INVALID_PRODUCER_EPOCH' }))),
+    ),
     /fenced/,
   );
   assert.equal(calls, 1);

@@ -100,7 +100,11 @@ for (const point of points) {
       try {
         const handle = await start(deps, s);
         const hit = new RegExp(`freeze=${FREEZE_MS} at ${point.replace('.', '\\.')} epoch=${epoch} partition=0`);
-        await waitUntil(`worker A to freeze at ${point} of epoch ${epoch}`, async () => hit.test(frozen.stderrText), 120_000).catch((e) => {
+        await waitUntil(
+          `worker A to freeze at ${point} of epoch ${epoch}`,
+          async () => hit.test(frozen.stderrText),
+          120_000,
+        ).catch((e) => {
           throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
         });
         const frozenAt = Date.now();
@@ -114,7 +118,10 @@ for (const point of points) {
         const perPartition = RECORDS / PARTITIONS;
         const worst = await longestStall(s.spec.name, frozenAt, FREEZE_MS - 2000, (_p, end) => end >= perPartition);
         const report = worst
-          .map((w) => `partition ${w.partition}: ${(w.gapMs / 1000).toFixed(1)} s without a committed epoch from +${((w.at - frozenAt) / 1000).toFixed(1)} s`)
+          .map(
+            (w) =>
+              `partition ${w.partition}: ${(w.gapMs / 1000).toFixed(1)} s without a committed epoch from +${((w.at - frozenAt) / 1000).toFixed(1)} s`,
+          )
           .join('; ');
         process.stdout.write(`# liveness ${point}, freeze ${FREEZE_MS / 1000} s: ${report}\n`);
         assert.ok(

@@ -29,10 +29,16 @@ const children: ChildProcess[] = [];
 /** A project of one's own: package.json depending on the tarball, then npm install. */
 async function project(dir: string, files: Record<string, string> = {}): Promise<string> {
   mkdirSync(join(dir, 'src'), { recursive: true });
-  const tsx = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies.tsx;
+  const tsx = (
+    JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }
+  ).devDependencies.tsx;
   writeFileSync(
     join(dir, 'package.json'),
-    JSON.stringify({ name: 'user-project', private: true, dependencies: { onceflow: `file:${tarball}` }, devDependencies: { tsx } }, null, 2),
+    JSON.stringify(
+      { name: 'user-project', private: true, dependencies: { onceflow: `file:${tarball}` }, devDependencies: { tsx } },
+      null,
+      2,
+    ),
   );
   for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text);
   await ok('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline'], dir, 600_000);
@@ -40,11 +46,15 @@ async function project(dir: string, files: Record<string, string> = {}): Promise
 }
 
 function worker(dir: string, args: string[]): ChildProcess & { text: () => string } {
-  const child = spawn(process.execPath, [join(dir, 'node_modules', 'onceflow', 'bin', 'onceflow.js'), 'worker', ...args], {
-    cwd: dir,
-    env: userEnv(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    [join(dir, 'node_modules', 'onceflow', 'bin', 'onceflow.js'), 'worker', ...args],
+    {
+      cwd: dir,
+      env: userEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let text = '';
   child.stdout?.on('data', (d: Buffer) => (text += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (text += d.toString()));
@@ -52,7 +62,8 @@ function worker(dir: string, args: string[]): ChildProcess & { text: () => strin
   return Object.assign(child, { text: () => text });
 }
 
-const onceflow = (dir: string, ...args: string[]) => sh(process.execPath, [join(dir, 'node_modules', 'onceflow', 'bin', 'onceflow.js'), ...args], dir);
+const onceflow = (dir: string, ...args: string[]) =>
+  sh(process.execPath, [join(dir, 'node_modules', 'onceflow', 'bin', 'onceflow.js'), ...args], dir);
 
 before(async () => {
   quietRuntime();
@@ -81,7 +92,10 @@ test('the tarball holds compiled JavaScript with declarations, the bin, the conf
     assert.ok(files.includes(f), `${f} is missing from the tarball`);
   }
   assert.deepEqual(
-    files.filter((f) => /^package\/(src|test|tools|scripts|examples|docs)\//.test(f) || (f.endsWith('.ts') && !f.endsWith('.d.ts'))),
+    files.filter(
+      (f) =>
+        /^package\/(src|test|tools|scripts|examples|docs)\//.test(f) || (f.endsWith('.ts') && !f.endsWith('.d.ts')),
+    ),
     [],
   );
 });
@@ -96,14 +110,20 @@ test(
     await project(dir);
     copyFileSync(join(ROOT, 'examples', 'orders', 'transforms.ts'), join(dir, 'src', 'transforms.ts'));
     // A JavaScript module with some other transform: what a worker started with the wrong module has.
-    writeFileSync(join(dir, 'src', 'other.js'), 'exports.transforms = { other: { map: (r) => ({ kafka: [{ value: r.value }] }) } };\n');
+    writeFileSync(
+      join(dir, 'src', 'other.js'),
+      'exports.transforms = { other: { map: (r) => ({ kafka: [{ value: r.value }] }) } };\n',
+    );
     const config = (pipeline: string, taskQueue: string) =>
       readFileSync(join(ROOT, 'examples', 'orders', 'pipeline.yaml'), 'utf8')
         .replace('name: orders', `name: ${pipeline}`)
         .replace('topic: orders\n', `topic: ${name}.orders\n`)
         .replace('topic: order-events', `topic: ${name}.events`)
         .replace('deadLetterTopic: orders.dead-letters', `deadLetterTopic: ${name}.dlq`)
-        .replace('outputPartitions: 3', `outputPartitions: 3\n    latestTable: ${table}_latest\n    totalsTable: ${table}_totals`)
+        .replace(
+          'outputPartitions: 3',
+          `outputPartitions: 3\n    latestTable: ${table}_latest\n    totalsTable: ${table}_totals`,
+        )
         .replace('- name: orders_latest', `- name: ${table}_latest`)
         .replace('- name: customer_totals', `- name: ${table}_totals`)
         .replace('taskQueue: orders', `taskQueue: ${taskQueue}`);
@@ -135,7 +155,10 @@ test(
     ];
     const producer = deps.kafka.producer();
     await producer.connect();
-    await producer.send({ topic: `${name}.orders`, messages: [...orders, ...updates].map((o) => ({ key: o.id, value: JSON.stringify(o) })) });
+    await producer.send({
+      topic: `${name}.orders`,
+      messages: [...orders, ...updates].map((o) => ({ key: o.id, value: JSON.stringify(o) })),
+    });
     await producer.send({ topic: `${name}.orders`, messages: bad.map((value, i) => ({ key: `bad-${i}`, value })) });
     await producer.disconnect();
 
@@ -149,11 +172,15 @@ test(
         () => 'completed',
         (e: unknown) => {
           const chain: string[] = [];
-          for (let c = e as { message?: string; cause?: unknown } | undefined; c; c = c.cause as typeof c) chain.push(String(c.message));
+          for (let c = e as { message?: string; cause?: unknown } | undefined; c; c = c.cause as typeof c)
+            chain.push(String(c.message));
           return chain.join(' ← ');
         },
       );
-    assert.match(failure, new RegExp(`pipeline '${name}-nt' uses transform 'orders', which is not registered here \\(registered: other\\)`));
+    assert.match(
+      failure,
+      new RegExp(`pipeline '${name}-nt' uses transform 'orders', which is not registered here \\(registered: other\\)`),
+    );
     assert.match(failure, /--transforms <module>/);
     wrong.kill('SIGTERM');
 
@@ -168,10 +195,17 @@ test(
     await waitUntil('a progress line from the worker', async () => /epochs \d+\s+records/.test(w.text()), 15_000);
     assert.doesNotMatch(w.text(), /\n\s+at /);
 
-    const [latest] = await deps.pool.query<RowDataPacket[]>(`SELECT COUNT(*) AS n, SUM(status = 'shipped') AS shipped FROM \`${table}_latest\``);
+    const [latest] = await deps.pool.query<RowDataPacket[]>(
+      `SELECT COUNT(*) AS n, SUM(status = 'shipped') AS shipped FROM \`${table}_latest\``,
+    );
     assert.deepEqual([Number(latest[0]!.n), Number(latest[0]!.shipped)], [200, 60]);
     const cents = (o: (typeof orders)[number]) => o.items.reduce((s, it) => s + it.qty * Math.round(it.price * 100), 0);
-    const [totals] = await deps.pool.query<RowDataPacket[]>(`SELECT SUM(orders) AS orders, SUM(revenue_cents) AS revenue FROM \`${table}_totals\``);
-    assert.deepEqual([Number(totals[0]!.orders), Number(totals[0]!.revenue)], [260, [...orders, ...updates].reduce((s, o) => s + cents(o), 0)]);
+    const [totals] = await deps.pool.query<RowDataPacket[]>(
+      `SELECT SUM(orders) AS orders, SUM(revenue_cents) AS revenue FROM \`${table}_totals\``,
+    );
+    assert.deepEqual(
+      [Number(totals[0]!.orders), Number(totals[0]!.revenue)],
+      [260, [...orders, ...updates].reduce((s, o) => s + cents(o), 0)],
+    );
   },
 );

@@ -38,7 +38,10 @@ const GUARD_FACTS: Record<string, { ok: Facts; bad: Facts }> = {
   'mysql:gone→redone': { ok: { ledgerRow: false }, bad: { ledgerRow: true } },
 };
 
-const at = (side: 'kafka' | 'mysql', st: string, staged = true): EpochState => ({ ...openEpoch(7, staged), [side]: st });
+const at = (side: 'kafka' | 'mysql', st: string, staged = true): EpochState => ({
+  ...openEpoch(7, staged),
+  [side]: st,
+});
 
 test('every legal move is allowed, and a guarded one only when its guard holds', () => {
   let moves = 0;
@@ -75,7 +78,12 @@ test('every move not in the table is rejected', () => {
       for (const to of states) {
         if ((table as Record<string, readonly { to: string }[]>)[from]!.some((m) => m.to === to)) continue;
         assert.throws(
-          () => move(at(side, from), side, to as never, { committedEverywhere: false, ledgerRow: false, decidedBranch: true }),
+          () =>
+            move(at(side, from), side, to as never, {
+              committedEverywhere: false,
+              ledgerRow: false,
+              decidedBranch: true,
+            }),
           /no such move/,
           `${side} ${from} → ${to}`,
         );
@@ -102,7 +110,15 @@ test('the workflow loop: commit outcomes, the next step and what the status quer
   assert.deepEqual([mysqlRedone.mysql, complete(mysqlRedone)], ['redone', true]);
 });
 
-const ev = (over: Partial<EpochEvidence>): EpochEvidence => ({ epoch: 5, marker: null, ledger: null, branches: [], pendingApply: false, token: 1000, ...over });
+const ev = (over: Partial<EpochEvidence>): EpochEvidence => ({
+  epoch: 5,
+  marker: null,
+  ledger: null,
+  branches: [],
+  pendingApply: false,
+  token: 1000,
+  ...over,
+});
 
 test('recovery: commit only the branch the committed marker names, roll back older others, leave newer ones', () => {
   const decided = 'of:p:0:5#a3.rs.00000001';
@@ -125,21 +141,33 @@ test('recovery: commit only the branch the committed marker names, roll back old
     { do: 'apply-staged' },
   ]);
   // The decided branch is committed even when it is newer than the actor: the marker decided it.
-  assert.deepEqual(recoverEpoch(ev({ marker: { start: 10, end: 20, xid: decided }, branches: [{ xid: decided, token: 5000 }] }))[0], {
-    do: 'commit-branch',
-    xid: decided,
-  });
+  assert.deepEqual(
+    recoverEpoch(ev({ marker: { start: 10, end: 20, xid: decided }, branches: [{ xid: decided, token: 5000 }] }))[0],
+    {
+      do: 'commit-branch',
+      xid: decided,
+    },
+  );
 });
 
 test('recovery: undecided epochs roll back, one-sided epochs are redone, disagreement is refused', () => {
-  assert.deepEqual(recoverEpoch(ev({ branches: [{ xid: 'x#a1.1.00', token: 1 }] })), [{ do: 'rollback-branch', xid: 'x#a1.1.00' }]);
+  assert.deepEqual(recoverEpoch(ev({ branches: [{ xid: 'x#a1.1.00', token: 1 }] })), [
+    { do: 'rollback-branch', xid: 'x#a1.1.00' },
+  ]);
   assert.deepEqual(recoverEpoch(ev({ ledger: { start: 10, end: 20 } })), [{ do: 'redo-kafka', start: 10, end: 20 }]);
-  assert.deepEqual(recoverEpoch(ev({ marker: { start: 10, end: 20, xid: 'gone#a1.1.00' } })), [{ do: 'redo-mysql', start: 10, end: 20 }]);
-  // The decided branch vanished, a stale one is still there: roll it back, then redo.
-  assert.deepEqual(recoverEpoch(ev({ marker: { start: 10, end: 20, xid: 'gone#a3.2.00' }, branches: [{ xid: 'st#a2.1.00', token: 1 }] })), [
-    { do: 'rollback-branch', xid: 'st#a2.1.00' },
+  assert.deepEqual(recoverEpoch(ev({ marker: { start: 10, end: 20, xid: 'gone#a1.1.00' } })), [
     { do: 'redo-mysql', start: 10, end: 20 },
   ]);
+  // The decided branch vanished, a stale one is still there: roll it back, then redo.
+  assert.deepEqual(
+    recoverEpoch(
+      ev({ marker: { start: 10, end: 20, xid: 'gone#a3.2.00' }, branches: [{ xid: 'st#a2.1.00', token: 1 }] }),
+    ),
+    [
+      { do: 'rollback-branch', xid: 'st#a2.1.00' },
+      { do: 'redo-mysql', start: 10, end: 20 },
+    ],
+  );
   // Markers of older versions name no xid: the only branch is the decided one; two cannot be told apart.
   assert.deepEqual(recoverEpoch(ev({ marker: { start: 10, end: 20 }, branches: [{ xid: 'a', token: 1 }] })), [
     { do: 'commit-branch', xid: 'a' },
@@ -157,12 +185,22 @@ test('recovery: undecided epochs roll back, one-sided epochs are redone, disagre
     ).map((a) => a.do),
     ['leave', 'leave'],
   );
-  assert.match(JSON.stringify(recoverEpoch(ev({ marker: { start: 10, end: 20 }, ledger: { start: 10, end: 21 } }))), /refuse/);
+  assert.match(
+    JSON.stringify(recoverEpoch(ev({ marker: { start: 10, end: 20 }, ledger: { start: 10, end: 21 } }))),
+    /refuse/,
+  );
   // Both sides committed: a leftover branch is stale; committed staged rows are applied.
-  assert.deepEqual(recoverEpoch(ev({ marker: { start: 1, end: 2 }, ledger: { start: 1, end: 2 }, branches: [{ xid: 'z', token: 3 }], pendingApply: true })), [
-    { do: 'rollback-branch', xid: 'z' },
-    { do: 'apply-staged' },
-  ]);
+  assert.deepEqual(
+    recoverEpoch(
+      ev({
+        marker: { start: 1, end: 2 },
+        ledger: { start: 1, end: 2 },
+        branches: [{ xid: 'z', token: 3 }],
+        pendingApply: true,
+      }),
+    ),
+    [{ do: 'rollback-branch', xid: 'z' }, { do: 'apply-staged' }],
+  );
 });
 
 test('xid fencing tokens order attempts; branches of older versions are the oldest', () => {

@@ -39,7 +39,11 @@ async function crashMidCommit(s: Scenario, fault: string): Promise<void> {
   try {
     await start(deps, s);
     const point = fault.replace('.', '\\.');
-    await waitUntil(`the worker to stall at ${fault} of epoch 1`, async () => new RegExp(`stall=120000 at ${point} epoch=1`).test(doomed.stderrText), 90_000);
+    await waitUntil(
+      `the worker to stall at ${fault} of epoch 1`,
+      async () => new RegExp(`stall=120000 at ${point} epoch=1`).test(doomed.stderrText),
+      90_000,
+    );
     await new Promise((r) => setTimeout(r, 1000)); // the other side of the commit finishes
     for (const id of [partitionWorkflowId(s.spec.name, 0), pipelineWorkflowId(s.spec.name)])
       await deps.client.workflow.getHandle(id).terminate('recovery.test.ts: operator gave up');
@@ -76,37 +80,55 @@ async function resolveStartVerify(s: Scenario, records: number): Promise<string>
   }
 }
 
-test('Kafka committed, XA branch prepared: transactions commits the branch the marker names; restart runs on', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'rec-commit', records: 400, partitions: 1 });
-  await crashMidCommit(s, 'commit.mysql');
-  const listed = await cli('transactions', s.spec.name);
-  assert.equal(listed.code, 0, listed.err);
-  assert.match(listed.out, /partition 0 epoch 1: XA \S+: would commit \(the committed progress marker names it\)/);
-  assert.match(listed.out, /partition 0 epoch 1: committed, staged rows not yet in the tables → would apply/);
-  const resolved = await resolveStartVerify(s, 400);
-  assert.match(resolved, /partition 0 epoch 1: XA \S+ committed/);
-  assert.match(resolved, /partition 0 epoch 1: staged rows applied to the tables/);
-});
+test(
+  'Kafka committed, XA branch prepared: transactions commits the branch the marker names; restart runs on',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'rec-commit', records: 400, partitions: 1 });
+    await crashMidCommit(s, 'commit.mysql');
+    const listed = await cli('transactions', s.spec.name);
+    assert.equal(listed.code, 0, listed.err);
+    assert.match(listed.out, /partition 0 epoch 1: XA \S+: would commit \(the committed progress marker names it\)/);
+    assert.match(listed.out, /partition 0 epoch 1: committed, staged rows not yet in the tables → would apply/);
+    const resolved = await resolveStartVerify(s, 400);
+    assert.match(resolved, /partition 0 epoch 1: XA \S+ committed/);
+    assert.match(resolved, /partition 0 epoch 1: staged rows applied to the tables/);
+  },
+);
 
-test('MySQL committed, Kafka transaction left open: resolve fences it, the restart redoes the Kafka side', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'rec-kafka', records: 400, partitions: 1 });
-  await crashMidCommit(s, 'commit.before');
-  const listed = await cli('transactions', s.spec.name);
-  assert.match(listed.out, /partition 0 epoch 1: MySQL committed, Kafka did not → starting the pipeline redoes the Kafka side/);
-  assert.match(listed.out, /held back by an open transaction/);
-  const resolved = await resolveStartVerify(s, 400);
-  assert.match(resolved, /fenced; any open transaction of it was aborted/);
-  assert.match(resolved, /start the pipeline again: its reconcile redoes that side/);
-});
+test(
+  'MySQL committed, Kafka transaction left open: resolve fences it, the restart redoes the Kafka side',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'rec-kafka', records: 400, partitions: 1 });
+    await crashMidCommit(s, 'commit.before');
+    const listed = await cli('transactions', s.spec.name);
+    assert.match(
+      listed.out,
+      /partition 0 epoch 1: MySQL committed, Kafka did not → starting the pipeline redoes the Kafka side/,
+    );
+    assert.match(listed.out, /held back by an open transaction/);
+    const resolved = await resolveStartVerify(s, 400);
+    assert.match(resolved, /fenced; any open transaction of it was aborted/);
+    assert.match(resolved, /start the pipeline again: its reconcile redoes that side/);
+  },
+);
 
-test('Kafka committed, the decided XA branch rolled back by hand: the restart redoes the MySQL side', { timeout: 240_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'rec-mysql', records: 400, partitions: 1 });
-  await crashMidCommit(s, 'commit.mysql');
-  const gtrid = epochGtrid(s.spec.name, 0, 1);
-  const branches = (await recoverXids(deps.pool, gtrid)).filter((x) => x.gtrid === gtrid);
-  assert.equal(branches.length, 1, 'epoch 1 has its decided branch prepared');
-  await rollbackXid(deps.pool, branches[0]!);
-  const listed = await cli('transactions', s.spec.name);
-  assert.match(listed.out, /partition 0 epoch 1: Kafka committed, MySQL did not → starting the pipeline redoes the MySQL side/);
-  await resolveStartVerify(s, 400);
-});
+test(
+  'Kafka committed, the decided XA branch rolled back by hand: the restart redoes the MySQL side',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'rec-mysql', records: 400, partitions: 1 });
+    await crashMidCommit(s, 'commit.mysql');
+    const gtrid = epochGtrid(s.spec.name, 0, 1);
+    const branches = (await recoverXids(deps.pool, gtrid)).filter((x) => x.gtrid === gtrid);
+    assert.equal(branches.length, 1, 'epoch 1 has its decided branch prepared');
+    await rollbackXid(deps.pool, branches[0]!);
+    const listed = await cli('transactions', s.spec.name);
+    assert.match(
+      listed.out,
+      /partition 0 epoch 1: Kafka committed, MySQL did not → starting the pipeline redoes the MySQL side/,
+    );
+    await resolveStartVerify(s, 400);
+  },
+);

@@ -71,20 +71,36 @@ test('checked-in histories cover retries, a redo and continue-as-new, for every 
   assert.match(commitEpoch, /"abortPrepared"/, 'commit epoch v2: a withdrawn e+1 before a redo');
   assert.deepEqual(patchIds(advanceEpoch), ['advance-epoch-v1', 'commit-epoch-v1', 'pipelined-epochs-v1']);
   assert.match(advanceEpoch, /"advanceEpoch"/);
-  assert.ok(epochUpserts(advanceEpoch) >= epochsCommitted(advanceEpoch), 'advance epoch v3: the epoch attribute upserted after every committed epoch');
-  assert.deepEqual(patchIds(preEngine), ['advance-epoch-v1', 'commit-epoch-v1', 'epoch-attribute-v1', 'pipelined-epochs-v1']);
+  assert.ok(
+    epochUpserts(advanceEpoch) >= epochsCommitted(advanceEpoch),
+    'advance epoch v3: the epoch attribute upserted after every committed epoch',
+  );
+  assert.deepEqual(patchIds(preEngine), [
+    'advance-epoch-v1',
+    'commit-epoch-v1',
+    'epoch-attribute-v1',
+    'pipelined-epochs-v1',
+  ]);
   assert.match(preEngine, /"advanceEpoch"/);
-  assert.ok(epochUpserts(preEngine) < epochsCommitted(preEngine), 'pre-engine v4: the epoch attribute held back between committed epochs');
+  assert.ok(
+    epochUpserts(preEngine) < epochsCommitted(preEngine),
+    'pre-engine v4: the epoch attribute held back between committed epochs',
+  );
   // e+1 is withdrawn inside advanceEpoch; the loop schedules no abortPrepared any more.
   assert.doesNotMatch(preEngine, /"abortPrepared"/);
   // The engine asks only its own patch (and epoch-attribute-v1, in epochAttribute) and calls only the engine's activities.
   assert.deepEqual(patchIds(current), ['epoch-attribute-v1', 'one-engine-v1']);
   assert.match(current, /"advanceMembers"/);
   assert.doesNotMatch(current, /"(prepareEpoch|advanceEpoch|commitEpoch|redoKafka|reconcile)"/);
-  assert.ok(epochUpserts(current) < epochsCommitted(current), 'current: the epoch attribute held back between committed epochs');
+  assert.ok(
+    epochUpserts(current) < epochsCommitted(current),
+    'current: the epoch attribute held back between committed epochs',
+  );
 });
 
-type JsonEvent = HistoryEventLike & { upsertWorkflowSearchAttributesEventAttributes?: { searchAttributes: { indexedFields: Record<string, unknown> } } };
+type JsonEvent = HistoryEventLike & {
+  upsertWorkflowSearchAttributesEventAttributes?: { searchAttributes: { indexedFields: Record<string, unknown> } };
+};
 
 /** The events of each history in a '\n'-joined list of JSON histories (each file one JSON document). */
 function eventsOf(histories: string): JsonEvent[][] {
@@ -95,7 +111,10 @@ function eventsOf(histories: string): JsonEvent[][] {
 function epochUpserts(histories: string): number {
   return eventsOf(histories)
     .flat()
-    .filter((e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes.indexedFields.OnceflowEpoch !== undefined).length;
+    .filter(
+      (e) =>
+        e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes.indexedFields.OnceflowEpoch !== undefined,
+    ).length;
 }
 
 /** Epochs committed in JSON histories of partition or group workflows (the benchmark's count). */
@@ -141,7 +160,12 @@ test('recorded partition-group histories (retries, a per-partition redo, continu
       .filter((f) => (prefix ? f.startsWith(prefix) : !/^v\d+-/.test(f)))
       .map((f) => readFileSync(join(groupDir, f), 'utf8'))
       .join('\n');
-  const [v1, v2, v3, current] = [generation('v1-ends-'), generation('v2-ends-'), generation('v3-pre-engine-'), generation(null)];
+  const [v1, v2, v3, current] = [
+    generation('v1-ends-'),
+    generation('v2-ends-'),
+    generation('v3-pre-engine-'),
+    generation(null),
+  ];
   // Recorded before group-ends-v1, before epoch-attribute-v1, before one-engine-v1 and since: every branch of the patches replays.
   for (const [name, all] of [
     ['before group-ends-v1', v1],
@@ -150,7 +174,11 @@ test('recorded partition-group histories (retries, a per-partition redo, continu
     ['current', current],
   ] as const) {
     assert.match(all, /compare sink failed/, `${name}: a group epoch with failed prepare attempts`);
-    assert.match(all, name === 'current' ? /"redoMembers"/ : /"redoGroupKafka"/, `${name}: a broker-aborted group transaction redone`);
+    assert.match(
+      all,
+      name === 'current' ? /"redoMembers"/ : /"redoGroupKafka"/,
+      `${name}: a broker-aborted group transaction redone`,
+    );
     assert.match(all, /ContinuedAsNew/, `${name}: a group run that continued as new`);
     assert.match(all, /"addMembers"/, `${name}: a partition that joined a running group`);
   }
@@ -161,15 +189,28 @@ test('recorded partition-group histories (retries, a per-partition redo, continu
     assert.doesNotMatch(all, /"partitionEnded"/);
   }
   assert.deepEqual(patchIds(v2), ['group-ends-v1']);
-  assert.ok(epochUpserts(v2) >= epochsCommitted(v2), 'before epoch-attribute-v1: an upsert after every committed group epoch');
+  assert.ok(
+    epochUpserts(v2) >= epochsCommitted(v2),
+    'before epoch-attribute-v1: an upsert after every committed group epoch',
+  );
   assert.deepEqual(patchIds(v3), ['epoch-attribute-v1', 'group-ends-v1']);
-  assert.ok(epochUpserts(v3) < epochsCommitted(v3), 'before one-engine-v1: the epoch attribute held back between committed group epochs');
+  assert.ok(
+    epochUpserts(v3) < epochsCommitted(v3),
+    'before one-engine-v1: the epoch attribute held back between committed group epochs',
+  );
   assert.deepEqual(patchIds(current), ['epoch-attribute-v1', 'one-engine-v1']);
   assert.match(current, /"advanceMembers"/);
   assert.doesNotMatch(current, /"(prepareGroup|advanceGroup|commitGroup|redoGroupKafka|reconcileGroup)"/);
-  assert.ok(epochUpserts(current) < epochsCommitted(current), 'current: the epoch attribute held back between committed group epochs');
+  assert.ok(
+    epochUpserts(current) < epochsCommitted(current),
+    'current: the epoch attribute held back between committed group epochs',
+  );
   for (const f of groupFiles) {
-    await Worker.runReplayHistory(workflowCode(), historyFromJSON(JSON.parse(readFileSync(join(groupDir, f), 'utf8'))), f);
+    await Worker.runReplayHistory(
+      workflowCode(),
+      historyFromJSON(JSON.parse(readFileSync(join(groupDir, f), 'utf8'))),
+      f,
+    );
   }
 });
 
@@ -188,8 +229,15 @@ test('recorded pipeline histories (partition discovery, continue-as-new) replay 
   assert.match(all, /ContinuedAsNew/, 'a pipeline run that continued as new');
   assert.match(all, /"partitionEnded"/, 'a partition reporting its end by signal');
   assert.match(all, /"partitionsEnded"/, "a group reporting its members' ends in one signal");
-  assert.ok(patchIds(all).includes('restart-halted-v1'), 'a pipeline that restarted a halted partition (test/deadletter.test.ts)');
+  assert.ok(
+    patchIds(all).includes('restart-halted-v1'),
+    'a pipeline that restarted a halted partition (test/deadletter.test.ts)',
+  );
   for (const f of pipelineFiles) {
-    await Worker.runReplayHistory(workflowCode(), historyFromJSON(JSON.parse(readFileSync(join(pipelineDir, f), 'utf8'))), f);
+    await Worker.runReplayHistory(
+      workflowCode(),
+      historyFromJSON(JSON.parse(readFileSync(join(pipelineDir, f), 'utf8'))),
+      f,
+    );
   }
 });

@@ -112,7 +112,13 @@ const ordersTransform = (registry: SchemaRegistryClient, table: string, outSubje
           kafka: [
             {
               key: order.customer,
-              value: { order: order.id, customer: order.customer, status: order.status, items: order.items.length, totalCents },
+              value: {
+                order: order.id,
+                customer: order.customer,
+                status: order.status,
+                items: order.items.length,
+                totalCents,
+              },
               partition: partitionOf(order.customer),
             },
           ],
@@ -155,8 +161,14 @@ describe('against a real schema registry (Apicurio, Confluent-compatible API)', 
       const registry = new SchemaRegistry({ host: url, clientId: 'onceflow-test' });
       const inSubject = `${name}.in-value`;
       const outSubject = `${name}.out-value`;
-      const { id: orderSchemaId } = await registry.register({ type: SchemaType.AVRO, schema: JSON.stringify(ORDER_SCHEMA) }, { subject: inSubject });
-      const { id: eventSchemaId } = await registry.register({ type: SchemaType.AVRO, schema: JSON.stringify(EVENT_SCHEMA) }, { subject: outSubject });
+      const { id: orderSchemaId } = await registry.register(
+        { type: SchemaType.AVRO, schema: JSON.stringify(ORDER_SCHEMA) },
+        { subject: inSubject },
+      );
+      const { id: eventSchemaId } = await registry.register(
+        { type: SchemaType.AVRO, schema: JSON.stringify(EVENT_SCHEMA) },
+        { subject: outSubject },
+      );
       assert.notEqual(orderSchemaId, eventSchemaId);
 
       const spec = definePipeline({
@@ -170,7 +182,14 @@ describe('against a real schema registry (Apicurio, Confluent-compatible API)', 
               name: table,
               columns: ['customer', 'orders', 'revenue_cents'],
               onDuplicate: { kind: 'accumulate', columns: ['orders', 'revenue_cents'] },
-              create: { columns: { customer: 'VARCHAR(64) NOT NULL', orders: 'BIGINT NOT NULL', revenue_cents: 'BIGINT NOT NULL' }, primaryKey: ['customer'] },
+              create: {
+                columns: {
+                  customer: 'VARCHAR(64) NOT NULL',
+                  orders: 'BIGINT NOT NULL',
+                  revenue_cents: 'BIGINT NOT NULL',
+                },
+                primaryKey: ['customer'],
+              },
             },
           ],
         },
@@ -186,10 +205,16 @@ describe('against a real schema registry (Apicurio, Confluent-compatible API)', 
       const orders: Order[] = Array.from({ length: 120 }, (_, i) => ({
         id: `o-${i}`,
         customer: customers[(i * 7) % customers.length]!,
-        items: Array.from({ length: 1 + (i % 3) }, (_, k) => ({ sku: `s-${(i + k) % 5}`, qty: 1 + ((i + k) % 4), price: 1.25 * (1 + ((i * k) % 6)) })),
+        items: Array.from({ length: 1 + (i % 3) }, (_, k) => ({
+          sku: `s-${(i + k) % 5}`,
+          qty: 1 + ((i + k) % 4),
+          price: 1.25 * (1 + ((i * k) % 6)),
+        })),
         status: ['placed', 'paid', 'shipped', 'cancelled'][i % 4]!,
       }));
-      const good = await Promise.all(orders.map(async (o) => ({ key: o.id, value: await registry.encode(orderSchemaId, o) })));
+      const good = await Promise.all(
+        orders.map(async (o) => ({ key: o.id, value: await registry.encode(orderSchemaId, o) })),
+      );
       const sample = good[0]!.value;
       const unknownId = Buffer.from(sample);
       // A producer that used another registry: the bytes name a schema id this registry does not have.
@@ -201,7 +226,11 @@ describe('against a real schema registry (Apicurio, Confluent-compatible API)', 
           reason: /schema registry: cannot decode the record's value: Message encoded with magic byte/,
         },
         { key: 'bad-id', value: unknownId, reason: /schema registry: cannot decode the record's value: .*987654321/ },
-        { key: 'bad-truncated', value: sample.subarray(0, sample.length - 3), reason: /schema registry: cannot decode the record's value: truncated buffer/ },
+        {
+          key: 'bad-truncated',
+          value: sample.subarray(0, sample.length - 3),
+          reason: /schema registry: cannot decode the record's value: truncated buffer/,
+        },
         {
           key: 'bad-empty',
           value: await registry.encode(orderSchemaId, { ...orders[1]!, id: 'o-empty', items: [] }),
@@ -213,18 +242,30 @@ describe('against a real schema registry (Apicurio, Confluent-compatible API)', 
           reason: /schema registry: output 0's value does not fit schema \d+: .*lost/,
         },
       ];
-      const kafka = new Kafka({ ...kafkaClientConfig(deps.settings.kafka, 'onceflow-test-input'), logLevel: logLevel.ERROR });
+      const kafka = new Kafka({
+        ...kafkaClientConfig(deps.settings.kafka, 'onceflow-test-input'),
+        logLevel: logLevel.ERROR,
+      });
       const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
       await producer.connect();
       const input = [...good.slice(0, 60), ...bad, ...good.slice(60)];
-      await producer.send({ topic: spec.source.topic, acks: -1, messages: input.map((r, i) => ({ key: r.key, value: r.value, partition: i % 2 })) });
+      await producer.send({
+        topic: spec.source.topic,
+        acks: -1,
+        messages: input.map((r, i) => ({ key: r.key, value: r.value, partition: i % 2 })),
+      });
       await producer.disconnect();
 
       const transforms = new TransformRegistry().register('orders-avro', ordersTransform(registry, table, outSubject));
       const taskQueue = uniqueName('tq');
       const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
       assert.ok(codePath, 'ONCEFLOW_WORKFLOW_BUNDLE is not set; run with scripts/test.sh');
-      const w = await createOnceflowWorker({ settings: deps.settings, taskQueue, transforms, worker: { workflowBundle: { codePath } } });
+      const w = await createOnceflowWorker({
+        settings: deps.settings,
+        taskQueue,
+        transforms,
+        worker: { workflowBundle: { codePath } },
+      });
       const running = w.run();
       try {
         const handle = await startPipeline(deps.client, spec, taskQueue);
@@ -237,14 +278,18 @@ describe('against a real schema registry (Apicurio, Confluent-compatible API)', 
 
       // verify maps every source record again — decoding and encoding through the registry —
       // and compares with what the pipeline wrote.
-      const report = await verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms }, spec);
+      const report = await verifyPipeline(
+        { cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms },
+        spec,
+      );
       assert.ok(report.ok, failedChecks(report));
       assert.equal(report.totals.sourceRecords, 125);
       assert.equal(report.totals.outputs, 120);
       assert.equal(report.totals.deadLetters, 5);
 
       // The dead letters: the bytes as read, and why.
-      const dlqPartitions = (await deps.admin.fetchTopicMetadata({ topics: [spec.deadLetterTopic] })).topics[0]!.partitions.length;
+      const dlqPartitions = (await deps.admin.fetchTopicMetadata({ topics: [spec.deadLetterTopic] })).topics[0]!
+        .partitions.length;
       const dead = new Map<string, string>();
       for (let p = 0; p < dlqPartitions; p++) {
         for (const r of await readAll(deps.cluster, spec.deadLetterTopic, p, ISOLATION.READ_COMMITTED))
@@ -265,12 +310,23 @@ describe('against a real schema registry (Apicurio, Confluent-compatible API)', 
           events.push(e);
         }
       }
-      const expected = orders.map((o) => ({ order: o.id, customer: o.customer, status: o.status, items: o.items.length, totalCents: centsOf(o) }));
+      const expected = orders.map((o) => ({
+        order: o.id,
+        customer: o.customer,
+        status: o.status,
+        items: o.items.length,
+        totalCents: centsOf(o),
+      }));
       const byOrder = (a: OrderEvent, b: OrderEvent) => a.order.localeCompare(b.order);
       assert.deepEqual(events.sort(byOrder), expected.sort(byOrder));
 
-      const [totals] = await deps.pool.query<RowDataPacket[]>(`SELECT SUM(orders) AS orders, SUM(revenue_cents) AS revenue FROM \`${table}\``);
-      assert.deepEqual([Number(totals[0]!.orders), Number(totals[0]!.revenue)], [120, orders.reduce((s, o) => s + centsOf(o), 0)]);
+      const [totals] = await deps.pool.query<RowDataPacket[]>(
+        `SELECT SUM(orders) AS orders, SUM(revenue_cents) AS revenue FROM \`${table}\``,
+      );
+      assert.deepEqual(
+        [Number(totals[0]!.orders), Number(totals[0]!.revenue)],
+        [120, orders.reduce((s, o) => s + centsOf(o), 0)],
+      );
     },
   );
 });
@@ -340,11 +396,15 @@ describe('withSchemaRegistry, with a fake registry', () => {
   });
 
   test('bytes not in the wire format, and a schema id the registry does not know (404), are the record’s fault: not retried', async () => {
-    const { registry, calls } = fakeRegistry({ decode: [undefined, httpError(404, "No content with ID '99' was found.")] });
+    const { registry, calls } = fakeRegistry({
+      decode: [undefined, httpError(404, "No content with ID '99' was found.")],
+    });
     const t = echo(registry);
     await assert.rejects(
       async () => t.map(rec(Buffer.from('{"n":1}')), ctx),
-      (e: unknown) => e instanceof UndecodableRecord && /cannot decode the record's value: Message encoded with magic byte/.test(e.message),
+      (e: unknown) =>
+        e instanceof UndecodableRecord &&
+        /cannot decode the record's value: Message encoded with magic byte/.test(e.message),
     );
     await assert.rejects(
       async () => t.map(rec(wire({ n: 1 })), ctx),
@@ -358,11 +418,16 @@ describe('withSchemaRegistry, with a fake registry', () => {
     const t = echo(down.registry, { outputValueSchema: 5, registryRetries: 1 });
     await assert.rejects(
       async () => t.map(rec(wire({ n: 1 })), ctx),
-      (e: unknown) => e instanceof SchemaRegistryUnavailable && e.retryable && /unavailable while decoding the value: unavailable/.test(e.message),
+      (e: unknown) =>
+        e instanceof SchemaRegistryUnavailable &&
+        e.retryable &&
+        /unavailable while decoding the value: unavailable/.test(e.message),
     );
     assert.equal(down.calls.decode, 2);
     const flaky = fakeRegistry({ decode: [httpError(500, 'boom')] });
-    assert.deepEqual((await echo(flaky.registry).map(rec(wire({ n: 1 })), ctx)).kafka, [{ key: 'k', value: wire({ n: 1 }) }]);
+    assert.deepEqual((await echo(flaky.registry).map(rec(wire({ n: 1 })), ctx)).kafka, [
+      { key: 'k', value: wire({ n: 1 }) },
+    ]);
     assert.equal(flaky.calls.decode, 2);
   });
 
@@ -400,11 +465,19 @@ describe('withSchemaRegistry, with a fake registry', () => {
     const { registry } = fakeRegistry();
     const map = () => ({});
     assert.throws(
-      () => withSchemaRegistry(registry, { map }, { outputValueSchema: { subject: 's', version: 'latest' as unknown as number } }),
+      () =>
+        withSchemaRegistry(
+          registry,
+          { map },
+          { outputValueSchema: { subject: 's', version: 'latest' as unknown as number } },
+        ),
       /version must be a version number .*"latest" would change under a running pipeline/,
     );
     assert.throws(() => withSchemaRegistry(registry, { map }, { outputKeySchema: 0 }), ConfigError);
-    assert.throws(() => withSchemaRegistry(registry, { map }, { outputValueSchema: { subject: 's', version: 1 } }), /needs registry.getRegistryId/);
+    assert.throws(
+      () => withSchemaRegistry(registry, { map }, { outputValueSchema: { subject: 's', version: 1 } }),
+      /needs registry.getRegistryId/,
+    );
     assert.throws(() => withSchemaRegistry({} as SchemaRegistryClient, { map }), /needs decode\(buffer\) and encode/);
   });
 });

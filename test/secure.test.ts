@@ -35,21 +35,42 @@ const run = promisify(execFile);
 /** Everything the runs printed or recorded, for the secrets scan at the end. */
 const seen: { what: string; text: string }[] = [];
 let admin: Deps;
-const envWith = (file: string, extra: Record<string, string> = {}) => ({ ...process.env, ONCEFLOW_SERVICES_ENV: file, ...extra });
+const envWith = (file: string, extra: Record<string, string> = {}) => ({
+  ...process.env,
+  ONCEFLOW_SERVICES_ENV: file,
+  ...extra,
+});
 const pipelineEnv = (extra: Record<string, string> = {}) => envWith(PIPELINE_ENV, extra);
 
 async function services(...args: string[]): Promise<void> {
   // The secured stack's own run directory and port base, whatever stack the other tests use.
-  const env = { ...process.env, ONCEFLOW_RUN_DIR: RUN, ONCEFLOW_PORT_BASE: process.env.ONCEFLOW_SECURE_PORT_BASE || '27000' };
-  const r = await run('bash', [join(ROOT, 'scripts', 'services.sh'), ...args, '--secure'], { cwd: ROOT, env, maxBuffer: 64 << 20, timeout: 1_500_000 });
+  const env = {
+    ...process.env,
+    ONCEFLOW_RUN_DIR: RUN,
+    ONCEFLOW_PORT_BASE: process.env.ONCEFLOW_SECURE_PORT_BASE || '27000',
+  };
+  const r = await run('bash', [join(ROOT, 'scripts', 'services.sh'), ...args, '--secure'], {
+    cwd: ROOT,
+    env,
+    maxBuffer: 64 << 20,
+    timeout: 1_500_000,
+  });
   seen.push({ what: `services.sh ${args.join(' ')}`, text: r.stdout + r.stderr });
 }
 
 /** Runs the onceflow CLI (the built package) with the given environment. */
 async function cli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  const r = await run(process.execPath, [join(ROOT, 'bin', 'onceflow.js'), ...args], { cwd: ROOT, env, timeout: 120_000 }).then(
+  const r = await run(process.execPath, [join(ROOT, 'bin', 'onceflow.js'), ...args], {
+    cwd: ROOT,
+    env,
+    timeout: 120_000,
+  }).then(
     (x) => ({ code: 0, out: x.stdout, err: x.stderr }),
-    (e: { code?: number; stdout?: string; stderr?: string }) => ({ code: typeof e.code === 'number' ? e.code : 1, out: e.stdout ?? '', err: e.stderr ?? '' }),
+    (e: { code?: number; stdout?: string; stderr?: string }) => ({
+      code: typeof e.code === 'number' ? e.code : 1,
+      out: e.stdout ?? '',
+      err: e.stderr ?? '',
+    }),
   );
   seen.push({ what: `onceflow ${args.join(' ')}`, text: r.out + r.err });
   return r;
@@ -64,7 +85,12 @@ after(async () => admin?.close());
 
 /** A fresh compare pipeline on the secured stack, its input produced by the admin, its ACLs granted to `principal`. */
 async function scenario(prefix: string, principal: 'onceflow' | 'onceflow-nottx'): Promise<Scenario> {
-  const s = await prepareScenario(admin, { prefix, records: 400, partitions: 2, epoch: { maxRecords: 50, maxWaitMs: 300 } });
+  const s = await prepareScenario(admin, {
+    prefix,
+    records: 400,
+    partitions: 2,
+    epoch: { maxRecords: 50, maxWaitMs: 300 },
+  });
   await services(
     'grant',
     s.spec.name,
@@ -81,7 +107,10 @@ async function scenario(prefix: string, principal: 'onceflow' | 'onceflow-nottx'
 async function within<T>(what: string, ms: number, p: Promise<T>, more: () => string = () => ''): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${ms / 1000} s${more() ? `\n${more()}` : ''}`)), ms);
+    timer = setTimeout(
+      () => reject(new Error(`${what} did not finish within ${ms / 1000} s${more() ? `\n${more()}` : ''}`)),
+      ms,
+    );
   });
   try {
     return await Promise.race([p, late]);
@@ -120,7 +149,10 @@ test(
   async () => {
     const s = await scenario('sec', 'onceflow');
     const doomed = watched(
-      spawnWorker(s.taskQueue, { ONCEFLOW_SERVICES_ENV: PIPELINE_ENV, ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash' }),
+      spawnWorker(s.taskQueue, {
+        ONCEFLOW_SERVICES_ENV: PIPELINE_ENV,
+        ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash',
+      }),
       'worker (killed)',
     );
     const handle = await start(admin, s);
@@ -131,19 +163,33 @@ test(
     );
     const second = watched(spawnWorker(s.taskQueue, { ONCEFLOW_SERVICES_ENV: PIPELINE_ENV }), 'worker (recovering)');
     try {
-      await within('the drain on the second worker', 120_000, drainAndWait(admin, s, handle), () => second.stderrText.slice(-3000));
+      await within('the drain on the second worker', 120_000, drainAndWait(admin, s, handle), () =>
+        second.stderrText.slice(-3000),
+      );
       const report = await within('verify', 60_000, verify(admin, s));
       assert.ok(report.ok, failedChecks(report));
     } finally {
       second.kill('SIGTERM');
-      await within('the second worker stopping on SIGTERM', 60_000, second.exited, () => second.stderrText.slice(-3000));
+      await within('the second worker stopping on SIGTERM', 60_000, second.exited, () =>
+        second.stderrText.slice(-3000),
+      );
     }
     const status = await within('onceflow status', 60_000, cli(pipelineEnv(), 'status', s.spec.name));
     assert.equal(status.code, 0, status.err);
-    for (const id of [pipelineWorkflowId(s.spec.name), partitionWorkflowId(s.spec.name, 0), partitionWorkflowId(s.spec.name, 1)]) {
+    for (const id of [
+      pipelineWorkflowId(s.spec.name),
+      partitionWorkflowId(s.spec.name, 0),
+      partitionWorkflowId(s.spec.name, 1),
+    ]) {
       const h = admin.client.workflow.getHandle(id);
-      seen.push({ what: `history of ${id}`, text: decodedHistory(JSON.stringify(historyToJSON(await within(`history of ${id}`, 30_000, h.fetchHistory())))) });
-      seen.push({ what: `memo of ${id}`, text: JSON.stringify((await within(`describe ${id}`, 30_000, h.describe())).memo ?? {}) });
+      seen.push({
+        what: `history of ${id}`,
+        text: decodedHistory(JSON.stringify(historyToJSON(await within(`history of ${id}`, 30_000, h.fetchHistory())))),
+      });
+      seen.push({
+        what: `memo of ${id}`,
+        text: JSON.stringify((await within(`describe ${id}`, 30_000, h.describe())).memo ?? {}),
+      });
     }
   },
 );
@@ -164,13 +210,24 @@ test('a wrong Kafka password or an untrusted CA stops the worker at start with t
   writeFileSync(wrong, 'not-the-password-8517\n');
   const otherCa = join(RUN, 'certs', 'other-ca.crt');
   await refusedWorker({ ONCEFLOW_KAFKA_SASL_PASSWORD_FILE: wrong }, /cannot reach Kafka .*refused the SASL login/);
-  await refusedWorker({ ONCEFLOW_KAFKA_SSL_CA_FILE: otherCa }, /cannot reach Kafka .*not signed by a CA this client trusts.*ONCEFLOW_KAFKA_SSL_CA_FILE/);
-  await refusedWorker({ ONCEFLOW_MYSQL_SSL_CA_FILE: otherCa }, /cannot reach MySQL .*not signed by a CA this client trusts.*ONCEFLOW_MYSQL_SSL_CA_FILE/);
+  await refusedWorker(
+    { ONCEFLOW_KAFKA_SSL_CA_FILE: otherCa },
+    /cannot reach Kafka .*not signed by a CA this client trusts.*ONCEFLOW_KAFKA_SSL_CA_FILE/,
+  );
+  await refusedWorker(
+    { ONCEFLOW_MYSQL_SSL_CA_FILE: otherCa },
+    /cannot reach MySQL .*not signed by a CA this client trusts.*ONCEFLOW_MYSQL_SSL_CA_FILE/,
+  );
   await refusedWorker({ ONCEFLOW_TEMPORAL_TLS_CA_FILE: otherCa }, /cannot reach Temporal .*ONCEFLOW_TEMPORAL_TLS/);
   const checks = async (extra: Record<string, string>) => {
     const r = await cli(pipelineEnv(extra), 'config', '--json');
     assert.equal(r.code, 1, r.out + r.err);
-    return new Map((JSON.parse(r.out) as { checks: { service: string; ok: boolean; detail: string }[] }).checks.map((c) => [c.service, c]));
+    return new Map(
+      (JSON.parse(r.out) as { checks: { service: string; ok: boolean; detail: string }[] }).checks.map((c) => [
+        c.service,
+        c,
+      ]),
+    );
   };
   let c = await checks({
     ONCEFLOW_KAFKA_SASL_PASSWORD_FILE: wrong,
@@ -180,8 +237,15 @@ test('a wrong Kafka password or an untrusted CA stops the worker at start with t
   });
   assert.match(c.get('kafka')!.detail, /refused the SASL login .*ONCEFLOW_KAFKA_SASL_USERNAME/);
   assert.match(c.get('temporal')!.detail, /does not name the host .*ONCEFLOW_TEMPORAL_TLS_SERVER_NAME/);
-  assert.match(c.get('mysql')!.detail, /the account requires TLS \(REQUIRE SSL\) and TLS is off here: set ONCEFLOW_MYSQL_SSL=true/);
-  c = await checks({ ONCEFLOW_KAFKA_SSL_CA_FILE: otherCa, ONCEFLOW_TEMPORAL_TLS_CERT_FILE: '', ONCEFLOW_TEMPORAL_TLS_KEY_FILE: '' });
+  assert.match(
+    c.get('mysql')!.detail,
+    /the account requires TLS \(REQUIRE SSL\) and TLS is off here: set ONCEFLOW_MYSQL_SSL=true/,
+  );
+  c = await checks({
+    ONCEFLOW_KAFKA_SSL_CA_FILE: otherCa,
+    ONCEFLOW_TEMPORAL_TLS_CERT_FILE: '',
+    ONCEFLOW_TEMPORAL_TLS_KEY_FILE: '',
+  });
   assert.match(c.get('kafka')!.detail, /not signed by a CA this client trusts/);
   assert.match(c.get('temporal')!.detail, /refused this client's certificate .*ONCEFLOW_TEMPORAL_TLS_CERT_FILE/);
   assert.ok(c.get('mysql')!.ok);
@@ -210,16 +274,25 @@ test(
       assert.ok(outcome, 'the pipeline fails');
       const { error, errorType } = failureOf(outcome);
       assert.equal(errorType, 'NotAuthorized', error);
-      assert.match(error, /Kafka refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED .*grant Write and Describe on the pipeline's transactional ids/);
+      assert.match(
+        error,
+        /Kafka refused: TRANSACTIONAL_ID_AUTHORIZATION_FAILED .*grant Write and Describe on the pipeline's transactional ids/,
+      );
     } finally {
       w.kill('SIGTERM');
       await w.exited;
     }
     // Nothing written: the output topic's log is empty (not even aborted records), no table rows, no XA branch.
     for (let p = 0; p < s.partitions; p++) {
-      const end = await latestOffset(admin.cluster, s.spec.kafkaSink.topic, p, ISOLATION.READ_UNCOMMITTED).catch(() => 0);
+      const end = await latestOffset(admin.cluster, s.spec.kafkaSink.topic, p, ISOLATION.READ_UNCOMMITTED).catch(
+        () => 0,
+      );
       assert.equal(end, 0, `output partition ${p} holds nothing`);
-      assert.deepEqual(await recoverXids(admin.pool, partitionGtridPrefix(s.spec.name, p)), [], `no XA branch of partition ${p}`);
+      assert.deepEqual(
+        await recoverXids(admin.pool, partitionGtridPrefix(s.spec.name, p)),
+        [],
+        `no XA branch of partition ${p}`,
+      );
     }
     const table = s.spec.mysqlSink.tables[0]!.name;
     const [rows] = await admin.pool.query<RowDataPacket[]>(
@@ -248,12 +321,16 @@ test('no secret in use appears in any history, memo, worker log, CLI or script o
       .filter((l) => l && !l.startsWith('-----'));
     body.forEach((line, i) => secrets.set(`${k} line ${i + 1}`, line));
   }
-  assert.ok(secrets.size >= 5 && [...secrets.values()].every((v) => v.length >= 12), 'the secrets to look for were read');
+  assert.ok(
+    secrets.size >= 5 && [...secrets.values()].every((v) => v.length >= 12),
+    'the secrets to look for were read',
+  );
   const find = (text: string) => [...secrets].filter(([, v]) => text.includes(v)).map(([k]) => k);
   // The scan itself finds a secret where there is one.
   assert.deepEqual(find(`x ${secrets.get('kafka-onceflow.password')} y`), ['kafka-onceflow.password']);
   const kinds = new Set(seen.map((s) => s.what.split(' ')[0]));
-  for (const k of ['services.sh', 'onceflow', 'worker', 'history', 'memo']) assert.ok(kinds.has(k), `the scan covers ${k} output (${[...kinds].join(', ')})`);
+  for (const k of ['services.sh', 'onceflow', 'worker', 'history', 'memo'])
+    assert.ok(kinds.has(k), `the scan covers ${k} output (${[...kinds].join(', ')})`);
   const leaks = seen.flatMap((s) => find(s.text).map((k) => `${k} in ${s.what}`));
   assert.deepEqual(leaks, []);
 });

@@ -14,7 +14,11 @@ import { join } from 'node:path';
 const script = join(__dirname, '..', 'scripts', 'services.sh');
 
 function services(env: Record<string, string>, ...args: string[]) {
-  const r = spawnSync('bash', [script, ...args], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 300_000 });
+  const r = spawnSync('bash', [script, ...args], {
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 300_000,
+  });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
@@ -43,18 +47,26 @@ test('services: up → all three up; down → none; status exit codes follow', {
   assert.match(after.out, /^mariadb\s+down$/m);
 });
 
-test('services: a port held by a process that is not ours is reported and left alone', { timeout: 120_000 }, async () => {
-  const env = { ONCEFLOW_RUN_DIR: mkdtempSync(join(tmpdir(), 'onceflow-stack-')), ONCEFLOW_PORT_BASE: '19500' };
-  const squatter = createServer(() => undefined);
-  await new Promise<void>((r) => squatter.listen(19500 + 306, '127.0.0.1', r));
-  try {
-    const r = spawnSync('bash', [script, 'up', 'mariadb'], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 100_000 });
-    assert.equal(r.status, 1);
-    assert.match(r.stderr, /port 19806 is held by a process that is not onceflow's mariadb/);
-    const status = services(env, 'status');
-    assert.match(status.out, /^mariadb\s+foreign\s+port 19806/m);
-    assert.ok(squatter.listening, 'the foreign listener was not touched');
-  } finally {
-    await new Promise((r) => squatter.close(r));
-  }
-});
+test(
+  'services: a port held by a process that is not ours is reported and left alone',
+  { timeout: 120_000 },
+  async () => {
+    const env = { ONCEFLOW_RUN_DIR: mkdtempSync(join(tmpdir(), 'onceflow-stack-')), ONCEFLOW_PORT_BASE: '19500' };
+    const squatter = createServer(() => undefined);
+    await new Promise<void>((r) => squatter.listen(19500 + 306, '127.0.0.1', r));
+    try {
+      const r = spawnSync('bash', [script, 'up', 'mariadb'], {
+        env: { ...process.env, ...env },
+        encoding: 'utf8',
+        timeout: 100_000,
+      });
+      assert.equal(r.status, 1);
+      assert.match(r.stderr, /port 19806 is held by a process that is not onceflow's mariadb/);
+      const status = services(env, 'status');
+      assert.match(status.out, /^mariadb\s+foreign\s+port 19806/m);
+      assert.ok(squatter.listening, 'the foreign listener was not touched');
+    } finally {
+      await new Promise((r) => squatter.close(r));
+    }
+  },
+);

@@ -46,13 +46,19 @@ before(async () => {
   name = uniqueName('sig');
   dir = join(home, name);
   let said = '';
-  const code = await main(['init', dir, '--onceflow', `file:${ROOT}`], { stdout: (s) => void (said += s), stderr: (s) => void (said += s) });
+  const code = await main(['init', dir, '--onceflow', `file:${ROOT}`], {
+    stdout: (s) => void (said += s),
+    stderr: (s) => void (said += s),
+  });
   assert.equal(code, 0, said);
   const install = npm(['install', '--prefer-offline', '--no-audit', '--no-fund']);
   assert.equal(install.status, 0, install.out);
   const topics = npm(['exec', '--', 'onceflow', 'topics', 'create', 'pipeline.yaml', '--partitions', '2']);
   assert.equal(topics.status, 0, topics.out);
-  writeFileSync(join(dir, 'lines.jsonl'), Array.from({ length: 500 }, (_, i) => JSON.stringify(`line ${i} of the signals test`)).join('\n'));
+  writeFileSync(
+    join(dir, 'lines.jsonl'),
+    Array.from({ length: 500 }, (_, i) => JSON.stringify(`line ${i} of the signals test`)).join('\n'),
+  );
   const produced = npm(['exec', '--', 'onceflow', 'produce', `${name}.input`, '--file', 'lines.jsonl']);
   assert.equal(produced.status, 0, produced.out);
 });
@@ -73,7 +79,12 @@ after(async () => {
 
 const commands: [string, string[], RegExp, RegExp][] = [
   ['npm start', ['start'], /running on task queue/, /worker stopped/],
-  ['npx onceflow run', ['exec', '--', 'onceflow', 'run', 'pipeline.yaml', '--transforms', 'src/transforms.ts'], /running on task queue/, /worker stopped/],
+  [
+    'npx onceflow run',
+    ['exec', '--', 'onceflow', 'run', 'pipeline.yaml', '--transforms', 'src/transforms.ts'],
+    /running on task queue/,
+    /worker stopped/,
+  ],
   [
     'npx onceflow worker',
     ['exec', '--', 'onceflow', 'worker', '--transforms', 'src/transforms.ts', '--task-queue', 'SIGNALS_TQ'],
@@ -98,7 +109,8 @@ for (const [what, args, ready, stopped] of commands) {
       const closed = new Promise<void>((r) => child.once('close', () => r()));
       const startBy = Date.now() + 90_000;
       while (!ready.test(output)) {
-        if (child.exitCode !== null || Date.now() > startBy) assert.fail(`${what} did not start its worker:\n${output}`);
+        if (child.exitCode !== null || Date.now() > startBy)
+          assert.fail(`${what} did not start its worker:\n${output}`);
         await new Promise((r) => setTimeout(r, 200));
       }
       assert.ok(
@@ -107,7 +119,10 @@ for (const [what, args, ready, stopped] of commands) {
       );
       const sentAt = Date.now();
       process.kill(child.pid!, signal);
-      const inTime = await Promise.race([closed.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), STOP_BOUND_MS).unref())]);
+      const inTime = await Promise.race([
+        closed.then(() => true),
+        new Promise<false>((r) => setTimeout(() => r(false), STOP_BOUND_MS).unref()),
+      ]);
       const left = projectProcesses();
       assert.ok(
         inTime,

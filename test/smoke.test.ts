@@ -23,7 +23,13 @@ test('Temporal: a workflow with one activity completes on the dev server', async
     workflowsPath: require.resolve('./workflows/smoke'),
     activities: { greet: async (name: string) => `hello ${name}` },
   });
-  const result = await worker.runUntil(deps.client.workflow.execute('smokeWorkflow', { taskQueue, workflowId: uniqueName('smoke-wf'), args: ['onceflow'] }));
+  const result = await worker.runUntil(
+    deps.client.workflow.execute('smokeWorkflow', {
+      taskQueue,
+      workflowId: uniqueName('smoke-wf'),
+      args: ['onceflow'],
+    }),
+  );
   assert.equal(result, 'hello onceflow');
 });
 
@@ -46,7 +52,11 @@ async function readValues(consumer: Consumer, topic: string, expected: number, t
 test('Kafka: read_committed sees the committed transaction only, read_uncommitted sees both', async () => {
   const topic = uniqueName('smoke-txn');
   await createTopic(deps.admin, topic, 1);
-  const producer = deps.kafka.producer({ transactionalId: uniqueName('smoke-tid'), idempotent: true, maxInFlightRequests: 1 });
+  const producer = deps.kafka.producer({
+    transactionalId: uniqueName('smoke-tid'),
+    idempotent: true,
+    maxInFlightRequests: 1,
+  });
   await producer.connect();
   const t1 = await producer.transaction();
   await t1.send({ topic, messages: [{ value: 'committed' }] });
@@ -59,8 +69,16 @@ test('Kafka: read_committed sees the committed transaction only, read_uncommitte
   await t3.commit();
   await producer.disconnect();
 
-  const committed = await readValues(deps.kafka.consumer({ groupId: uniqueName('rc'), readUncommitted: false }), topic, 2);
-  const uncommitted = await readValues(deps.kafka.consumer({ groupId: uniqueName('ru'), readUncommitted: true }), topic, 3);
+  const committed = await readValues(
+    deps.kafka.consumer({ groupId: uniqueName('rc'), readUncommitted: false }),
+    topic,
+    2,
+  );
+  const uncommitted = await readValues(
+    deps.kafka.consumer({ groupId: uniqueName('ru'), readUncommitted: true }),
+    topic,
+    3,
+  );
   assert.deepEqual(committed, ['committed', 'end']);
   assert.deepEqual(uncommitted, ['committed', 'aborted', 'end']);
 });

@@ -10,7 +10,15 @@ import { join } from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import assert from 'node:assert/strict';
-import { createTopic, makeEvents, produceValues, resetPipeline, tableSums, compareSpec, type InputSet } from '../examples/flink-compare/scenario';
+import {
+  createTopic,
+  makeEvents,
+  produceValues,
+  resetPipeline,
+  tableSums,
+  compareSpec,
+  type InputSet,
+} from '../examples/flink-compare/scenario';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { applyTransform, tableMap } from '../src/activities/apply';
 import { controlPartitions } from '../src/cli/partitions';
@@ -78,7 +86,11 @@ function mergedSums(...inputs: InputSet[]): Map<string, number> {
 }
 
 /** Produces compare events to exactly the partitions given, round-robin. */
-async function produceTo(topic: string, partitions: number[], values: ReturnType<typeof makeEvents>['values']): Promise<void> {
+async function produceTo(
+  topic: string,
+  partitions: number[],
+  values: ReturnType<typeof makeEvents>['values'],
+): Promise<void> {
   const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
   await producer.connect();
   try {
@@ -94,7 +106,12 @@ async function produceTo(topic: string, partitions: number[], values: ReturnType
 
 /** Runs `body` with an in-process worker on a fresh task queue. */
 async function withWorker<T>(taskQueue: string, body: () => Promise<T>): Promise<T> {
-  const w = await createOnceflowWorker({ settings: deps.settings, taskQueue, transforms: compareTransforms(), worker: { workflowBundle: bundle() } });
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue,
+    transforms: compareTransforms(),
+    worker: { workflowBundle: bundle() },
+  });
   const running = w.run();
   try {
     return await body();
@@ -124,213 +141,255 @@ async function assertExactlyOnce(spec: PipelineSpec, records: number, inputs: In
   assert.deepEqual(await tableSums(deps.pool, spec.mysqlSink.tables[0]!.name), mergedSums(...inputs));
 }
 
-test('partitions added to the source while the pipeline runs are discovered, read from their start and drained', { timeout: 110_000 }, async () => {
-  const { spec, first, tq } = await singleTopic('grow', 2, 300, 11, 100);
-  await withWorker(tq, async () => {
-    await startPipeline(deps.client, spec, tq);
-    // Running on two partitions; then the topic grows to four and the new ones get records.
-    await waitUntil('both partitions committing', async () => (await pipelineStatus(deps, spec, 2)).every((r) => (r.committedOffset ?? 0) > 0), 30_000);
-    await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 4 }] });
-    const later = makeEvents(200, 12, 50);
-    await produceTo(spec.source.topic, [2, 3], later.values);
-    const rows = await waitUntil(
-      'status shows the new partitions',
-      async () => {
-        const r = await pipelineStatus(deps, spec, 2);
-        return r.length === 4 && r.every((x) => x.phase !== 'not started') && r;
-      },
-      30_000,
-    );
-    assert.deepEqual(
-      rows.map((r) => [r.partition, r.topicPartition, r.workflow]),
-      [0, 1, 2, 3].map((p) => [p, p, partitionWorkflowId(spec.name, p)]),
-    );
-    // Records produced to a partition added just before the drain must not be skipped either.
-    await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 5 }] });
-    const last = makeEvents(40, 13);
-    await produceTo(spec.source.topic, [4], last.values);
-    const results = await drain(spec);
-    assert.deepEqual(
-      results.map((r) => [r.partition, r.reason]),
-      [0, 1, 2, 3, 4].map((p) => [p, 'drained']),
-    );
-    await assertExactlyOnce(spec, 540, [first.input, later.input, last.input]);
-    // The progress topic grew with the source; the output topic did not (ids 2..4 write to id mod 2).
-    const meta = await deps.admin.fetchTopicMetadata({ topics: [spec.progressTopic, spec.kafkaSink.topic] });
-    assert.deepEqual(
-      meta.topics.map((t) => [t.name, t.partitions.length]).sort(),
-      [
-        [spec.kafkaSink.topic, 2],
-        [spec.progressTopic, 5],
-      ].sort(),
-    );
-    const after = await pipelineStatus(deps, spec, 2);
-    assert.equal(after.length, 5);
-    for (const r of after) assert.equal(r.lag, 0, `partition ${r.partition} caught up`);
-  });
-});
+test(
+  'partitions added to the source while the pipeline runs are discovered, read from their start and drained',
+  { timeout: 110_000 },
+  async () => {
+    const { spec, first, tq } = await singleTopic('grow', 2, 300, 11, 100);
+    await withWorker(tq, async () => {
+      await startPipeline(deps.client, spec, tq);
+      // Running on two partitions; then the topic grows to four and the new ones get records.
+      await waitUntil(
+        'both partitions committing',
+        async () => (await pipelineStatus(deps, spec, 2)).every((r) => (r.committedOffset ?? 0) > 0),
+        30_000,
+      );
+      await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 4 }] });
+      const later = makeEvents(200, 12, 50);
+      await produceTo(spec.source.topic, [2, 3], later.values);
+      const rows = await waitUntil(
+        'status shows the new partitions',
+        async () => {
+          const r = await pipelineStatus(deps, spec, 2);
+          return r.length === 4 && r.every((x) => x.phase !== 'not started') && r;
+        },
+        30_000,
+      );
+      assert.deepEqual(
+        rows.map((r) => [r.partition, r.topicPartition, r.workflow]),
+        [0, 1, 2, 3].map((p) => [p, p, partitionWorkflowId(spec.name, p)]),
+      );
+      // Records produced to a partition added just before the drain must not be skipped either.
+      await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 5 }] });
+      const last = makeEvents(40, 13);
+      await produceTo(spec.source.topic, [4], last.values);
+      const results = await drain(spec);
+      assert.deepEqual(
+        results.map((r) => [r.partition, r.reason]),
+        [0, 1, 2, 3, 4].map((p) => [p, 'drained']),
+      );
+      await assertExactlyOnce(spec, 540, [first.input, later.input, last.input]);
+      // The progress topic grew with the source; the output topic did not (ids 2..4 write to id mod 2).
+      const meta = await deps.admin.fetchTopicMetadata({ topics: [spec.progressTopic, spec.kafkaSink.topic] });
+      assert.deepEqual(
+        meta.topics.map((t) => [t.name, t.partitions.length]).sort(),
+        [
+          [spec.kafkaSink.topic, 2],
+          [spec.progressTopic, 5],
+        ].sort(),
+      );
+      const after = await pipelineStatus(deps, spec, 2);
+      assert.equal(after.length, 5);
+      for (const r of after) assert.equal(r.lag, 0, `partition ${r.partition} caught up`);
+    });
+  },
+);
 
-test('several source topics: each (topic, partition) its own partition workflow, exactly once', { timeout: 110_000 }, async () => {
-  const { name, a, b, spec } = await twoTopics('topics', 3, 2);
-  const inA = makeEvents(300, 21, 75);
-  const inB = makeEvents(200, 22, 0);
-  await produceValues(deps.settings.kafka, a, 3, inA.values);
-  await produceValues(deps.settings.kafka, b, 2, inB.values);
-  const tq = uniqueName('tq');
-  await withWorker(tq, async () => {
-    await startPipeline(deps.client, spec, tq);
-    await waitUntil('all five partition workflows started', async () => (await pipelineStatus(deps, spec, 0)).every((r) => r.phase !== 'not started'), 30_000);
-    // What `onceflow stop --drain` does, given the first topic's partition count: it reaches all five.
-    const drained = await controlPartitions(deps.client, name, 3, 'drain');
+test(
+  'several source topics: each (topic, partition) its own partition workflow, exactly once',
+  { timeout: 110_000 },
+  async () => {
+    const { name, a, b, spec } = await twoTopics('topics', 3, 2);
+    const inA = makeEvents(300, 21, 75);
+    const inB = makeEvents(200, 22, 0);
+    await produceValues(deps.settings.kafka, a, 3, inA.values);
+    await produceValues(deps.settings.kafka, b, 2, inB.values);
+    const tq = uniqueName('tq');
+    await withWorker(tq, async () => {
+      await startPipeline(deps.client, spec, tq);
+      await waitUntil(
+        'all five partition workflows started',
+        async () => (await pipelineStatus(deps, spec, 0)).every((r) => r.phase !== 'not started'),
+        30_000,
+      );
+      // What `onceflow stop --drain` does, given the first topic's partition count: it reaches all five.
+      const drained = await controlPartitions(deps.client, name, 3, 'drain');
+      assert.deepEqual(
+        drained.map((r) => [r.partition, r.ok]),
+        [0, 1, 2, 3, 4].map((p) => [p, true]),
+      );
+      const results = (await deps.client.workflow.getHandle(pipelineWorkflowId(name)).result()) as PartitionResult[];
+      assert.equal(results.length, 5);
+      const rows = await pipelineStatus(deps, spec, 0);
+      assert.deepEqual(
+        rows.map((r) => [r.partition, r.label]),
+        [
+          [0, `${a}[0]`],
+          [1, `${a}[1]`],
+          [2, `${a}[2]`],
+          [3, `${b}[0]`],
+          [4, `${b}[1]`],
+        ],
+      );
+      // The memo names the topic and partition each id reads.
+      const d = await deps.client.workflow.getHandle(partitionWorkflowId(name, 4)).describe();
+      assert.equal(await d.memo?.source, b);
+      assert.equal(await d.memo?.sourcePartition, 1);
+      await assertExactlyOnce(spec, 500, [inA.input, inB.input]);
+    });
+  },
+);
+
+test(
+  'an output topic with fewer partitions than the source: outputs go to id mod its partitions, verified',
+  { timeout: 110_000 },
+  async () => {
+    const name = uniqueName('narrow');
+    const spec = specFor(name, { topic: `${name}.in` });
+    await resetPipeline(deps.admin, deps.pool, spec, 4);
+    await createTopic(deps.admin, spec.kafkaSink.topic, 2);
+    await createTopic(deps.admin, spec.deadLetterTopic, 1);
+    const input = makeEvents(400, 31, 40);
+    await produceValues(deps.settings.kafka, spec.source.topic, 4, input.values);
+    const tq = uniqueName('tq');
+    await withWorker(tq, async () => {
+      await startPipeline(deps.client, spec, tq);
+      await drain(spec);
+    });
+    const report = await verify(deps, { spec } as Scenario);
+    assert.ok(report.ok, failedChecks(report));
     assert.deepEqual(
-      drained.map((r) => [r.partition, r.ok]),
-      [0, 1, 2, 3, 4].map((p) => [p, true]),
-    );
-    const results = (await deps.client.workflow.getHandle(pipelineWorkflowId(name)).result()) as PartitionResult[];
-    assert.equal(results.length, 5);
-    const rows = await pipelineStatus(deps, spec, 0);
-    assert.deepEqual(
-      rows.map((r) => [r.partition, r.label]),
+      report.outputs.map((o) => [o.partition, o.sources]),
       [
-        [0, `${a}[0]`],
-        [1, `${a}[1]`],
-        [2, `${a}[2]`],
-        [3, `${b}[0]`],
-        [4, `${b}[1]`],
+        [0, [0, 2]],
+        [1, [1, 3]],
       ],
     );
-    // The memo names the topic and partition each id reads.
-    const d = await deps.client.workflow.getHandle(partitionWorkflowId(name, 4)).describe();
-    assert.equal(await d.memo?.source, b);
-    assert.equal(await d.memo?.sourcePartition, 1);
-    await assertExactlyOnce(spec, 500, [inA.input, inB.input]);
-  });
-});
+    await assertExactlyOnce(spec, 400, [input.input]);
+  },
+);
 
-test('an output topic with fewer partitions than the source: outputs go to id mod its partitions, verified', { timeout: 110_000 }, async () => {
-  const name = uniqueName('narrow');
-  const spec = specFor(name, { topic: `${name}.in` });
-  await resetPipeline(deps.admin, deps.pool, spec, 4);
-  await createTopic(deps.admin, spec.kafkaSink.topic, 2);
-  await createTopic(deps.admin, spec.deadLetterTopic, 1);
-  const input = makeEvents(400, 31, 40);
-  await produceValues(deps.settings.kafka, spec.source.topic, 4, input.values);
-  const tq = uniqueName('tq');
-  await withWorker(tq, async () => {
-    await startPipeline(deps.client, spec, tq);
-    await drain(spec);
-  });
-  const report = await verify(deps, { spec } as Scenario);
-  assert.ok(report.ok, failedChecks(report));
-  assert.deepEqual(
-    report.outputs.map((o) => [o.partition, o.sources]),
-    [
-      [0, [0, 2]],
-      [1, [1, 3]],
-    ],
-  );
-  await assertExactlyOnce(spec, 400, [input.input]);
-});
+test(
+  'a deleted source topic fails its partitions with an error naming it; status and verify say so',
+  { timeout: 110_000 },
+  async () => {
+    const { name, a, b, spec } = await twoTopics('gone', 1, 1);
+    await produceValues(deps.settings.kafka, a, 1, makeEvents(50, 41).values);
+    const tq = uniqueName('tq');
+    await withWorker(tq, async () => {
+      await startPipeline(deps.client, spec, tq);
+      await waitUntil(
+        'both partitions running',
+        async () =>
+          (await pipelineStatus(deps, spec, 0)).filter((r) => r.phase === 'preparing' || r.phase === 'committing')
+            .length === 2,
+        30_000,
+      );
+      await deps.admin.deleteTopics({ topics: [b], timeout: 30_000 });
+      const gone = partitionWorkflowId(name, 1);
+      await assert.rejects(deps.client.workflow.getHandle(gone).result(), (e: Error) => {
+        const text = `${e.message} ${(e.cause as Error | undefined)?.message ?? ''} ${((e.cause as Error | undefined)?.cause as Error | undefined)?.message ?? ''}`;
+        assert.match(text, new RegExp(`source topic '${b.replace(/\./g, '\\.')}'`));
+        return true;
+      });
+      const rows = await pipelineStatus(deps, spec, 0);
+      assert.equal(rows.length, 2);
+      assert.match(rows[1]!.lastError ?? '', /does not exist any more/);
+      // The rest of the pipeline drains; the pipeline then reports the failed partition.
+      await assert.rejects(drain(spec), (e: Error) => {
+        assert.match(String((e.cause as Error | undefined)?.message), /partition 1 failed: source topic/);
+        return true;
+      });
+    });
+    const report = await verify(deps, { spec } as Scenario);
+    const check = report.checks.find((c) => c.name === 'source topics exist')!;
+    assert.equal(check.ok, false);
+    assert.match(check.detail, new RegExp(b.replace(/\./g, '\\.')));
+  },
+);
 
-test('a deleted source topic fails its partitions with an error naming it; status and verify say so', { timeout: 110_000 }, async () => {
-  const { name, a, b, spec } = await twoTopics('gone', 1, 1);
-  await produceValues(deps.settings.kafka, a, 1, makeEvents(50, 41).values);
-  const tq = uniqueName('tq');
-  await withWorker(tq, async () => {
-    await startPipeline(deps.client, spec, tq);
-    await waitUntil(
-      'both partitions running',
-      async () => (await pipelineStatus(deps, spec, 0)).filter((r) => r.phase === 'preparing' || r.phase === 'committing').length === 2,
-      30_000,
-    );
-    await deps.admin.deleteTopics({ topics: [b], timeout: 30_000 });
-    const gone = partitionWorkflowId(name, 1);
-    await assert.rejects(deps.client.workflow.getHandle(gone).result(), (e: Error) => {
-      const text = `${e.message} ${(e.cause as Error | undefined)?.message ?? ''} ${((e.cause as Error | undefined)?.cause as Error | undefined)?.message ?? ''}`;
-      assert.match(text, new RegExp(`source topic '${b.replace(/\./g, '\\.')}'`));
-      return true;
-    });
-    const rows = await pipelineStatus(deps, spec, 0);
-    assert.equal(rows.length, 2);
-    assert.match(rows[1]!.lastError ?? '', /does not exist any more/);
-    // The rest of the pipeline drains; the pipeline then reports the failed partition.
-    await assert.rejects(drain(spec), (e: Error) => {
-      assert.match(String((e.cause as Error | undefined)?.message), /partition 1 failed: source topic/);
-      return true;
-    });
-  });
-  const report = await verify(deps, { spec } as Scenario);
-  const check = report.checks.find((c) => c.name === 'source topics exist')!;
-  assert.equal(check.ok, false);
-  assert.match(check.detail, new RegExp(b.replace(/\./g, '\\.')));
-});
-
-test('the pipeline continues as new while discovering; its children keep running and it still drains every partition', { timeout: 110_000 }, async () => {
-  const { name, spec, first, tq } = await singleTopic('can', 2, 200, 51, 50);
-  const id = pipelineWorkflowId(name);
-  const runs = async () => {
-    const out: string[] = [];
-    for await (const w of deps.client.workflow.list({ query: `WorkflowId = '${id}'` })) out.push(w.runId);
-    return out;
-  };
-  await withWorker(tq, async () => {
-    // Two discovery rounds per run (1 s apart): the run continues as new every ~2 s.
-    const carry: PipelineCarry = { control: { paused: false, drain: false, stop: false }, sources: [], ended: [], roundsPerRun: 2 };
-    await deps.client.workflow.start('pipelineWorkflow', {
-      taskQueue: tq,
-      workflowId: id,
-      args: [spec, carry],
-      typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.pipeline, value: name }],
-    });
-    await waitUntil('the pipeline continued as new', async () => (await runs()).length >= 2, 30_000);
-    const firstRun = (await runs()).at(-1);
-    // Partitions added after that are found by a later run; the first ones run on, unparented.
-    await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 3 }] });
-    const later = makeEvents(100, 52);
-    await produceTo(spec.source.topic, [2], later.values);
-    // The info query (what the CLI asks) lists every partition workflow, those of earlier runs too.
-    const info = await waitUntil(
-      'partition 2 started',
-      async () => {
-        const i = await deps.client.workflow.getHandle(id).query<PipelineInfo>('info');
-        return i.sources?.length === 3 && i;
-      },
-      30_000,
-    );
-    assert.deepEqual(
-      info.sources?.map((x) => [x.id, x.topic, x.partition]),
-      [0, 1, 2].map((p) => [p, spec.source.topic, p]),
-    );
-    const results = await drain(spec);
-    assert.deepEqual(
-      results.map((r) => [r.partition, r.reason]),
-      [0, 1, 2].map((p) => [p, 'drained']),
-    );
-    // Partition 2 was started by a later run than partitions 0 and 1, which outlived theirs.
-    const parentOf = async (p: number) =>
-      (await deps.client.workflow.getHandle(partitionWorkflowId(name, p)).describe()).raw.workflowExecutionInfo?.parentExecution?.runId;
-    assert.equal(await parentOf(0), firstRun);
-    assert.notEqual(await parentOf(2), firstRun);
-    await assertExactlyOnce(spec, 300, [first.input, later.input]);
-    // Every run replays with the current code; ONCEFLOW_RECORD_HISTORIES=1 keeps them for test/replay.test.ts.
-    let n = 0;
-    for (const runId of (await runs()).reverse()) {
-      const history = await deps.client.workflow.getHandle(id, runId).fetchHistory();
-      await Worker.runReplayHistory({ workflowBundle: bundle() }, history, `${id}/${runId}`);
-      if (process.env.ONCEFLOW_RECORD_HISTORIES) {
-        mkdirSync(join(__dirname, 'histories', 'pipeline'), { recursive: true });
-        writeFileSync(join(__dirname, 'histories', 'pipeline', `pipeline-discovery-${n}.json`), historyToJSON(history));
+test(
+  'the pipeline continues as new while discovering; its children keep running and it still drains every partition',
+  { timeout: 110_000 },
+  async () => {
+    const { name, spec, first, tq } = await singleTopic('can', 2, 200, 51, 50);
+    const id = pipelineWorkflowId(name);
+    const runs = async () => {
+      const out: string[] = [];
+      for await (const w of deps.client.workflow.list({ query: `WorkflowId = '${id}'` })) out.push(w.runId);
+      return out;
+    };
+    await withWorker(tq, async () => {
+      // Two discovery rounds per run (1 s apart): the run continues as new every ~2 s.
+      const carry: PipelineCarry = {
+        control: { paused: false, drain: false, stop: false },
+        sources: [],
+        ended: [],
+        roundsPerRun: 2,
+      };
+      await deps.client.workflow.start('pipelineWorkflow', {
+        taskQueue: tq,
+        workflowId: id,
+        args: [spec, carry],
+        typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.pipeline, value: name }],
+      });
+      await waitUntil('the pipeline continued as new', async () => (await runs()).length >= 2, 30_000);
+      const firstRun = (await runs()).at(-1);
+      // Partitions added after that are found by a later run; the first ones run on, unparented.
+      await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 3 }] });
+      const later = makeEvents(100, 52);
+      await produceTo(spec.source.topic, [2], later.values);
+      // The info query (what the CLI asks) lists every partition workflow, those of earlier runs too.
+      const info = await waitUntil(
+        'partition 2 started',
+        async () => {
+          const i = await deps.client.workflow.getHandle(id).query<PipelineInfo>('info');
+          return i.sources?.length === 3 && i;
+        },
+        30_000,
+      );
+      assert.deepEqual(
+        info.sources?.map((x) => [x.id, x.topic, x.partition]),
+        [0, 1, 2].map((p) => [p, spec.source.topic, p]),
+      );
+      const results = await drain(spec);
+      assert.deepEqual(
+        results.map((r) => [r.partition, r.reason]),
+        [0, 1, 2].map((p) => [p, 'drained']),
+      );
+      // Partition 2 was started by a later run than partitions 0 and 1, which outlived theirs.
+      const parentOf = async (p: number) =>
+        (await deps.client.workflow.getHandle(partitionWorkflowId(name, p)).describe()).raw.workflowExecutionInfo
+          ?.parentExecution?.runId;
+      assert.equal(await parentOf(0), firstRun);
+      assert.notEqual(await parentOf(2), firstRun);
+      await assertExactlyOnce(spec, 300, [first.input, later.input]);
+      // Every run replays with the current code; ONCEFLOW_RECORD_HISTORIES=1 keeps them for test/replay.test.ts.
+      let n = 0;
+      for (const runId of (await runs()).reverse()) {
+        const history = await deps.client.workflow.getHandle(id, runId).fetchHistory();
+        await Worker.runReplayHistory({ workflowBundle: bundle() }, history, `${id}/${runId}`);
+        if (process.env.ONCEFLOW_RECORD_HISTORIES) {
+          mkdirSync(join(__dirname, 'histories', 'pipeline'), { recursive: true });
+          writeFileSync(
+            join(__dirname, 'histories', 'pipeline', `pipeline-discovery-${n}.json`),
+            historyToJSON(history),
+          );
+        }
+        n++;
       }
-      n++;
-    }
-    // A partition workflow started by the new code (SourceRef input, reports its end by signal).
-    const child = deps.client.workflow.getHandle(partitionWorkflowId(name, 2));
-    const childHistory = await child.fetchHistory();
-    await Worker.runReplayHistory({ workflowBundle: bundle() }, childHistory, child.workflowId);
-    if (process.env.ONCEFLOW_RECORD_HISTORIES)
-      writeFileSync(join(__dirname, 'histories', 'pipeline', 'partition-with-source-0.json'), historyToJSON(childHistory));
-  });
-});
+      // A partition workflow started by the new code (SourceRef input, reports its end by signal).
+      const child = deps.client.workflow.getHandle(partitionWorkflowId(name, 2));
+      const childHistory = await child.fetchHistory();
+      await Worker.runReplayHistory({ workflowBundle: bundle() }, childHistory, child.workflowId);
+      if (process.env.ONCEFLOW_RECORD_HISTORIES)
+        writeFileSync(
+          join(__dirname, 'histories', 'pipeline', 'partition-with-source-0.json'),
+          historyToJSON(childHistory),
+        );
+    });
+  },
+);
 
 test('source.topics and source.discoveryIntervalMs are validated, naming the field', () => {
   const base = { name: 'v', transform: 't', kafkaSink: { topic: 'out' }, mysqlSink: { tables: [] } };
@@ -358,11 +417,29 @@ test('source.topics and source.discoveryIntervalMs are validated, naming the fie
 });
 
 test('default output partition is id mod the output partitions; a chosen partition that does not exist dead-letters its record', async () => {
-  const spec = definePipeline({ name: 'p', transform: 't', source: { topic: 'a' }, kafkaSink: { topic: 'out' }, mysqlSink: { tables: [] } });
-  const rec = (offset: number) => ({ topic: 'a', partition: 0, offset, key: null, value: Buffer.from(String(offset)), headers: {}, timestamp: '0' });
+  const spec = definePipeline({
+    name: 'p',
+    transform: 't',
+    source: { topic: 'a' },
+    kafkaSink: { topic: 'out' },
+    mysqlSink: { tables: [] },
+  });
+  const rec = (offset: number) => ({
+    topic: 'a',
+    partition: 0,
+    offset,
+    key: null,
+    value: Buffer.from(String(offset)),
+    headers: {},
+    timestamp: '0',
+  });
   const ctx = { pipeline: 'p', partition: 5, epoch: 0, attempt: 1, options: {} };
   const layout = { outputPartitions: 2, deadLetterPartitions: 3 };
-  const t = { map: (r: { offset: number }) => ({ kafka: [{ value: 'x', ...(r.offset === 1 ? { partition: 7 } : r.offset === 2 ? { partition: 0 } : {}) }] }) };
+  const t = {
+    map: (r: { offset: number }) => ({
+      kafka: [{ value: 'x', ...(r.offset === 1 ? { partition: 7 } : r.offset === 2 ? { partition: 0 } : {}) }],
+    }),
+  };
   const out = await applyTransform(spec, t, [rec(0), rec(1), rec(2)], ctx, tableMap(spec), layout);
   assert.deepEqual(
     out.outputs.map((o) => o.partition),
@@ -370,7 +447,10 @@ test('default output partition is id mod the output partitions; a chosen partiti
   );
   assert.equal(out.deadLetters.length, 1);
   assert.equal(out.deadLetters[0]!.partition, 5 % 3);
-  assert.match(out.deadLetters[0]!.headers!['onceflow.error']!, /output partition 7 does not exist: 'out' has partitions 0 to 1/);
+  assert.match(
+    out.deadLetters[0]!.headers!['onceflow.error']!,
+    /output partition 7 does not exist: 'out' has partitions 0 to 1/,
+  );
   // Without a layout (runs started before): the record's own partition, as always.
   const old = await applyTransform(spec, t, [rec(0)], ctx, tableMap(spec));
   assert.equal(old.outputs[0]!.partition, 0);

@@ -90,7 +90,10 @@ for (const parallelism of [undefined, 1]) {
         split.committed.every((p) => !p.startsWith('onceflow.progress.')) && split.committed.length > 0,
         `outputs committed: ${split.committed.join(', ')}`,
       );
-      assert.ok(split.aborted.length > 0 && split.aborted.every((p) => p.startsWith('onceflow.progress.')), `markers aborted: ${split.aborted.join(', ')}`);
+      assert.ok(
+        split.aborted.length > 0 && split.aborted.every((p) => p.startsWith('onceflow.progress.')),
+        `markers aborted: ${split.aborted.join(', ')}`,
+      );
       assert.ok(
         redos.some((e) => e.kind === 'redo'),
         'the aborted parts were redone',
@@ -141,8 +144,14 @@ async function splitThenAbandon(commits: 'markers' | 'outputs', parallelism?: nu
   });
   try {
     await start(deps, s);
-    await waitUntil('the worker to split epoch 1 and stall', async () => /stall=120000 at commit\.before epoch=1/.test(doomed.stderrText), 90_000);
-    const ids = parallelism ? [groupWorkflowId(s.spec.name, 0)] : [0, 1].map((p) => partitionWorkflowId(s.spec.name, p));
+    await waitUntil(
+      'the worker to split epoch 1 and stall',
+      async () => /stall=120000 at commit\.before epoch=1/.test(doomed.stderrText),
+      90_000,
+    );
+    const ids = parallelism
+      ? [groupWorkflowId(s.spec.name, 0)]
+      : [0, 1].map((p) => partitionWorkflowId(s.spec.name, p));
     for (const id of [pipelineWorkflowId(s.spec.name), ...ids])
       await deps.client.workflow
         .getHandle(id)
@@ -166,7 +175,11 @@ for (const [commits, parallelism] of [
     async () => {
       const s = await splitThenAbandon(commits, parallelism);
       let out = '';
-      assert.equal(await main(['transactions', s.spec.name], { stdout: (x) => void (out += x), stderr: (x) => void (out += x) }), 0, out);
+      assert.equal(
+        await main(['transactions', s.spec.name], { stdout: (x) => void (out += x), stderr: (x) => void (out += x) }),
+        0,
+        out,
+      );
       assert.match(
         out,
         /partition \d+ epoch \d+: Kafka split its transaction \(producer \d+ epoch \d+\): committed on .+, aborted on .+ → starting the pipeline writes it again where it aborted/,

@@ -50,7 +50,10 @@ function tablesOf(name: string): Record<'sum' | 'last' | 'newest' | 'first', Tab
     name: `${name.replace(/[^a-z0-9]/g, '_')}_${suffix}`,
     columns: ['k', 'val', 'v', 'n'],
     onDuplicate,
-    create: { columns: { k: 'VARCHAR(16) NOT NULL', val: 'VARCHAR(32) NOT NULL', v: 'BIGINT NOT NULL', n: 'BIGINT NOT NULL' }, primaryKey: ['k'] },
+    create: {
+      columns: { k: 'VARCHAR(16) NOT NULL', val: 'VARCHAR(32) NOT NULL', v: 'BIGINT NOT NULL', n: 'BIGINT NOT NULL' },
+      primaryKey: ['k'],
+    },
   });
   return {
     sum: base('sum', { kind: 'accumulate', columns: ['n'] }),
@@ -96,7 +99,9 @@ function makeRecords(seed: number): Rec[] {
     }
   }
   for (let p = 0; p < PARTITIONS; p++) {
-    const best = [...byKey(out)].map(([, rs]) => rs.reduce((a, b) => (b.v > a.v ? b : a))).find((b) => b.partition === p);
+    const best = [...byKey(out)]
+      .map(([, rs]) => rs.reduce((a, b) => (b.v > a.v ? b : a)))
+      .find((b) => b.partition === p);
     out.push(best ? { ...best, val: `p${p}-tie`, n: 1 } : { k: 'k0', val: `p${p}-low`, v: 0, n: 1, partition: p });
   }
   return out;
@@ -112,7 +117,10 @@ const byKey = (recs: Rec[]) => groupBy(recs, (r) => r.k);
 const perPartition = (recs: Rec[]) => [...groupBy(recs, (r) => r.partition).values()];
 
 async function produce(topic: string, recs: Rec[]): Promise<void> {
-  const kafka = new Kafka({ ...kafkaClientConfig(deps.settings.kafka, 'onceflow-tables-input'), logLevel: logLevel.ERROR });
+  const kafka = new Kafka({
+    ...kafkaClientConfig(deps.settings.kafka, 'onceflow-tables-input'),
+    logLevel: logLevel.ERROR,
+  });
   recs.forEach((r, i) => assert.equal(r.partition, i % PARTITIONS));
   await produceRecords(
     kafka,
@@ -129,7 +137,12 @@ async function tableRows(t: TableSpec): Promise<Map<string, { val: string; v: nu
 
 /** Checks each table against the input, independently of verify. */
 async function checkAgainstInput(t: ReturnType<typeof tablesOf>, recs: Rec[]): Promise<void> {
-  const [sum, last, newest, first] = await Promise.all([tableRows(t.sum), tableRows(t.last), tableRows(t.newest), tableRows(t.first)]);
+  const [sum, last, newest, first] = await Promise.all([
+    tableRows(t.sum),
+    tableRows(t.last),
+    tableRows(t.newest),
+    tableRows(t.first),
+  ]);
   for (const [k, rs] of byKey(recs)) {
     assert.equal(
       sum.get(k)?.n,
@@ -141,9 +154,15 @@ async function checkAgainstInput(t: ReturnType<typeof tablesOf>, recs: Rec[]): P
     const winner = rs.find((r) => r.v === max)!;
     assert.deepEqual(newest.get(k), { val: winner.val, v: winner.v, n: winner.n }, `newest: ${k}`);
     const lasts = perPartition(rs).map((p) => p[p.length - 1]!.val);
-    assert.ok(lasts.includes(last.get(k)!.val), `replace: ${k} is ${last.get(k)!.val}, one of the partitions' last records ${lasts.join(', ')}`);
+    assert.ok(
+      lasts.includes(last.get(k)!.val),
+      `replace: ${k} is ${last.get(k)!.val}, one of the partitions' last records ${lasts.join(', ')}`,
+    );
     const firsts = perPartition(rs).map((p) => p[0]!.val);
-    assert.ok(firsts.includes(first.get(k)!.val), `ignore: ${k} is ${first.get(k)!.val}, one of the partitions' first records ${firsts.join(', ')}`);
+    assert.ok(
+      firsts.includes(first.get(k)!.val),
+      `ignore: ${k} is ${first.get(k)!.val}, one of the partitions' first records ${firsts.join(', ')}`,
+    );
   }
   assert.equal(sum.size, byKey(recs).size);
 }
@@ -189,7 +208,15 @@ async function runPipelines(variants: { label: string; mode: 'staged' | 'direct'
 }
 
 const verifyRun = (spec: PipelineSpec) =>
-  verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: new TransformRegistry().register('tables', tablesTransform) }, spec);
+  verifyPipeline(
+    {
+      cluster: deps.cluster,
+      admin: deps.admin,
+      pool: deps.pool,
+      transforms: new TransformRegistry().register('tables', tablesTransform),
+    },
+    spec,
+  );
 
 test(
   'each table mode with three source partitions writing the same keys, staged, direct and grouped: the tables follow their rule and verify passes; a changed row fails verify',
@@ -212,7 +239,9 @@ test(
     // under the table's rule and any order of commits.
     const { spec, tables, recs } = runs[0]!;
     const keyed = byKey(recs);
-    const [k, rs] = [...keyed].find(([, rs]) => new Set(rs.map((r) => r.partition)).size >= 2 && rs.length >= PARTITIONS * 2)!;
+    const [k, rs] = [...keyed].find(
+      ([, rs]) => new Set(rs.map((r) => r.partition)).size >= 2 && rs.length >= PARTITIONS * 2,
+    )!;
     const lastOf = new Set(perPartition(rs).map((p) => p[p.length - 1]!.val));
     const firstOf = new Set(perPartition(rs).map((p) => p[0]!.val));
     const notLast = rs.find((r) => !lastOf.has(r.val))!;
@@ -238,14 +267,19 @@ test(
       ['MySQL tables equal the rows applied once'],
       failedChecks(tampered),
     );
-    for (const t of Object.values(tables)) assert.match(failed[0]!.detail, new RegExp(`${t.name}: row \\["${k}"\\] is`), failed[0]!.detail);
+    for (const t of Object.values(tables))
+      assert.match(failed[0]!.detail, new RegExp(`${t.name}: row \\["${k}"\\] is`), failed[0]!.detail);
   },
 );
 
 test('newest-wins SQL on MariaDB: a greater version replaces every column, an equal or smaller one changes nothing, a NULL version in the table counts as oldest', async () => {
   const dialect = await detectDialect(deps.pool);
   const name = uniqueName('newest_sql').replace(/[^a-z0-9]/g, '_');
-  const t: TableSpec = { name, columns: ['k', 'val', 'v'], onDuplicate: { kind: 'newest', version: 'v', columns: ['val'] } };
+  const t: TableSpec = {
+    name,
+    columns: ['k', 'val', 'v'],
+    onDuplicate: { kind: 'newest', version: 'v', columns: ['val'] },
+  };
   await deps.pool.query(`CREATE TABLE ${quoteIdent(name)} (k VARCHAR(8) PRIMARY KEY, val VARCHAR(16), v BIGINT NULL)`);
   try {
     const write = async (...rows: [string, string, number | null][]) => {
@@ -256,7 +290,11 @@ test('newest-wins SQL on MariaDB: a greater version replaces every column, an eq
     assert.deepEqual(await write(['a', 'five', 5]), [['a', 'five', 5]]);
     assert.deepEqual(await write(['a', 'three', 3]), [['a', 'five', 5]], 'a smaller version changes nothing');
     assert.deepEqual(await write(['a', 'five again', 5]), [['a', 'five', 5]], 'an equal version keeps the row there');
-    assert.deepEqual(await write(['a', 'seven', 7]), [['a', 'seven', 7]], 'a greater version replaces val and v (v assigned after val saw the old v)');
+    assert.deepEqual(
+      await write(['a', 'seven', 7]),
+      [['a', 'seven', 7]],
+      'a greater version replaces val and v (v assigned after val saw the old v)',
+    );
     // Several rows of one statement apply in order, each against the row the previous one left.
     assert.deepEqual(await write(['a', 'nine', 9], ['a', 'eight', 8], ['b', 'b1', 1]), [
       ['a', 'nine', 9],

@@ -46,46 +46,55 @@ after(async () => {
   await deps.close();
 });
 
-test('the Web UI finds a running pipeline by its search attributes and shows its epochs', { timeout: 180_000 }, async () => {
-  // Slow epochs (a record at a time with waits) keep the pipeline running while the browser looks.
-  const s = await prepareScenario(deps, { prefix: 'webui', records: 400, partitions: 2, epoch: { maxRecords: 20, maxWaitMs: 500 } });
-  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
-  const w = await createOnceflowWorker({
-    settings: deps.settings,
-    taskQueue: s.taskQueue,
-    transforms: compareTransforms(),
-    ...(codePath ? { worker: { workflowBundle: { codePath } } } : {}),
-  });
-  const running = w.run();
-  try {
-    const handle = await start(deps, s);
-    const page = await browser.newPage({ viewport: { width: 1600, height: 900 } });
-    const query = encodeURIComponent(`OnceflowPipeline="${s.spec.name}"`);
-    const partitionLink = page.getByRole('link', { name: `onceflow/${s.spec.name}/0`, exact: true });
-    const otherLink = page.getByRole('link', { name: `onceflow/${s.spec.name}/1`, exact: true });
-    // The visibility store indexes new workflows within a second or two; load (at most 20 times) until both show.
-    for (let i = 0; i < 20; i++) {
-      await page.goto(`${UI}/namespaces/default/workflows?query=${query}`, { waitUntil: 'networkidle' });
-      if ((await partitionLink.isVisible()) && (await otherLink.isVisible())) break;
-      await page.waitForTimeout(1000);
-    }
-    await page.screenshot({ path: join(SCREENSHOTS, 'web-ui-pipeline.png') });
-    assert.ok(await partitionLink.isVisible(), 'partition 0 is listed');
-    assert.ok(await otherLink.isVisible(), 'partition 1 is listed');
-    const row = page.getByRole('row').filter({ has: partitionLink });
-    assert.match(await row.innerText(), /Running/, 'the pipeline is running (it polls until drained)');
+test(
+  'the Web UI finds a running pipeline by its search attributes and shows its epochs',
+  { timeout: 180_000 },
+  async () => {
+    // Slow epochs (a record at a time with waits) keep the pipeline running while the browser looks.
+    const s = await prepareScenario(deps, {
+      prefix: 'webui',
+      records: 400,
+      partitions: 2,
+      epoch: { maxRecords: 20, maxWaitMs: 500 },
+    });
+    const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
+    const w = await createOnceflowWorker({
+      settings: deps.settings,
+      taskQueue: s.taskQueue,
+      transforms: compareTransforms(),
+      ...(codePath ? { worker: { workflowBundle: { codePath } } } : {}),
+    });
+    const running = w.run();
+    try {
+      const handle = await start(deps, s);
+      const page = await browser.newPage({ viewport: { width: 1600, height: 900 } });
+      const query = encodeURIComponent(`OnceflowPipeline="${s.spec.name}"`);
+      const partitionLink = page.getByRole('link', { name: `onceflow/${s.spec.name}/0`, exact: true });
+      const otherLink = page.getByRole('link', { name: `onceflow/${s.spec.name}/1`, exact: true });
+      // The visibility store indexes new workflows within a second or two; load (at most 20 times) until both show.
+      for (let i = 0; i < 20; i++) {
+        await page.goto(`${UI}/namespaces/default/workflows?query=${query}`, { waitUntil: 'networkidle' });
+        if ((await partitionLink.isVisible()) && (await otherLink.isVisible())) break;
+        await page.waitForTimeout(1000);
+      }
+      await page.screenshot({ path: join(SCREENSHOTS, 'web-ui-pipeline.png') });
+      assert.ok(await partitionLink.isVisible(), 'partition 0 is listed');
+      assert.ok(await otherLink.isVisible(), 'partition 1 is listed');
+      const row = page.getByRole('row').filter({ has: partitionLink });
+      assert.match(await row.innerText(), /Running/, 'the pipeline is running (it polls until drained)');
 
-    await partitionLink.click();
-    // The event history names each epoch's step through the activity summaries.
-    await page
-      .getByText(/prepareEpoch|epoch \d+: prepare/)
-      .first()
-      .waitFor({ state: 'visible', timeout: 30_000 });
-    await page.screenshot({ path: join(SCREENSHOTS, 'web-ui-partition.png') });
-    await page.close();
-    await drainAndWait(deps, s, handle);
-  } finally {
-    w.shutdown();
-    await running;
-  }
-});
+      await partitionLink.click();
+      // The event history names each epoch's step through the activity summaries.
+      await page
+        .getByText(/prepareEpoch|epoch \d+: prepare/)
+        .first()
+        .waitFor({ state: 'visible', timeout: 30_000 });
+      await page.screenshot({ path: join(SCREENSHOTS, 'web-ui-partition.png') });
+      await page.close();
+      await drainAndWait(deps, s, handle);
+    } finally {
+      w.shutdown();
+      await running;
+    }
+  },
+);

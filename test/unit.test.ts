@@ -22,7 +22,13 @@ import { compareSpec } from '../examples/flink-compare/scenario';
 import { definePipeline } from '../src/schema/pipeline';
 import { COMPARE_TABLE, compareTransform, parseEvent } from '../examples/flink-compare/transform';
 
-const base = { name: 'p1', source: { topic: 'in' }, transform: 'flink-compare', kafkaSink: { topic: 'out' }, mysqlSink: { tables: [COMPARE_TABLE] } };
+const base = {
+  name: 'p1',
+  source: { topic: 'in' },
+  transform: 'flink-compare',
+  kafkaSink: { topic: 'out' },
+  mysqlSink: { tables: [COMPARE_TABLE] },
+};
 
 test('definePipeline fills defaults', () => {
   const s = definePipeline(base);
@@ -43,7 +49,9 @@ test('definePipeline names every wrong field and the fix', () => {
       ...base,
       name: 'Bad Name',
       kafkaSink: { topic: 'in', transactionalIdPool: 1 },
-      mysqlSink: { tables: [{ ...COMPARE_TABLE, name: 'x; DROP TABLE y', onDuplicate: { kind: 'accumulate', columns: ['nope'] } }] },
+      mysqlSink: {
+        tables: [{ ...COMPARE_TABLE, name: 'x; DROP TABLE y', onDuplicate: { kind: 'accumulate', columns: ['nope'] } }],
+      },
       epoch: { maxRecords: 0 },
     });
   } catch (e) {
@@ -64,11 +72,20 @@ test('definePipeline names every wrong field and the fix', () => {
   assert.match(err.message, /kafkaSink\.topic: must differ from source\.topic/);
   assert.throws(
     () =>
-      definePipeline({ ...base, mysqlSink: { tables: [{ ...COMPARE_TABLE, columns: [...COMPARE_TABLE.columns, 'onceflow_seq'] }], mode: 'fast' as 'staged' } }),
+      definePipeline({
+        ...base,
+        mysqlSink: {
+          tables: [{ ...COMPARE_TABLE, columns: [...COMPARE_TABLE.columns, 'onceflow_seq'] }],
+          mode: 'fast' as 'staged',
+        },
+      }),
     (e: unknown) => {
       assert.ok(e instanceof ValidationError);
       assert.match(e.message, /mysqlSink\.mode: must be 'staged' or 'direct', got "fast"/);
-      assert.match(e.message, /mysqlSink\.tables\[0\]\.columns\[5\]: 'onceflow_seq': the prefix 'onceflow_' is reserved/);
+      assert.match(
+        e.message,
+        /mysqlSink\.tables\[0\]\.columns\[5\]: 'onceflow_seq': the prefix 'onceflow_' is reserved/,
+      );
       return true;
     },
   );
@@ -113,7 +130,10 @@ test('identifiers are validated before quoting; values never enter SQL text', ()
     'INSERT INTO `test_two_step_compare` (`slot_time`, `key1`, `key2`, `key3`, `indicate`) VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE `indicate` = `indicate` + VALUES(`indicate`)',
   );
   const mysql8 = upsertSql(COMPARE_TABLE, 1, 'mysql');
-  assert.match(mysql8, /VALUES \(\?, \?, \?, \?, \?\) AS new ON DUPLICATE KEY UPDATE `indicate` = `indicate` \+ new\.`indicate`$/);
+  assert.match(
+    mysql8,
+    /VALUES \(\?, \?, \?, \?, \?\) AS new ON DUPLICATE KEY UPDATE `indicate` = `indicate` \+ new\.`indicate`$/,
+  );
   assert.match(createTableSql(COMPARE_TABLE)!, /PRIMARY KEY \(`slot_time`, `key1`, `key2`, `key3`\)/);
 });
 
@@ -121,7 +141,10 @@ test('xids: epoch in the gtrid, hex literals in SQL, round trip through history 
   const x = { gtrid: epochGtrid('demo', 3, 17), bqual: 'a2.beef' };
   assert.deepEqual(parseGtrid(x.gtrid), { pipeline: 'demo', partition: 3, epoch: 17 });
   assert.deepEqual(xidFromString(xidToString(x)), x);
-  assert.equal(xidSql(x), `X'${Buffer.from(x.gtrid).toString('hex')}', X'${Buffer.from('a2.beef').toString('hex')}', ${0x4f46}`);
+  assert.equal(
+    xidSql(x),
+    `X'${Buffer.from(x.gtrid).toString('hex')}', X'${Buffer.from('a2.beef').toString('hex')}', ${0x4f46}`,
+  );
   assert.equal(parseGtrid("of:x'; DROP:1:2"), null);
 });
 
@@ -130,7 +153,9 @@ test('fault rules parse and reject unknown conditions', () => {
     { point: 'commit.before', epoch: 1, partition: 0, action: 'crash', ms: 0 },
     { point: 'prepare.start', action: 'stall', ms: 50 },
   ]);
-  assert.deepEqual(parseFaults('commit.before@epoch=2:split=outputs'), [{ point: 'commit.before', epoch: 2, action: 'split', ms: 0, commits: 'outputs' }]);
+  assert.deepEqual(parseFaults('commit.before@epoch=2:split=outputs'), [
+    { point: 'commit.before', epoch: 2, action: 'split', ms: 0, commits: 'outputs' },
+  ]);
   assert.throws(() => parseFaults('commit.before:split=half'), /split=markers or split=outputs/);
   assert.throws(() => parseFaults('prepare.start:split=markers'), /commit.before only/);
   assert.throws(() => parseFaults('x@color=red'), /unknown condition/);
@@ -172,7 +197,13 @@ test('poison records and rows that do not fit the table go to the dead-letter li
   });
   const good = JSON.stringify({ id: 'a', slot_time: 't', key1: 'k', key2: 'k', key3: 'k', indicate: 3 });
   const ctx = { pipeline: 'u', partition: 2, epoch: 5, attempt: 1, options: {} };
-  const out = await applyTransform(spec, compareTransform, [rec(10, good), rec(11, '{oops'), rec(12, null)], ctx, tableMap(spec));
+  const out = await applyTransform(
+    spec,
+    compareTransform,
+    [rec(10, good), rec(11, '{oops'), rec(12, null)],
+    ctx,
+    tableMap(spec),
+  );
   assert.equal(out.outputs.length, 1);
   assert.equal(out.outputs[0]!.partition, 2);
   assert.equal(out.rows.length, 1);
@@ -181,13 +212,27 @@ test('poison records and rows that do not fit the table go to the dead-letter li
     ['in/2/11', 'in/2/12'],
   );
   assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /not JSON/);
-  const badRows = await applyTransform(spec, { map: () => ({ mysql: [{ table: 'nope', values: {} }] }) }, [rec(13, good)], ctx, tableMap(spec));
+  const badRows = await applyTransform(
+    spec,
+    { map: () => ({ mysql: [{ table: 'nope', values: {} }] }) },
+    [rec(13, good)],
+    ctx,
+    tableMap(spec),
+  );
   assert.match(String(badRows.deadLetters[0]!.headers?.['onceflow.error']), /unknown table 'nope'/);
 });
 
 test('an async transform keeps source order across its window, and a rejected lookup dead-letters only its record', async () => {
   const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' } });
-  const rec = (offset: number) => ({ topic: 'in', partition: 0, offset, key: null, value: Buffer.from(String(offset)), headers: {}, timestamp: '0' });
+  const rec = (offset: number) => ({
+    topic: 'in',
+    partition: 0,
+    offset,
+    key: null,
+    value: Buffer.from(String(offset)),
+    headers: {},
+    timestamp: '0',
+  });
   const ctx = { pipeline: 'u', partition: 0, epoch: 1, attempt: 1, options: {} };
   let inFlight = 0;
   let most = 0;
@@ -218,7 +263,10 @@ test('an async transform keeps source order across its window, and a rejected lo
 
 test('compare events are validated field by field', () => {
   assert.throws(() => parseEvent(Buffer.from('{"id":"x"}')), /field 'slot_time'/);
-  assert.throws(() => parseEvent(Buffer.from('{"id":"x","slot_time":"t","key1":"a","key2":"b","key3":"c","indicate":1.5}')), /'indicate' must be an integer/);
+  assert.throws(
+    () => parseEvent(Buffer.from('{"id":"x","slot_time":"t","key1":"a","key2":"b","key3":"c","indicate":1.5}')),
+    /'indicate' must be an integer/,
+  );
 });
 
 // ---- Stalls: `onceflow status` and the worker's seconds-since-last-commit gauge ----
@@ -236,11 +284,20 @@ test('a partition is stalled when it has lag and no commit for longer than the t
   assert.equal(isStalled({ ...healthy, attempt: 4 }, 60), false);
   assert.equal(isStalled({ ...healthy, attempt: 5 }, 60), true, 'attempt ≥ 5 whatever the time');
   assert.equal(isStalled({ ...healthy, attempt: 5, lag: 0 }, 60), true);
-  for (const phase of ['reconciling', 'preparing', 'redoing']) assert.equal(isStalled({ ...healthy, phase, sinceCommitSec: 61 }, 60), true, phase);
+  for (const phase of ['reconciling', 'preparing', 'redoing'])
+    assert.equal(isStalled({ ...healthy, phase, sinceCommitSec: 61 }, 60), true, phase);
   for (const phase of ['paused', 'stopped', 'done', 'completed', 'terminated', 'not started']) {
-    assert.equal(isStalled({ ...healthy, phase, sinceCommitSec: 3600, attempt: 9 }, 60), false, `${phase} is never stalled`);
+    assert.equal(
+      isStalled({ ...healthy, phase, sinceCommitSec: 3600, attempt: 9 }, 60),
+      false,
+      `${phase} is never stalled`,
+    );
   }
-  assert.equal(isStalled({ ...healthy, phase: 'no answer', sinceCommitSec: null }, 60), true, 'no worker answers while records wait');
+  assert.equal(
+    isStalled({ ...healthy, phase: 'no answer', sinceCommitSec: null }, 60),
+    true,
+    'no worker answers while records wait',
+  );
   assert.equal(isStalled({ ...healthy, phase: 'no answer', sinceCommitSec: null, lag: 0 }, 60), false);
   assert.equal(
     describeStall({
@@ -257,7 +314,13 @@ test('a partition is stalled when it has lag and no commit for longer than the t
     'partition 0: no commit seen, waiting on phase reconciling',
   );
   assert.equal(
-    describeStall({ partition: 2, sinceCommitSec: null, waitingOn: 'prepareEpoch attempt 2', phase: 'no answer', lastError: 'activity Heartbeat timeout' }),
+    describeStall({
+      partition: 2,
+      sinceCommitSec: null,
+      waitingOn: 'prepareEpoch attempt 2',
+      phase: 'no answer',
+      lastError: 'activity Heartbeat timeout',
+    }),
     'partition 2: no worker answers its status query, waiting on prepareEpoch attempt 2: activity Heartbeat timeout',
   );
 });
@@ -268,7 +331,9 @@ test('onceflow_seconds_since_last_commit: per partition, at scrape time, a retri
   const committed = (partition: number, epoch: number, side: 'kafka' | 'mysql') =>
     m.observe({ kind: 'committed', pipeline: 'p', partition, epoch, side, ms: 5, startedAt: now });
   const value = async (partition: number) => {
-    const line = (await m.text()).split('\n').find((l) => l.startsWith(`onceflow_seconds_since_last_commit{pipeline="p",partition="${partition}"}`));
+    const line = (await m.text())
+      .split('\n')
+      .find((l) => l.startsWith(`onceflow_seconds_since_last_commit{pipeline="p",partition="${partition}"}`));
     return line === undefined ? undefined : Number(line.split(' ').pop());
   };
   assert.match(await m.text(), /# TYPE onceflow_seconds_since_last_commit gauge/);
@@ -291,7 +356,13 @@ test('onceflow_seconds_since_last_commit: per partition, at scrape time, a retri
 
 test('each WorkerMetrics has its own registry: two workers in one process count apart', async () => {
   const [a, b] = [new WorkerMetrics(), new WorkerMetrics()];
-  a.observe({ kind: 'split', pipeline: 'p', partition: 1, epoch: 4, split: { producerId: 1, producerEpoch: 0, committed: ['out-0'], aborted: ['out-1'] } });
+  a.observe({
+    kind: 'split',
+    pipeline: 'p',
+    partition: 1,
+    epoch: 4,
+    split: { producerId: 1, producerEpoch: 0, committed: ['out-0'], aborted: ['out-1'] },
+  });
   a.observe({
     kind: 'prepared',
     pipeline: 'p',
@@ -334,12 +405,20 @@ test("pollUntil returns the first defined answer, waits between calls, and throw
   calls = 0;
   const t0 = Date.now();
   await assert.rejects(
-    pollUntil(() => void calls++, { timeoutMs: 40, everyMs: 10, onTimeout: () => new Late(`no answer after ${calls} calls`) }),
+    pollUntil(() => void calls++, {
+      timeoutMs: 40,
+      everyMs: 10,
+      onTimeout: () => new Late(`no answer after ${calls} calls`),
+    }),
     (e: unknown) => e instanceof Late && /no answer after \d+ calls/.test(e.message),
   );
   assert.ok(Date.now() - t0 >= 40 && calls >= 2, `polled until the deadline: ${calls} calls in ${Date.now() - t0} ms`);
   await assert.rejects(
-    pollUntil(() => Promise.reject(new Error('broken')), { timeoutMs: 5_000, everyMs: 1, onTimeout: () => new Error('never') }),
+    pollUntil(() => Promise.reject(new Error('broken')), {
+      timeoutMs: 5_000,
+      everyMs: 1,
+      onTimeout: () => new Error('never'),
+    }),
     /broken/,
   );
 });
@@ -359,9 +438,19 @@ test('onceflow init: a valid pipeline from the directory name, a scaffold whose 
   const dir = join(mkdtempSync(join(tmpdir(), 'onceflow-init-')), 'Word Count');
   const { name, files } = initProject(dir, '^0.1.0');
   assert.equal(name, 'word-count');
-  assert.deepEqual(files.sort(), ['README.md', 'events.jsonl', 'package.json', 'pipeline.yaml', 'src/transforms.ts', 'test/transforms.test.ts']);
+  assert.deepEqual(files.sort(), [
+    'README.md',
+    'events.jsonl',
+    'package.json',
+    'pipeline.yaml',
+    'src/transforms.ts',
+    'test/transforms.test.ts',
+  ]);
   // Independent of a running stack: no services file, a password from the environment.
-  const cfg = loadPipelineConfig(join(dir, 'pipeline.yaml'), { ONCEFLOW_SERVICES_ENV: '/nonexistent/services.env', ONCEFLOW_MYSQL_PASSWORD: 'x' });
+  const cfg = loadPipelineConfig(join(dir, 'pipeline.yaml'), {
+    ONCEFLOW_SERVICES_ENV: '/nonexistent/services.env',
+    ONCEFLOW_MYSQL_PASSWORD: 'x',
+  });
   assert.equal(cfg.spec.transform, 'words');
   assert.equal(cfg.spec.mysqlSink.tables[0]!.name, 'word_count_word_counts');
   assert.equal(JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')).dependencies.onceflow, '^0.1.0');
@@ -386,7 +475,15 @@ test('--transforms: a JS name → transform map loads; a module without transfor
 test('the progress view counts each committed epoch once, and a warning is one line without its stack', () => {
   const lines: string[] = [];
   const p = new ProgressView((l) => lines.push(l));
-  const split = { readMs: 0, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
+  const split = {
+    readMs: 0,
+    initMs: 0,
+    transformMs: 0,
+    kafkaMs: 0,
+    previousCommitWaitMs: 0,
+    mysqlMs: 0,
+    xaPrepareMs: 0,
+  };
   const prepared = (epoch: number) => ({
     kind: 'prepared' as const,
     pipeline: 'p',
@@ -409,20 +506,43 @@ test('the progress view counts each committed epoch once, and a warning is one l
   assert.match(p.line(), /epochs 1 {2}records 10 .* lag 5 {2}dead letters 1 {2}retries 1 {2}redos 0/);
   const err = new Error('injected fault at prepare.start\n    at x (y.ts:1:1)');
   assert.equal(
-    summarize({ level: 'WARN', message: 'Activity failed', meta: { activityType: 'prepareEpoch', attempt: 2, workflowId: 'onceflow/p/0', error: err } }),
+    summarize({
+      level: 'WARN',
+      message: 'Activity failed',
+      meta: { activityType: 'prepareEpoch', attempt: 2, workflowId: 'onceflow/p/0', error: err },
+    }),
     '  attempt failed: prepareEpoch attempt 2 of onceflow/p/0 — injected fault at prepare.start',
   );
 });
 
 test("the orders example: an enriched event in the customer's partition, both tables, and malformed orders rejected by field", async () => {
-  const rec = (v: string) => ({ topic: 'o', partition: 0, offset: 0, key: null, value: Buffer.from(v), headers: {}, timestamp: '0' });
+  const rec = (v: string) => ({
+    topic: 'o',
+    partition: 0,
+    offset: 0,
+    key: null,
+    value: Buffer.from(v),
+    headers: {},
+    timestamp: '0',
+  });
   const ctx = { pipeline: 'x', partition: 0, epoch: 1, attempt: 1, options: { outputPartitions: 3 } };
-  const out = await orders.map(rec('{"id":"o1","customer":"c7","items":[{"sku":"a","qty":2,"price":4.5}],"status":"paid"}'), ctx);
+  const out = await orders.map(
+    rec('{"id":"o1","customer":"c7","items":[{"sku":"a","qty":2,"price":4.5}],"status":"paid"}'),
+    ctx,
+  );
   assert.equal(out.kafka![0]!.key, 'c7');
-  assert.deepEqual(JSON.parse(String(out.kafka![0]!.value)), { order: 'o1', customer: 'c7', tier: 'standard', status: 'paid', items: 1, totalCents: 900 });
+  assert.deepEqual(JSON.parse(String(out.kafka![0]!.value)), {
+    order: 'o1',
+    customer: 'c7',
+    tier: 'standard',
+    status: 'paid',
+    items: 1,
+    totalCents: 900,
+  });
   assert.equal(
     out.kafka![0]!.partition,
-    (await orders.map(rec('{"id":"o2","customer":"c7","items":[{"sku":"b","qty":1,"price":1}]}'), ctx)).kafka![0]!.partition,
+    (await orders.map(rec('{"id":"o2","customer":"c7","items":[{"sku":"b","qty":1,"price":1}]}'), ctx)).kafka![0]!
+      .partition,
   );
   assert.deepEqual(
     out.mysql!.map((r) => r.table),
@@ -441,7 +561,10 @@ import { workflowUrl } from '../src/client';
 
 test('the Web UI link comes from the configuration: ONCEFLOW_TEMPORAL_UI, else port 8233 on the Temporal address host; a config file may set either', () => {
   const env = { ONCEFLOW_SERVICES_ENV: '/nonexistent/services.env', ONCEFLOW_MYSQL_PASSWORD: 'x' };
-  assert.equal(loadSettings({ ...env, ONCEFLOW_TEMPORAL_ADDRESS: 'temporal.internal:7233' }).temporal.webUi, 'http://temporal.internal:8233');
+  assert.equal(
+    loadSettings({ ...env, ONCEFLOW_TEMPORAL_ADDRESS: 'temporal.internal:7233' }).temporal.webUi,
+    'http://temporal.internal:8233',
+  );
   const cloud = loadSettings({
     ...env,
     ONCEFLOW_TEMPORAL_ADDRESS: 'ns.acct.tmprl.cloud:7233',
@@ -451,10 +574,14 @@ test('the Web UI link comes from the configuration: ONCEFLOW_TEMPORAL_UI, else p
   assert.equal(workflowUrl(cloud, 'onceflow/p'), 'https://cloud.temporal.io/namespaces/ns.acct/workflows/onceflow%2Fp');
   const dir = mkdtempSync(join(tmpdir(), 'onceflow-ui-'));
   const file = join(dir, 'p.yaml');
-  const pipeline = 'pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }';
+  const pipeline =
+    'pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }';
   writeFileSync(file, `${pipeline}\nconnections: { temporal: { address: 'tmp.example:7233' } }\n`);
   assert.equal(loadPipelineConfig(file, env).settings.temporal.webUi, 'http://tmp.example:8233');
-  writeFileSync(file, `${pipeline}\nconnections: { temporal: { address: 'tmp.example:7233', webUi: 'https://ui.example/' } }\n`);
+  writeFileSync(
+    file,
+    `${pipeline}\nconnections: { temporal: { address: 'tmp.example:7233', webUi: 'https://ui.example/' } }\n`,
+  );
   assert.equal(loadPipelineConfig(file, env).settings.temporal.webUi, 'https://ui.example');
 });
 
@@ -464,7 +591,10 @@ import { kafkaLogCreator } from '../src/kafka/log';
 
 test('secure settings: TLS files, SASL and API keys from the environment or *_FILE, each mistake named; a config file says the same; nothing secret is printed', () => {
   const dir = mkdtempSync(join(tmpdir(), 'onceflow-tls-'));
-  const pem = (name: string, body: string) => (writeFileSync(join(dir, name), `-----BEGIN ${body}-----\nAAAA\n-----END ${body}-----\n`), join(dir, name));
+  const pem = (name: string, body: string) => (
+    writeFileSync(join(dir, name), `-----BEGIN ${body}-----\nAAAA\n-----END ${body}-----\n`),
+    join(dir, name)
+  );
   const ca = pem('ca.crt', 'CERTIFICATE');
   const crt = pem('client.crt', 'CERTIFICATE');
   const key = pem('client.key', 'PRIVATE KEY');
@@ -499,7 +629,8 @@ test('secure settings: TLS files, SASL and API keys from the environment or *_FI
   assert.equal(s.temporal.tls?.clientCertPair?.key.toString(), readFileSync(key, 'utf8'));
   assert.equal(s.temporal.apiKey, 'api-key-secret-2');
   const shown = JSON.stringify(redactedSettings(s));
-  for (const secret of ['kafka-secret-1', 'api-key-secret-2', 'mysql-secret-3', 'PRIVATE KEY']) assert.ok(!shown.includes(secret), `${secret} is redacted`);
+  for (const secret of ['kafka-secret-1', 'api-key-secret-2', 'mysql-secret-3', 'PRIVATE KEY'])
+    assert.ok(!shown.includes(secret), `${secret} is redacted`);
   // Plain settings stay plain: no TLS, no SASL, the broker's replication factor.
   const plain = loadSettings(env);
   assert.deepEqual(
@@ -508,26 +639,49 @@ test('secure settings: TLS files, SASL and API keys from the environment or *_FI
   );
   // Each mistake names its setting and what to do.
   const bad: [Record<string, string>, RegExp][] = [
-    [{ ONCEFLOW_KAFKA_SASL_MECHANISM: 'scram' }, /ONCEFLOW_KAFKA_SASL_MECHANISM must be one of plain, scram-sha-256, scram-sha-512, oauthbearer/],
+    [
+      { ONCEFLOW_KAFKA_SASL_MECHANISM: 'scram' },
+      /ONCEFLOW_KAFKA_SASL_MECHANISM must be one of plain, scram-sha-256, scram-sha-512, oauthbearer/,
+    ],
     [{ ONCEFLOW_KAFKA_SASL_MECHANISM: 'plain' }, /ONCEFLOW_KAFKA_SASL_USERNAME is not set/],
-    [{ ONCEFLOW_KAFKA_SASL_MECHANISM: 'plain', ONCEFLOW_KAFKA_SASL_USERNAME: 'u' }, /ONCEFLOW_KAFKA_SASL_PASSWORD is not set/],
+    [
+      { ONCEFLOW_KAFKA_SASL_MECHANISM: 'plain', ONCEFLOW_KAFKA_SASL_USERNAME: 'u' },
+      /ONCEFLOW_KAFKA_SASL_PASSWORD is not set/,
+    ],
     [{ ONCEFLOW_KAFKA_SASL_MECHANISM: 'oauthbearer' }, /needs a token provider/],
-    [{ ONCEFLOW_KAFKA_SSL_CA_FILE: join(dir, 'missing.crt') }, /ONCEFLOW_KAFKA_SSL_CA_FILE names '.*missing\.crt', which cannot be read \(ENOENT\)/],
-    [{ ONCEFLOW_TEMPORAL_TLS_CERT_FILE: crt }, /ONCEFLOW_TEMPORAL_TLS_KEY_FILE is not set, but ONCEFLOW_TEMPORAL_TLS_CERT_FILE is/],
-    [{ ONCEFLOW_MYSQL_SSL: 'false', ONCEFLOW_MYSQL_SSL_CA_FILE: ca }, /ONCEFLOW_MYSQL_SSL is false, but ONCEFLOW_MYSQL_SSL_\* files are given/],
+    [
+      { ONCEFLOW_KAFKA_SSL_CA_FILE: join(dir, 'missing.crt') },
+      /ONCEFLOW_KAFKA_SSL_CA_FILE names '.*missing\.crt', which cannot be read \(ENOENT\)/,
+    ],
+    [
+      { ONCEFLOW_TEMPORAL_TLS_CERT_FILE: crt },
+      /ONCEFLOW_TEMPORAL_TLS_KEY_FILE is not set, but ONCEFLOW_TEMPORAL_TLS_CERT_FILE is/,
+    ],
+    [
+      { ONCEFLOW_MYSQL_SSL: 'false', ONCEFLOW_MYSQL_SSL_CA_FILE: ca },
+      /ONCEFLOW_MYSQL_SSL is false, but ONCEFLOW_MYSQL_SSL_\* files are given/,
+    ],
     [{ ONCEFLOW_MYSQL_SSL: 'yes please' }, /ONCEFLOW_MYSQL_SSL must be true or false/],
     [{ ONCEFLOW_MYSQL_SSL: 'true', ONCEFLOW_MYSQL_SSL_MIN_VERSION: 'TLSv1.1' }, /must be TLSv1.2 or TLSv1.3/],
-    [{ ONCEFLOW_MYSQL_PASSWORD_FILE: join(dir, 'kafka.password') }, /ONCEFLOW_MYSQL_PASSWORD and ONCEFLOW_MYSQL_PASSWORD_FILE are both set/],
+    [
+      { ONCEFLOW_MYSQL_PASSWORD_FILE: join(dir, 'kafka.password') },
+      /ONCEFLOW_MYSQL_PASSWORD and ONCEFLOW_MYSQL_PASSWORD_FILE are both set/,
+    ],
     [{ ONCEFLOW_TEMPORAL_TLS: 'false', ONCEFLOW_TEMPORAL_API_KEY: 'k' }, /API keys are only sent over TLS/],
     [{ ONCEFLOW_KAFKA_REPLICATION_FACTOR: '0' }, /ONCEFLOW_KAFKA_REPLICATION_FACTOR must be at least 1/],
   ];
-  for (const [extra, message] of bad) assert.throws(() => loadSettings({ ...env, ...extra }), message, JSON.stringify(extra));
+  for (const [extra, message] of bad)
+    assert.throws(() => loadSettings({ ...env, ...extra }), message, JSON.stringify(extra));
   // An OAUTHBEARER provider comes through the library API.
   const provider = async () => ({ value: 'token' });
-  assert.deepEqual(loadSettings({ ...env, ONCEFLOW_KAFKA_SASL_MECHANISM: 'oauthbearer' }, { kafkaOAuthBearerProvider: provider }).kafka.sasl, {
-    mechanism: 'oauthbearer',
-    oauthBearerProvider: provider,
-  });
+  assert.deepEqual(
+    loadSettings({ ...env, ONCEFLOW_KAFKA_SASL_MECHANISM: 'oauthbearer' }, { kafkaOAuthBearerProvider: provider }).kafka
+      .sasl,
+    {
+      mechanism: 'oauthbearer',
+      oauthBearerProvider: provider,
+    },
+  );
   // The same settings from a config file: relative paths from the file's folder; a secret given in the file replaces the environment's.
   const file = join(dir, 'p.yaml');
   writeFileSync(
@@ -598,14 +752,27 @@ test('DescribeProducers v0: the request as the protocol lays it out (flexible: h
       partition: 0,
       errorCode: 0,
       errorMessage: null,
-      producers: [{ producerId: 4001, producerEpoch: 3, lastSequence: 41, lastTimestamp: 1700000000000, coordinatorEpoch: 5, currentTxnStartOffset: 120 }],
+      producers: [
+        {
+          producerId: 4001,
+          producerEpoch: 3,
+          lastSequence: 41,
+          lastTimestamp: 1700000000000,
+          coordinatorEpoch: 5,
+          currentTxnStartOffset: 120,
+        },
+      ],
     },
     { topic: 'out', partition: 7, errorCode: 6, errorMessage: 'x', producers: [] },
   ]);
 });
 
 test('WriteTxnMarkers v1 (the forced split): the request as the protocol lays it out; the response decoded per partition', async () => {
-  const body: Buffer = (await writeTxnMarkersRequest({ producerId: 4001, producerEpoch: 3 }, true, 0, [{ topic: 'out', partitions: [1] }]).encode()).buffer;
+  const body: Buffer = (
+    await writeTxnMarkersRequest({ producerId: 4001, producerEpoch: 3 }, true, 0, [
+      { topic: 'out', partitions: [1] },
+    ]).encode()
+  ).buffer;
   const be = (n: number, bytes: number) => {
     const b = Buffer.alloc(bytes);
     if (bytes === 8) b.writeBigInt64BE(BigInt(n));
@@ -614,8 +781,28 @@ test('WriteTxnMarkers v1 (the forced split): the request as the protocol lays it
     return [...b];
   };
   // header tags | markers (1+1) | producer id | epoch | commit | topics (1+1) | "out" (3+1) | partitions (1+1) | 1 | topic tags | coordinator epoch | marker tags | request tags
-  assert.deepEqual([...body], [0, 2, ...be(4001, 8), ...be(3, 2), 1, 2, 4, ...Buffer.from('out'), 2, ...be(1, 4), 0, ...be(0, 4), 0, 0]);
-  const response = Buffer.from([0, 2, ...be(4001, 8), 2, 4, ...Buffer.from('out'), 3, ...be(1, 4), ...be(0, 2), 0, ...be(2, 4), ...be(47, 2), 0, 0, 0, 0]);
+  assert.deepEqual(
+    [...body],
+    [0, 2, ...be(4001, 8), ...be(3, 2), 1, 2, 4, ...Buffer.from('out'), 2, ...be(1, 4), 0, ...be(0, 4), 0, 0],
+  );
+  const response = Buffer.from([
+    0,
+    2,
+    ...be(4001, 8),
+    2,
+    4,
+    ...Buffer.from('out'),
+    3,
+    ...be(1, 4),
+    ...be(0, 2),
+    0,
+    ...be(2, 4),
+    ...be(47, 2),
+    0,
+    0,
+    0,
+    0,
+  ]);
   assert.deepEqual(decodeWriteTxnMarkers(response), [
     { topic: 'out', partition: 1, errorCode: 0 },
     { topic: 'out', partition: 2, errorCode: 47 },
@@ -630,7 +817,10 @@ const kafkajsRequire = createRequire(require.resolve('kafkajs'));
 test('withoutAborted: enters every aborted transaction reached, leaves it at its ABORT marker, keeps committed ones', () => {
   const ABORT = Buffer.from([0, 0, 0, 0]);
   const COMMIT = Buffer.from([0, 0, 0, 1]);
-  const rec = (offset: number, producerId: string, inTransaction = true) => ({ offset: String(offset), batchContext: { producerId, inTransaction } });
+  const rec = (offset: number, producerId: string, inTransaction = true) => ({
+    offset: String(offset),
+    batchContext: { producerId, inTransaction },
+  });
   const ctl = (offset: number, producerId: string, key: Buffer) => ({
     offset: String(offset),
     isControlRecord: true,
@@ -670,7 +860,9 @@ test("our transactions' sends group by partition as kafkajs does (same partition
   const kafkajsGrouping = kafkajsRequire('./src/producer/groupMessagesPerPartition');
   const { DefaultPartitioner } = kafkajsRequire('./src/producer/partitioners');
   const partitionMetadata = [0, 1, 2, 3, 4].map((partitionId) => ({ partitionId, leader: 0 }));
-  const messages = Array.from({ length: 500 }, (_, i) => (i % 3 === 0 ? { key: `k${i % 17}`, value: `v${i}` } : { partition: (i * 7) % 5, value: `v${i}` }));
+  const messages = Array.from({ length: 500 }, (_, i) =>
+    i % 3 === 0 ? { key: `k${i % 17}`, value: `v${i}` } : { partition: (i * 7) % 5, value: `v${i}` },
+  );
   const args = { topic: 't', partitionMetadata, messages, partitioner: DefaultPartitioner() };
   assert.deepEqual(groupMessagesLinear(args), kafkajsGrouping(args));
   assert.deepEqual(groupMessagesLinear({ ...args, partitionMetadata: [] }), {});
@@ -701,7 +893,10 @@ test('a producer from messageProducerWith groups its sends with the grouping it 
     retrier: createRetry({ retries: 0 }),
     getConnectionStatus: () => 'connected',
   });
-  await assert.rejects(producer.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 'a' }, { value: 'b' }] }], acks: -1 }), /grouping reached/);
+  await assert.rejects(
+    producer.sendBatch({ topicMessages: [{ topic: 't', messages: [{ value: 'a' }, { value: 'b' }] }], acks: -1 }),
+    /grouping reached/,
+  );
   assert.deepEqual(seen, [2]);
 });
 
@@ -792,16 +987,31 @@ import { possibleRows } from '../src/mysql/table-mode';
 import type { TableSpec } from '../src/spec';
 
 /** One table per mode, keyed by `k` (no create: the key is what onDuplicate does not update). */
-const modeTable = (onDuplicate: TableSpec['onDuplicate'], columns = ['k', 'val', 'v']): TableSpec => ({ name: 'm', columns, onDuplicate });
+const modeTable = (onDuplicate: TableSpec['onDuplicate'], columns = ['k', 'val', 'v']): TableSpec => ({
+  name: 'm',
+  columns,
+  onDuplicate,
+});
 const NEWEST = modeTable({ kind: 'newest', version: 'v', columns: ['val'] });
 /** Insert-only needs a declared key: without one every column is part of it. */
-const IGNORE: TableSpec = { ...modeTable({ kind: 'ignore' }), create: { columns: { k: 'VARCHAR(8)', val: 'INT', v: 'INT' }, primaryKey: ['k'] } };
+const IGNORE: TableSpec = {
+  ...modeTable({ kind: 'ignore' }),
+  create: { columns: { k: 'VARCHAR(8)', val: 'INT', v: 'INT' }, primaryKey: ['k'] },
+};
 
 test('table modes in definitions: newest needs a version column of the table, outside the key; the old forms keep validating', () => {
   const withTable = (t: TableSpec) => definePipeline({ ...base, mysqlSink: { tables: [t] } });
-  assert.deepEqual(withTable(NEWEST).mysqlSink.tables[0]!.onDuplicate, { kind: 'newest', version: 'v', columns: ['val'] });
+  assert.deepEqual(withTable(NEWEST).mysqlSink.tables[0]!.onDuplicate, {
+    kind: 'newest',
+    version: 'v',
+    columns: ['val'],
+  });
   assert.doesNotThrow(() => withTable(modeTable({ kind: 'newest', version: 'v' } as TableSpec['onDuplicate'])));
-  for (const od of [{ kind: 'accumulate', columns: ['v'] }, { kind: 'replace', columns: ['val', 'v'] }, { kind: 'ignore' }] as TableSpec['onDuplicate'][])
+  for (const od of [
+    { kind: 'accumulate', columns: ['v'] },
+    { kind: 'replace', columns: ['val', 'v'] },
+    { kind: 'ignore' },
+  ] as TableSpec['onDuplicate'][])
     assert.doesNotThrow(() => withTable(modeTable(od)));
   const problems = (t: TableSpec) => {
     try {
@@ -812,8 +1022,14 @@ test('table modes in definitions: newest needs a version column of the table, ou
     }
     assert.fail('expected a ValidationError');
   };
-  assert.match(problems(modeTable({ kind: 'newest', columns: ['val'] } as never)), /onDuplicate\.version: must name the version column/);
-  assert.match(problems(modeTable({ kind: 'newest', version: 'v`x', columns: ['val'] })), /onDuplicate\.version: must name the version column/);
+  assert.match(
+    problems(modeTable({ kind: 'newest', columns: ['val'] } as never)),
+    /onDuplicate\.version: must name the version column/,
+  );
+  assert.match(
+    problems(modeTable({ kind: 'newest', version: 'v`x', columns: ['val'] })),
+    /onDuplicate\.version: must name the version column/,
+  );
   assert.match(
     problems(modeTable({ kind: 'newest', version: 'seen', columns: ['val'] })),
     /onDuplicate\.version: 'seen' is not one of the table's columns \(k, val, v\)/,
@@ -822,18 +1038,32 @@ test('table modes in definitions: newest needs a version column of the table, ou
     problems({ ...NEWEST, create: { columns: { k: 'INT', val: 'INT', v: 'INT' }, primaryKey: ['k', 'v'] } }),
     /onDuplicate\.version: 'v' is in create\.primaryKey/,
   );
-  assert.match(problems(modeTable({ kind: 'replace', columns: ['val'], version: 'v' } as never)), /onDuplicate\.version: is only for kind 'newest'/);
-  assert.match(problems(modeTable({ kind: 'latest' } as never)), /onDuplicate\.kind: must be 'accumulate' \(add up\), 'replace' \(last write wins\), 'newest'/);
+  assert.match(
+    problems(modeTable({ kind: 'replace', columns: ['val'], version: 'v' } as never)),
+    /onDuplicate\.version: is only for kind 'newest'/,
+  );
+  assert.match(
+    problems(modeTable({ kind: 'latest' } as never)),
+    /onDuplicate\.kind: must be 'accumulate' \(add up\), 'replace' \(last write wins\), 'newest'/,
+  );
   // A config file: a misspelt field gets its did-you-mean from the schema.
   const dir = mkdtempSync(join(tmpdir(), 'onceflow-modes-'));
   const file = join(dir, 'p.json');
-  writeFileSync(file, JSON.stringify({ pipeline: { ...base, mysqlSink: { tables: [{ ...NEWEST, onDuplicate: { kind: 'newest', verison: 'v' } }] } } }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      pipeline: { ...base, mysqlSink: { tables: [{ ...NEWEST, onDuplicate: { kind: 'newest', verison: 'v' } }] } },
+    }),
+  );
   assert.throws(
     () => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }),
     /pipeline\.mysqlSink\.tables\[0\]\.onDuplicate\.verison: is not a known field — did you mean 'version'\?/,
   );
   // A config file that still sets a removed field: told it was removed, not that it is unknown.
-  writeFileSync(file, JSON.stringify({ pipeline: { ...base, epoch: { maxRecords: 1000, commitWithNextPrepare: false } } }));
+  writeFileSync(
+    file,
+    JSON.stringify({ pipeline: { ...base, epoch: { maxRecords: 1000, commitWithNextPrepare: false } } }),
+  );
   assert.throws(
     () => loadPipelineConfig(file, { ONCEFLOW_SERVICES_ENV: '/dev/null', ONCEFLOW_MYSQL_PASSWORD: 'x' }),
     (e: unknown) => {
@@ -858,7 +1088,10 @@ test('table modes in SQL: newest assigns each column only when the incoming vers
     'INSERT INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?) AS new ON DUPLICATE KEY UPDATE `val` = IF((`v` IS NULL OR new.`v` > `v`), new.`val`, `val`), `v` = IF((`v` IS NULL OR new.`v` > `v`), new.`v`, `v`)',
   );
   // Listing the version among the columns changes nothing: it is still assigned last.
-  assert.equal(upsertSql(modeTable({ kind: 'newest', version: 'v', columns: ['v', 'val'] }), 1, 'mariadb'), upsertSql(NEWEST, 1, 'mariadb'));
+  assert.equal(
+    upsertSql(modeTable({ kind: 'newest', version: 'v', columns: ['v', 'val'] }), 1, 'mariadb'),
+    upsertSql(NEWEST, 1, 'mariadb'),
+  );
   assert.equal(
     onDuplicateSql(
       NEWEST,
@@ -871,7 +1104,10 @@ test('table modes in SQL: newest assigns each column only when the incoming vers
     upsertSql(modeTable({ kind: 'replace', columns: ['val', 'v'] }), 1, 'mariadb'),
     'INSERT INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE `val` = VALUES(`val`), `v` = VALUES(`v`)',
   );
-  assert.equal(upsertSql(modeTable({ kind: 'ignore' }), 1, 'mysql'), 'INSERT IGNORE INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?)');
+  assert.equal(
+    upsertSql(modeTable({ kind: 'ignore' }), 1, 'mysql'),
+    'INSERT IGNORE INTO `m` (`k`, `val`, `v`) VALUES (?, ?, ?)',
+  );
 });
 
 test('table modes when combining an epoch: accumulate sums, replace keeps the last, newest the greatest version (the first of equal ones), ignore the first', () => {
@@ -923,7 +1159,10 @@ test('table modes when combining an epoch: accumulate sums, replace keeps the la
 test('a newest-wins row without a comparable version is a bad record with the reason', async () => {
   const tables = new Map([['m', NEWEST]]);
   assert.equal(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: 7 } }, tables), null);
-  assert.match(String(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: null } }, tables)), /row for 'm' has no version: column 'v' is null/);
+  assert.match(
+    String(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: null } }, tables)),
+    /row for 'm' has no version: column 'v' is null/,
+  );
   assert.match(
     String(rowProblem({ table: 'm', values: { k: 'a', val: 1, v: '2026-01-01' } }, tables)),
     /not a number, a bigint or a Date; convert it in the transform/,
@@ -957,7 +1196,10 @@ test("verify's expectation per mode, from each source partition's rows of a key:
     const r = possibleRows(t, perPartition(t));
     return { updated: r.updated, kept: r.kept };
   };
-  assert.deepEqual(p(modeTable({ kind: 'accumulate', columns: ['val', 'v'] })), { updated: [[100, 14]], kept: [['a'], ['a']] });
+  assert.deepEqual(p(modeTable({ kind: 'accumulate', columns: ['val', 'v'] })), {
+    updated: [[100, 14]],
+    kept: [['a'], ['a']],
+  });
   assert.deepEqual(p(modeTable({ kind: 'replace', columns: ['val', 'v'] })), {
     updated: [
       [20, 5],
@@ -1002,12 +1244,21 @@ test('the dead-letter budget: one bad record in a small epoch passes, a transfor
   assert.equal(deadLettersAllowed(d, 5000, 'epoch'), 50);
   assert.equal(deadLettersAllowed(d, 1_000_000, 'epoch'), 100, 'capped by maxPerEpoch');
   assert.equal(deadLettersAllowed(d, 1_000_000, 'run'), 10_000, 'a run: the ratio alone');
-  for (const n of [2, 3, 100, 5000, 100_000]) assert.ok(n > deadLettersAllowed(d, n, 'epoch'), `every record of ${n} failing is over the budget`);
+  for (const n of [2, 3, 100, 5000, 100_000])
+    assert.ok(n > deadLettersAllowed(d, n, 'epoch'), `every record of ${n} failing is over the budget`);
   assert.equal(deadLettersAllowed({ maxRatio: 0.5, maxPerEpoch: 0 }, 1000, 'epoch'), 0, 'maxPerEpoch 0: none');
   assert.equal(deadLettersAllowed({ maxRatio: 0.5, maxPerEpoch: 0 }, 1000, 'run'), 0);
-  assert.equal(deadLettersAllowed({ maxRatio: 1, maxPerEpoch: 5000 }, 5000, 'epoch'), 5000, 'maxRatio 1: never halts within maxPerEpoch');
+  assert.equal(
+    deadLettersAllowed({ maxRatio: 1, maxPerEpoch: 5000 }, 5000, 'epoch'),
+    5000,
+    'maxRatio 1: never halts within maxPerEpoch',
+  );
 
-  assert.equal(definePipeline({ ...base, deadLetter: { maxRatio: 0.2 } }).deadLetter!.maxPerEpoch, 100, 'a partial setting keeps the other default');
+  assert.equal(
+    definePipeline({ ...base, deadLetter: { maxRatio: 0.2 } }).deadLetter!.maxPerEpoch,
+    100,
+    'a partial setting keeps the other default',
+  );
   assert.throws(
     () => definePipeline({ ...base, deadLetter: { maxRatio: 1.5, maxPerEpoch: -1 } }),
     (e: unknown) => {
@@ -1039,7 +1290,15 @@ test('the dead-letter budget: one bad record in a small epoch passes, a transfor
 
 test('haltIfOverBudget: over the budget or a row for an undeclared table throws PipelineHalted naming the transform, the record and the way to resume', async () => {
   const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' } });
-  const rec = (offset: number, value: string) => ({ topic: 'in', partition: 3, offset, key: null, value: Buffer.from(value), headers: {}, timestamp: '0' });
+  const rec = (offset: number, value: string) => ({
+    topic: 'in',
+    partition: 3,
+    offset,
+    key: null,
+    value: Buffer.from(value),
+    headers: {},
+    timestamp: '0',
+  });
   const good = JSON.stringify({ id: 'a', slot_time: 't', key1: 'k', key2: 'k', key3: 'k', indicate: 3 });
   const ctx = { pipeline: 'u', partition: 3, epoch: 4, attempt: 1, options: {} };
   const events: unknown[] = [];
@@ -1073,7 +1332,10 @@ test('haltIfOverBudget: over the budget or a row for an undeclared table throws 
       assert.equal(e.retryable, false);
       assert.match(e.message, /transform 'flink-compare' failed on 3 of 3 records, over the dead-letter budget of 1/);
       assert.match(e.message, /First failing record: topic 'in', partition 3, offset 40 — transform-error: .*not JSON/);
-      assert.match(e.message, /Nothing of this epoch was committed\. Once fixed, restart the workers and start the pipeline again/);
+      assert.match(
+        e.message,
+        /Nothing of this epoch was committed\. Once fixed, restart the workers and start the pipeline again/,
+      );
       assert.deepEqual(e.details, {
         pipeline: 'u',
         partition: 3,
@@ -1097,7 +1359,9 @@ test('haltIfOverBudget: over the budget or a row for an undeclared table throws 
   );
 
   // A row for a table the pipeline does not declare: halted even once, naming the table, the declared ones and the record.
-  const undeclared = await part([good, good], { map: (r) => (r.offset === 41 ? { mysql: [{ table: 'nope', values: {} }] } : { kafka: [{ value: 'v' }] }) });
+  const undeclared = await part([good, good], {
+    map: (r) => (r.offset === 41 ? { mysql: [{ table: 'nope', values: {} }] } : { kafka: [{ value: 'v' }] }),
+  });
   assert.equal(undeclared.applied.deadLetters[0]!.headers?.['onceflow.reason'], 'undeclared-table');
   assert.throws(
     () => haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [undeclared]),
@@ -1113,20 +1377,40 @@ test('haltIfOverBudget: over the budget or a row for an undeclared table throws 
   );
   // A row that lacks a column stays a dead letter within the budget.
   const lacking = await part([good, good, good], {
-    map: (r) => (r.offset === 41 ? { mysql: [{ table: 'test_two_step_compare', values: { slot_time: 't' } }] } : { kafka: [{ value: 'v' }] }),
+    map: (r) =>
+      r.offset === 41
+        ? { mysql: [{ table: 'test_two_step_compare', values: { slot_time: 't' } }] }
+        : { kafka: [{ value: 'v' }] },
   });
   assert.equal(lacking.applied.deadLetters[0]!.headers?.['onceflow.reason'], 'row-mismatch');
   haltIfOverBudget(actx, spec, 'partition 3 epoch 4', [lacking]);
 });
 
 test("verify's dead-letter line counts per reason, and the run fails above its budget", () => {
-  const spec = compareSpec({ name: 'u', source: { topic: 'in' }, kafkaSink: { topic: 'out' }, deadLetter: { maxRatio: 0.05 } });
+  const spec = compareSpec({
+    name: 'u',
+    source: { topic: 'in' },
+    kafkaSink: { topic: 'out' },
+    deadLetter: { maxRatio: 0.05 },
+  });
   const dl = (reason: string | undefined, error = 'transform failed: x') => ({
     headers: { 'onceflow.error': Buffer.from(error), ...(reason ? { 'onceflow.reason': Buffer.from(reason) } : {}) },
   });
-  const within = deadLetterSummary(spec, [dl('transform-error'), dl('transform-error'), dl('row-mismatch'), dl(undefined)], 100);
-  assert.deepEqual(within, { total: 4, byReason: { 'transform-error': 2, 'row-mismatch': 1, 'transform failed': 1 }, allowed: 5, maxRatio: 0.05 });
-  assert.equal(deadLetterLine(within), 'dead letters: 4 (budget 5) — transform-error 2, row-mismatch 1, transform failed 1');
+  const within = deadLetterSummary(
+    spec,
+    [dl('transform-error'), dl('transform-error'), dl('row-mismatch'), dl(undefined)],
+    100,
+  );
+  assert.deepEqual(within, {
+    total: 4,
+    byReason: { 'transform-error': 2, 'row-mismatch': 1, 'transform failed': 1 },
+    allowed: 5,
+    maxRatio: 0.05,
+  });
+  assert.equal(
+    deadLetterLine(within),
+    'dead letters: 4 (budget 5) — transform-error 2, row-mismatch 1, transform failed 1',
+  );
   assert.equal(budgetCheck(within, 100).ok, true);
   const over = deadLetterSummary(
     spec,
@@ -1167,17 +1451,25 @@ test('onceflow init run from a local tarball depends on that tarball; from a che
   writeFileSync(join(root, 'packs', 'onceflow-0.1.0.tgz'), '');
   writeFileSync(
     join(project, 'node_modules', '.package-lock.json'),
-    JSON.stringify({ packages: { 'node_modules/onceflow': { version: '0.1.0', resolved: 'file:../../packs/onceflow-0.1.0.tgz' } } }),
+    JSON.stringify({
+      packages: { 'node_modules/onceflow': { version: '0.1.0', resolved: 'file:../../packs/onceflow-0.1.0.tgz' } },
+    }),
   );
   const tgz = `file:${join(root, 'packs', 'onceflow-0.1.0.tgz')}`;
   assert.equal(installedFromTarball(pkg), tgz);
   assert.equal(onceflowDependency('^0.1.0', '0.1.0', tgz), tgz);
-  assert.equal(onceflowDependency('file:/elsewhere.tgz', '0.1.0', tgz), 'file:/elsewhere.tgz', 'an explicit --onceflow wins');
+  assert.equal(
+    onceflowDependency('file:/elsewhere.tgz', '0.1.0', tgz),
+    'file:/elsewhere.tgz',
+    'an explicit --onceflow wins',
+  );
   assert.equal(onceflowDependency('^0.1.0', '0.1.0', undefined), '^0.1.0');
   // Installed from a registry, a tarball since deleted, or not under node_modules at all: no tarball.
   writeFileSync(
     join(project, 'node_modules', '.package-lock.json'),
-    JSON.stringify({ packages: { 'node_modules/onceflow': { resolved: 'https://registry.npmjs.org/onceflow/-/onceflow-0.1.0.tgz' } } }),
+    JSON.stringify({
+      packages: { 'node_modules/onceflow': { resolved: 'https://registry.npmjs.org/onceflow/-/onceflow-0.1.0.tgz' } },
+    }),
   );
   assert.equal(installedFromTarball(pkg), undefined);
   writeFileSync(
@@ -1221,7 +1513,10 @@ test('the public API (the package root and onceflow/workflows) reaches nothing i
     ['workflows/index.ts', 'protocol/epoch.ts'],
   ] as const) {
     const modules = [...reachable(resolvePath(src, entry))].map((f) => f.slice(src.length + 1));
-    assert.ok(modules.includes(deep), `the walk from src/${entry} did not reach src/${deep}: is it still following imports?`);
+    assert.ok(
+      modules.includes(deep),
+      `the walk from src/${entry} did not reach src/${deep}: is it still following imports?`,
+    );
     assert.deepEqual(
       modules.filter((f) => f.startsWith('cli/')),
       [],
@@ -1255,13 +1550,16 @@ test('the published JSON Schema is the one the zod schema generates (run `npm ru
   assert.equal(schema.properties.connections.properties.kafka.properties.sasl.additionalProperties, false);
   // Every connections field a file may set stands for a setting, and every setting mapped is a field.
   type Node = { properties?: Record<string, Node> };
-  const leaves = (n: Node, at: string): string[] => (n.properties ? Object.entries(n.properties).flatMap(([k, v]) => leaves(v, at ? `${at}.${k}` : k)) : [at]);
+  const leaves = (n: Node, at: string): string[] =>
+    n.properties ? Object.entries(n.properties).flatMap(([k, v]) => leaves(v, at ? `${at}.${k}` : k)) : [at];
   assert.deepEqual(leaves(schema.properties.connections, '').sort(), Object.keys(FIELD_SETTINGS).sort());
 });
 
 test('workflow code loads no zod: src/spec.ts takes the schema as types only', () => {
   const probe = "require('./src/workflows'); console.log(JSON.stringify(Object.keys(require.cache)))";
-  const modules: string[] = JSON.parse(execFileSync(process.execPath, ['--import', 'tsx', '-e', probe], { cwd: join(__dirname, '..'), encoding: 'utf8' }));
+  const modules: string[] = JSON.parse(
+    execFileSync(process.execPath, ['--import', 'tsx', '-e', probe], { cwd: join(__dirname, '..'), encoding: 'utf8' }),
+  );
   assert.ok(
     modules.some((m) => m.endsWith(join('src', 'spec.ts'))),
     'the probe loaded src/spec.ts',
@@ -1292,12 +1590,14 @@ test('a config file is checked whole: unknown, mistyped and removed fields and t
     (e: unknown) => {
       assert.ok(e instanceof ValidationError);
       assert.deepEqual(Object.fromEntries(e.problems.map((p) => [p.field, p.problem])), {
-        'pipeline.name': "must match /^[a-z0-9][a-z0-9._-]{0,39}$/ (lower-case letters, digits, '.', '_', '-'; at most 40), got \"Bad Name\"",
+        'pipeline.name':
+          "must match /^[a-z0-9][a-z0-9._-]{0,39}$/ (lower-case letters, digits, '.', '_', '-'; at most 40), got \"Bad Name\"",
         'pipeline.source.startFrom': "must be 'earliest' or 'latest', got \"first\"",
         'pipeline.kafkaSink.transactionTimeoutMs': 'must be an integer, got string "long"',
         'pipeline.epochs':
           "is not a known field — did you mean 'epoch'? (known: name, source, transform, transformOptions, kafkaSink, mysqlSink, deadLetterTopic, progressTopic, deadLetter, epoch, epochsPerRun, parallelism)",
-        'connections.kafka.brokerz': "is not a known field — did you mean 'brokers'? (known: brokers, replicationFactor, ssl, sasl)",
+        'connections.kafka.brokerz':
+          "is not a known field — did you mean 'brokers'? (known: brokers, replicationFactor, ssl, sasl)",
       });
       return true;
     },

@@ -66,7 +66,10 @@ async function thawAndRecover(
   const [result] = await Promise.race([
     drainAndWait(deps, s, handle),
     new Promise<never>((_, rej) =>
-      setTimeout(() => rej(new Error(`partition 0 did not drain within ${RECOVERY_BOUND_MS} ms of the thaw: wedged`)), RECOVERY_BOUND_MS),
+      setTimeout(
+        () => rej(new Error(`partition 0 did not drain within ${RECOVERY_BOUND_MS} ms of the thaw: wedged`)),
+        RECOVERY_BOUND_MS,
+      ),
     ),
   ]);
   assert.ok(result);
@@ -75,11 +78,16 @@ async function thawAndRecover(
   const report = await verify(deps, s);
   assert.ok(report.ok, `${failedChecks(report)}\nworker A:\n${frozen.stderrText}`);
   assert.equal(report.totals.sourceRecords, 600);
-  if (process.env.ONCEFLOW_TEST_VERBOSE) process.stderr.write(`worker A:\n${frozen.stderrText}\nworker B: ${JSON.stringify(events)}\n`);
+  if (process.env.ONCEFLOW_TEST_VERBOSE)
+    process.stderr.write(`worker A:\n${frozen.stderrText}\nworker B: ${JSON.stringify(events)}\n`);
 }
 
 /** Ends worker A (thawed first, so that it can exit) and worker B, whatever the test got to. */
-async function stopBoth(frozen: ReturnType<typeof spawnWorker>, healthy: { shutdown(): void } | undefined, running: Promise<void> | undefined): Promise<void> {
+async function stopBoth(
+  frozen: ReturnType<typeof spawnWorker>,
+  healthy: { shutdown(): void } | undefined,
+  running: Promise<void> | undefined,
+): Promise<void> {
   frozen.kill('SIGCONT');
   frozen.kill('SIGTERM');
   await frozen.exited;
@@ -87,49 +95,68 @@ async function stopBoth(frozen: ReturnType<typeof spawnWorker>, healthy: { shutd
   await running;
 }
 
-test('a prepare attempt frozen past its timeout and thawed after the retry was decided does not wedge the partition', { timeout: 300_000 }, async () => {
-  const s = await prepareScenario(deps, { prefix: 'zombie', records: 600, partitions: 1, epoch: { maxRecords: 100, maxWaitMs: 500 } });
-  const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
-  // Worker A: epoch 2's first attempt fails, its second freezes at its very start (before the
-  // retry's clean-up of older branches) — for longer than the test will ever wait.
-  const frozen = spawnWorker(s.taskQueue, {
-    ONCEFLOW_WORKFLOW_BUNDLE: codePath,
-    ONCEFLOW_MAX_CONCURRENT_ACTIVITIES: '1',
-    ONCEFLOW_FAULTS: 'prepare.start@epoch=2@partition=0@attempt=1:throw,prepare.start@epoch=2@partition=0@attempt=2:freeze=240000',
-  });
-  let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
-  let running: Promise<void> | undefined;
-  try {
-    const handle = await start(deps, s);
-    await waitUntil(
-      'worker A to freeze in prepare(epoch 2) attempt 2',
-      async () => /freeze=240000 at prepare\.start epoch=2/.test(frozen.stderrText),
-      120_000,
-    ).catch((e) => {
-      throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
+test(
+  'a prepare attempt frozen past its timeout and thawed after the retry was decided does not wedge the partition',
+  { timeout: 300_000 },
+  async () => {
+    const s = await prepareScenario(deps, {
+      prefix: 'zombie',
+      records: 600,
+      partitions: 1,
+      epoch: { maxRecords: 100, maxWaitMs: 500 },
     });
-    // Worker B takes over; it holds epoch 2's XA COMMIT back for 20 s, the window in which the
-    // decided branch is prepared and the zombie wakes.
-    const stallSeen: string[] = [];
-    const events: unknown[] = [];
-    healthy = await workerB(s, events, 'commit.mysql@epoch=2@partition=0:stall=20000', (e) => {
-      if (e.kind === 'prepared' && e.epoch === 2) stallSeen.push('prepared');
+    const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
+    // Worker A: epoch 2's first attempt fails, its second freezes at its very start (before the
+    // retry's clean-up of older branches) — for longer than the test will ever wait.
+    const frozen = spawnWorker(s.taskQueue, {
+      ONCEFLOW_WORKFLOW_BUNDLE: codePath,
+      ONCEFLOW_MAX_CONCURRENT_ACTIVITIES: '1',
+      ONCEFLOW_FAULTS:
+        'prepare.start@epoch=2@partition=0@attempt=1:throw,prepare.start@epoch=2@partition=0@attempt=2:freeze=240000',
     });
-    running = healthy.run();
-    await waitUntil('another attempt of epoch 2 to be prepared on worker B (the decision)', async () => stallSeen.length > 0, 150_000);
-    // Thaw the zombie while the decided branch awaits its XA COMMIT.
-    await new Promise((r) => setTimeout(r, 2000));
-    await thawAndRecover(s, handle, frozen, /thawed at prepare\.start epoch=2/, events);
-  } finally {
-    await stopBoth(frozen, healthy, running);
-  }
-});
+    let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
+    let running: Promise<void> | undefined;
+    try {
+      const handle = await start(deps, s);
+      await waitUntil(
+        'worker A to freeze in prepare(epoch 2) attempt 2',
+        async () => /freeze=240000 at prepare\.start epoch=2/.test(frozen.stderrText),
+        120_000,
+      ).catch((e) => {
+        throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
+      });
+      // Worker B takes over; it holds epoch 2's XA COMMIT back for 20 s, the window in which the
+      // decided branch is prepared and the zombie wakes.
+      const stallSeen: string[] = [];
+      const events: unknown[] = [];
+      healthy = await workerB(s, events, 'commit.mysql@epoch=2@partition=0:stall=20000', (e) => {
+        if (e.kind === 'prepared' && e.epoch === 2) stallSeen.push('prepared');
+      });
+      running = healthy.run();
+      await waitUntil(
+        'another attempt of epoch 2 to be prepared on worker B (the decision)',
+        async () => stallSeen.length > 0,
+        150_000,
+      );
+      // Thaw the zombie while the decided branch awaits its XA COMMIT.
+      await new Promise((r) => setTimeout(r, 2000));
+      await thawAndRecover(s, handle, frozen, /thawed at prepare\.start epoch=2/, events);
+    } finally {
+      await stopBoth(frozen, healthy, running);
+    }
+  },
+);
 
 test(
   'frozen at prepare.xa-prepared until the attempt times out, thawed after the retry started: the partition commits again within the bound, exactly once',
   { timeout: 300_000 },
   async () => {
-    const s = await prepareScenario(deps, { prefix: 'zombie-xa', records: 600, partitions: 1, epoch: { maxRecords: 100, maxWaitMs: 500 } });
+    const s = await prepareScenario(deps, {
+      prefix: 'zombie-xa',
+      records: 600,
+      partitions: 1,
+      epoch: { maxRecords: 100, maxWaitMs: 500 },
+    });
     const codePath = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
     // Worker A alone: epoch 2's first attempt prepares its branch (its ledger row locked, its
     // session still open) and freezes right after XA PREPARE, for longer than the test waits.
@@ -161,12 +188,19 @@ test(
         'a retry of prepare(epoch 2) to start',
         async () => {
           const activities = (await partition.describe()).raw.pendingActivities ?? [];
-          pending = activities.map((a) => ({ type: a.activityType?.name, attempt: a.attempt, state: a.state, lastFailure: a.lastFailure?.message }));
+          pending = activities.map((a) => ({
+            type: a.activityType?.name,
+            attempt: a.attempt,
+            state: a.state,
+            lastFailure: a.lastFailure?.message,
+          }));
           // Epoch 2 is prepared by advanceMembers (with epoch 1's commit), or alone by prepareMembers.
           const preparing = (name?: string | null) => name === 'prepareMembers' || name === 'advanceMembers';
           return activities.some(
             (a) =>
-              preparing(a.activityType?.name) && (a.attempt ?? 0) >= 2 && a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
+              preparing(a.activityType?.name) &&
+              (a.attempt ?? 0) >= 2 &&
+              a.state === temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_STARTED,
           );
         },
         120_000,

@@ -71,7 +71,9 @@ export async function createTopic(admin: Admin, topic: string, partitions: numbe
     }
     await sleep(250);
   }
-  throw new Error(`topic '${topic}' could not be created within 60 s (still being deleted?): ${String(last ?? 'it exists')}`);
+  throw new Error(
+    `topic '${topic}' could not be created within 60 s (still being deleted?): ${String(last ?? 'it exists')}`,
+  );
 }
 
 export interface InputSet {
@@ -81,7 +83,11 @@ export interface InputSet {
   sums: Map<string, number>;
 }
 
-export function makeEvents(n: number, seed: number, poisonEvery = 0): { values: (CompareEvent | string)[]; input: InputSet } {
+export function makeEvents(
+  n: number,
+  seed: number,
+  poisonEvery = 0,
+): { values: (CompareEvent | string)[]; input: InputSet } {
   const rnd = prng(seed);
   const pick = <T>(xs: T[]) => xs[Math.floor(rnd() * xs.length)]!;
   const values: (CompareEvent | string)[] = [];
@@ -111,7 +117,13 @@ export function makeEvents(n: number, seed: number, poisonEvery = 0): { values: 
 }
 
 /** Produces records round-robin over the partitions, starting at `offset` (plain idempotent producer, committed at once). */
-export async function produceRecords(kafka: Kafka, topic: string, partitions: number, records: { key: string; value: string }[], offset = 0): Promise<void> {
+export async function produceRecords(
+  kafka: Kafka,
+  topic: string,
+  partitions: number,
+  records: { key: string; value: string }[],
+  offset = 0,
+): Promise<void> {
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
   const admin = kafka.admin();
   await Promise.all([producer.connect(), admin.connect()]);
@@ -121,7 +133,11 @@ export async function produceRecords(kafka: Kafka, topic: string, partitions: nu
     const BATCH = 4000;
     for (let i = 0; i < records.length; i += BATCH) {
       const slice = records.slice(i, i + BATCH);
-      await producer.send({ topic, acks: -1, messages: slice.map((r, k) => ({ key: r.key, value: r.value, partition: (offset + i + k) % partitions })) });
+      await producer.send({
+        topic,
+        acks: -1,
+        messages: slice.map((r, k) => ({ key: r.key, value: r.value, partition: (offset + i + k) % partitions })),
+      });
     }
     // Acknowledged is not landed: a kafkajs producer has been seen to report records sent that
     // a leader change lost (issue 14). The input of a test or a demo is counted in the log.
@@ -130,7 +146,9 @@ export async function produceRecords(kafka: Kafka, topic: string, partitions: nu
       const sent = records.filter((_, k) => (offset + k) % partitions === p).length;
       const landed = (after.get(p) ?? 0) - (before.get(p) ?? 0);
       if (landed !== sent)
-        throw new Error(`input of ${topic}[${p}]: ${sent} records acknowledged, ${landed} in the log; the input is not what the run will be checked against`);
+        throw new Error(
+          `input of ${topic}[${p}]: ${sent} records acknowledged, ${landed} in the log; the input is not what the run will be checked against`,
+        );
     }
   } finally {
     await Promise.allSettled([producer.disconnect(), admin.disconnect()]);
@@ -138,9 +156,16 @@ export async function produceRecords(kafka: Kafka, topic: string, partitions: nu
 }
 
 /** Produces compare events (and poison strings) round-robin over the partitions. */
-export async function produceValues(settings: KafkaSettings, topic: string, partitions: number, values: (CompareEvent | string)[]): Promise<void> {
+export async function produceValues(
+  settings: KafkaSettings,
+  topic: string,
+  partitions: number,
+  values: (CompareEvent | string)[],
+): Promise<void> {
   const kafka = new Kafka({ ...kafkaClientConfig(settings, 'onceflow-input'), logLevel: logLevel.ERROR });
-  const records = values.map((v, i) => (typeof v === 'string' ? { key: `poison-${i}`, value: v } : { key: v.id, value: JSON.stringify(v) }));
+  const records = values.map((v, i) =>
+    typeof v === 'string' ? { key: `poison-${i}`, value: v } : { key: v.id, value: JSON.stringify(v) },
+  );
   await produceRecords(kafka, topic, partitions, records);
 }
 

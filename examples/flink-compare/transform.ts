@@ -51,9 +51,11 @@ export function parseEvent(value: Buffer | null): CompareEvent {
   }
   const o = e as Record<string, unknown>;
   for (const k of ['id', 'slot_time', 'key1', 'key2', 'key3'] as const) {
-    if (typeof o[k] !== 'string' || (o[k] as string).length === 0) throw new Error(`field '${k}' must be a non-empty string`);
+    if (typeof o[k] !== 'string' || (o[k] as string).length === 0)
+      throw new Error(`field '${k}' must be a non-empty string`);
   }
-  if (typeof o.indicate !== 'number' || !Number.isInteger(o.indicate)) throw new Error("field 'indicate' must be an integer");
+  if (typeof o.indicate !== 'number' || !Number.isInteger(o.indicate))
+    throw new Error("field 'indicate' must be an integer");
   return o as unknown as CompareEvent;
 }
 
@@ -67,7 +69,10 @@ export const compareTransform: Transform = {
     return {
       kafka: [{ key: e.id, value: JSON.stringify({ ...e, src: `${record.partition}:${record.offset}` }) }],
       mysql: [
-        { table: opts(ctx).table ?? COMPARE_TABLE.name, values: { slot_time: e.slot_time, key1: e.key1, key2: e.key2, key3: e.key3, indicate: e.indicate } },
+        {
+          table: opts(ctx).table ?? COMPARE_TABLE.name,
+          values: { slot_time: e.slot_time, key1: e.key1, key2: e.key2, key3: e.key3, indicate: e.indicate },
+        },
       ],
     };
   },
@@ -76,7 +81,9 @@ export const compareTransform: Transform = {
     const n = o.compareFailEveryNthEpoch ?? 0;
     const after = o.compareFailAfter ?? 10;
     if (n > 0 && ctx.attempt === 1 && ctx.epoch % n === 1 % n && ctx.writtenInAttempt > after) {
-      throw new Error(`compare sink failed after ${after} records (simulated checkpoint failure, epoch ${ctx.epoch}, attempt ${ctx.attempt})`);
+      throw new Error(
+        `compare sink failed after ${after} records (simulated checkpoint failure, epoch ${ctx.epoch}, attempt ${ctx.attempt})`,
+      );
     }
   },
 };

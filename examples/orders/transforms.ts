@@ -33,9 +33,16 @@ export function parseOrder(record: SourceRecord): Order {
   if (!o || typeof o !== 'object') throw new Error('order is not a JSON object');
   if (typeof o.id !== 'string' || !o.id) throw new Error("order has no 'id'");
   if (typeof o.customer !== 'string' || !o.customer) throw new Error(`order ${o.id}: no 'customer'`);
-  if (!Array.isArray(o.items) || o.items.length === 0) throw new Error(`order ${o.id}: 'items' must be a non-empty list`);
+  if (!Array.isArray(o.items) || o.items.length === 0)
+    throw new Error(`order ${o.id}: 'items' must be a non-empty list`);
   o.items.forEach((it, i) => {
-    if (typeof it?.sku !== 'string' || !Number.isInteger(it.qty) || it.qty <= 0 || typeof it.price !== 'number' || it.price < 0) {
+    if (
+      typeof it?.sku !== 'string' ||
+      !Number.isInteger(it.qty) ||
+      it.qty <= 0 ||
+      typeof it.price !== 'number' ||
+      it.price < 0
+    ) {
       throw new Error(`order ${o.id}: items[${i}] needs a sku, a positive integer qty and a price ≥ 0`);
     }
   });
@@ -51,14 +58,18 @@ async function tierOf(customer: string): Promise<'gold' | 'standard'> {
 }
 
 /** The output partition of a customer: stable, so one customer's events stay in order. */
-export const partitionOf = (customer: string, partitions: number) => createHash('sha1').update(customer).digest().readUInt32BE(0) % partitions;
+export const partitionOf = (customer: string, partitions: number) =>
+  createHash('sha1').update(customer).digest().readUInt32BE(0) % partitions;
 
 export const orders = defineTransform({
   async map(record, ctx): Promise<TransformResult> {
     const order = parseOrder(record);
     const cents = order.items.reduce((sum, it) => sum + it.qty * Math.round(it.price * 100), 0);
     const partitions = Number(ctx.options.outputPartitions ?? 1);
-    const { latestTable = 'orders_latest', totalsTable = 'customer_totals' } = ctx.options as { latestTable?: string; totalsTable?: string };
+    const { latestTable = 'orders_latest', totalsTable = 'customer_totals' } = ctx.options as {
+      latestTable?: string;
+      totalsTable?: string;
+    };
     const event = {
       order: order.id,
       customer: order.customer,
@@ -68,9 +79,14 @@ export const orders = defineTransform({
       totalCents: cents,
     };
     return {
-      kafka: [{ key: order.customer, value: JSON.stringify(event), partition: partitionOf(order.customer, partitions) }],
+      kafka: [
+        { key: order.customer, value: JSON.stringify(event), partition: partitionOf(order.customer, partitions) },
+      ],
       mysql: [
-        { table: latestTable, values: { order_id: order.id, customer: order.customer, status: order.status, total_cents: cents } },
+        {
+          table: latestTable,
+          values: { order_id: order.id, customer: order.customer, status: order.status, total_cents: cents },
+        },
         { table: totalsTable, values: { customer: order.customer, orders: 1, revenue_cents: cents } },
       ],
     };

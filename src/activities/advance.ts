@@ -10,7 +10,13 @@
  * withdrawn here before the activity returns.
  */
 import { notAuthorized } from '../errors';
-import { advancePositions, type GroupAdvanceArgs, type GroupAdvanceResult, type GroupPrepareResult, type KafkaCommitOutcome } from '../protocol';
+import {
+  advancePositions,
+  type GroupAdvanceArgs,
+  type GroupAdvanceResult,
+  type GroupPrepareResult,
+  type KafkaCommitOutcome,
+} from '../protocol';
 import { committer } from './commit';
 import { edge, type ActivityContext } from './context';
 import { preparer } from './prepare';

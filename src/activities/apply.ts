@@ -18,7 +18,8 @@ export interface KafkaMessage {
 }
 
 /** Short classes of dead-letter reasons (header onceflow.reason), which `verify` counts. */
-export type DeadLetterReason = 'transform-error' | 'no-result' | 'row-mismatch' | 'undeclared-table' | 'bad-output-value' | 'no-output-partition';
+export type DeadLetterReason =
+  'transform-error' | 'no-result' | 'row-mismatch' | 'undeclared-table' | 'bad-output-value' | 'no-output-partition';
 
 /** A record the transform could not turn into outputs and rows. */
 export interface RecordFailure {
@@ -101,14 +102,16 @@ type Outcome = { ok: true; result: TransformResult } | { ok: false; error: unkno
 async function mapAll(transform: Transform, records: SourceRecord[], ctx: TransformContext): Promise<Outcome[]> {
   const outcomes: (Outcome | PromiseLike<TransformResult>)[] = [];
   for (let i = 0; i < records.length; i += ASYNC_TRANSFORM_WINDOW) {
-    const window = records.slice(i, i + ASYNC_TRANSFORM_WINDOW).map((record): Outcome | PromiseLike<TransformResult> => {
-      try {
-        const r = transform.map(record, ctx);
-        return isThenable(r) ? r : { ok: true, result: r };
-      } catch (error) {
-        return { ok: false, error };
-      }
-    });
+    const window = records
+      .slice(i, i + ASYNC_TRANSFORM_WINDOW)
+      .map((record): Outcome | PromiseLike<TransformResult> => {
+        try {
+          const r = transform.map(record, ctx);
+          return isThenable(r) ? r : { ok: true, result: r };
+        } catch (error) {
+          return { ok: false, error };
+        }
+      });
     outcomes.push(
       ...(window.some(isThenable)
         ? await Promise.all(
@@ -138,7 +141,8 @@ export async function applyTransform(
   const out: Applied = { outputs: [], deadLetters: [], rows: [], processed: [] };
   // ctx.partition is the source partition id (src/protocol/index.ts, SourceRef).
   const defaultOut = (record: SourceRecord) => (layout ? ctx.partition % layout.outputPartitions : record.partition);
-  const deadLetterPartition = (record: SourceRecord) => (layout ? ctx.partition % layout.deadLetterPartitions : record.partition);
+  const deadLetterPartition = (record: SourceRecord) =>
+    layout ? ctx.partition % layout.deadLetterPartitions : record.partition;
   const outcomes = await mapAll(transform, records, ctx);
   records.forEach((record, i) => {
     const outcome = outcomes[i]!;
@@ -146,7 +150,8 @@ export async function applyTransform(
     try {
       if (!outcome.ok) throw outcome.error;
       result = outcome.result;
-      if (typeof result !== 'object' || result === null) throw new RecordProblem('no-result', 'the transform returned no result object ({ kafka?, mysql? })');
+      if (typeof result !== 'object' || result === null)
+        throw new RecordProblem('no-result', 'the transform returned no result object ({ kafka?, mysql? })');
       const unknown = (result.mysql ?? []).find((op) => !tables.has(op.table));
       if (unknown) throw new RecordProblem('undeclared-table', rowProblem(unknown, tables)!, unknown.table);
       const problem = (result.mysql ?? []).map((op) => rowProblem(op, tables)).find((p) => p !== null);
@@ -171,14 +176,32 @@ export async function applyTransform(
       // misconfigured output schema): they fail the attempt — retried if retryable — instead of
       // dead-lettering a good record.
       if (e instanceof OnceflowError) throw e;
-      const failure: RecordFailure = { record, reason: e instanceof RecordProblem ? e.reason : 'transform-error', error: errorMessage(e) };
+      const failure: RecordFailure = {
+        record,
+        reason: e instanceof RecordProblem ? e.reason : 'transform-error',
+        error: errorMessage(e),
+      };
       out.firstFailure ??= failure;
       if (e instanceof RecordProblem && e.table !== undefined) out.undeclared ??= { ...failure, table: e.table };
-      out.deadLetters.push(deadLetter(spec, record, ctx.epoch, `transform failed: ${failure.error}`, deadLetterPartition(record), failure.reason));
+      out.deadLetters.push(
+        deadLetter(
+          spec,
+          record,
+          ctx.epoch,
+          `transform failed: ${failure.error}`,
+          deadLetterPartition(record),
+          failure.reason,
+        ),
+      );
       return;
     }
     for (const o of result.kafka ?? []) {
-      out.outputs.push({ key: o.key ?? null, value: o.value, partition: o.partition ?? defaultOut(record), ...(o.headers ? { headers: o.headers } : {}) });
+      out.outputs.push({
+        key: o.key ?? null,
+        value: o.value,
+        partition: o.partition ?? defaultOut(record),
+        ...(o.headers ? { headers: o.headers } : {}),
+      });
     }
     out.rows.push(...(result.mysql ?? []));
     out.processed.push({ record, result });

@@ -25,7 +25,8 @@ export function deadLettersAllowed(budget: DeadLetterBudget, records: number, sc
   return scope === 'epoch' ? Math.min(budget.maxPerEpoch, byRatio) : byRatio;
 }
 
-const coordinates = (f: RecordFailure) => `topic '${f.record.topic}', partition ${f.record.partition}, offset ${f.record.offset}`;
+const coordinates = (f: RecordFailure) =>
+  `topic '${f.record.topic}', partition ${f.record.partition}, offset ${f.record.offset}`;
 
 /**
  * What the user does next, in every halt message: nothing of the epoch was committed and the
@@ -49,13 +50,20 @@ export interface EpochPart {
  * counts the epoch as a whole (a group epoch: all its members). `what` names the epoch in the
  * message. Also reports the halt to the worker log and the metrics.
  */
-export function haltIfOverBudget(ctx: Pick<ActivityContext, 'observe' | 'error'>, spec: PipelineSpec, what: string, parts: EpochPart[]): void {
+export function haltIfOverBudget(
+  ctx: Pick<ActivityContext, 'observe' | 'error'>,
+  spec: PipelineSpec,
+  what: string,
+  parts: EpochPart[],
+): void {
   const records = parts.reduce((a, p) => a + p.records, 0);
   const deadLetters = parts.reduce((a, p) => a + p.applied.deadLetters.length, 0);
   const budget = budgetOf(spec);
   const allowed = deadLettersAllowed(budget, records, 'epoch');
   const undeclaredIn = parts.find((p) => p.applied.undeclared);
-  let halt: { cause: 'dead-letter-budget' | 'undeclared-table'; part: EpochPart; first: RecordFailure; message: string } | undefined;
+  let halt:
+    | { cause: 'dead-letter-budget' | 'undeclared-table'; part: EpochPart; first: RecordFailure; message: string }
+    | undefined;
   if (undeclaredIn) {
     const u = undeclaredIn.applied.undeclared!;
     const declared = spec.mysqlSink.tables.map((t) => t.name).join(', ') || 'none';

@@ -26,7 +26,12 @@ import { applyEpoch, commitDecided, finishMysqlSide, redoMysqlSide } from './mys
  * the producer, the epochs and the partitions; the commit's result carries it into history, and
  * the workflow's status shows it.
  */
-export function reportSplit(ctx: ActivityContext, spec: PipelineSpec, epochs: { id: number; epoch: number }[], split: KafkaSplit): void {
+export function reportSplit(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  epochs: { id: number; epoch: number }[],
+  split: KafkaSplit,
+): void {
   for (const m of epochs) ctx.observe({ kind: 'split', pipeline: spec.name, partition: m.id, epoch: m.epoch, split });
   ctx.warn(
     `Kafka split the transaction of ${epochs.map((m) => `source partition ${m.id} epoch ${m.epoch}`).join(', ')}: committed on ${split.committed.join(', ')}, aborted on ${split.aborted.join(', ')}; the aborted parts are redone`,
@@ -48,11 +53,16 @@ export function splitter(
   markers: { partition: number; offset: number }[],
 ) {
   return (commits: SplitCommits) =>
-    forceSplit(ctx.cluster, handle, txnParts(spec, commits === 'markers' ? markers : [], commits === 'markers' ? undefined : handle.written));
+    forceSplit(
+      ctx.cluster,
+      handle,
+      txnParts(spec, commits === 'markers' ? markers : [], commits === 'markers' ? undefined : handle.written),
+    );
 }
 
 /** A decided epoch's state as the commit finds it: both sides prepared (the prepare result is in history). */
-const decided = (spec: PipelineSpec, groupEpoch: number): EpochState => preparedState(groupEpoch, mysqlMode(spec) === 'staged');
+const decided = (spec: PipelineSpec, groupEpoch: number): EpochState =>
+  preparedState(groupEpoch, mysqlMode(spec) === 'staged');
 
 /** A prepared epoch as either result shape names it (the unit's, or an ungrouped run's of an older version). */
 type Withdrawable = { kafka: { transactionalId: string }; xid: string; groupEpoch?: number; epoch?: number };
@@ -62,17 +72,31 @@ export function committer(ctx: ActivityContext) {
   const { cluster } = ctx;
 
   /** EndTxn(commit), or the outcome found out; 'aborted' (wholly, or split) means the workflow must redo the Kafka side. */
-  async function kafkaSide({ spec, group, prepared: p }: GroupCommitArgs): Promise<{ state: EpochState; split?: KafkaSplit }> {
+  async function kafkaSide({
+    spec,
+    group,
+    prepared: p,
+  }: GroupCommitArgs): Promise<{ state: EpochState; split?: KafkaSplit }> {
     const started = Date.now();
     const markers = p.members.map((m) => ({ partition: m.id, offset: m.markerOffset }));
     // Before EndTxn, while the MySQL side commits beside it (a crash here leaves MySQL committed, Kafka open).
     await ctx.hit('commit.before', { partition: group, epoch: p.groupEpoch }, splitter(ctx, spec, p.kafka, markers));
     const k = await commitOrFindOut(cluster, spec, { handle: p.kafka, markers }, ctx.heartbeat);
     // What the commit observed, stated to the protocol: aborted on some partition it wrote, or not.
-    const state = move(decided(spec, p.groupEpoch), 'kafka', k.outcome, { committedEverywhere: k.outcome === 'committed' });
+    const state = move(decided(spec, p.groupEpoch), 'kafka', k.outcome, {
+      committedEverywhere: k.outcome === 'committed',
+    });
     if (k.outcome === 'committed')
       for (const m of p.members)
-        ctx.observe({ kind: 'committed', pipeline: spec.name, partition: m.id, epoch: m.epoch, side: 'kafka', ms: Date.now() - started, startedAt: started });
+        ctx.observe({
+          kind: 'committed',
+          pipeline: spec.name,
+          partition: m.id,
+          epoch: m.epoch,
+          side: 'kafka',
+          ms: Date.now() - started,
+          startedAt: started,
+        });
     if (k.split) reportSplit(ctx, spec, p.members, k.split);
     await ctx.hit('commit.between', { partition: group, epoch: p.groupEpoch });
     return { state, ...(k.split ? { split: k.split } : {}) };
@@ -89,11 +113,19 @@ export function committer(ctx: ActivityContext) {
     const r = await commitDecided(ctx, p.xid, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch });
     if (r === 'gone') {
       // Observed: no ledger row of the epoch (commitBranch looked): the MySQL side is written again.
-      move(move(decided(spec, p.groupEpoch), 'mysql', 'gone', { ledgerRow: false }), 'mysql', 'redone', { ledgerRow: false });
+      move(move(decided(spec, p.groupEpoch), 'mysql', 'gone', { ledgerRow: false }), 'mysql', 'redone', {
+        ledgerRow: false,
+      });
       let outcome: MysqlCommitOutcome = 'committed';
       for (const m of p.members) {
         if (
-          (await redoMysqlSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid }, srcOf(spec, memberOf(members, m.id)))) === 'redone'
+          (await redoMysqlSide(
+            ctx,
+            spec,
+            m.id,
+            { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid },
+            srcOf(spec, memberOf(members, m.id)),
+          )) === 'redone'
         )
           outcome = 'redone';
       }
@@ -109,7 +141,11 @@ export function committer(ctx: ActivityContext) {
   /** Both sides of a decided epoch at once; each is idempotent, so a retry after one side failed redoes nothing the other did. */
   async function both(args: GroupCommitArgs): Promise<GroupCommitResult> {
     const [kafka, mysql] = await Promise.all([kafkaSide(args), mysqlSide(args)]);
-    return { kafka: kafka.state.kafka === 'committed' ? 'committed' : 'aborted', mysql, ...(kafka.split ? { split: kafka.split } : {}) };
+    return {
+      kafka: kafka.state.kafka === 'committed' ? 'committed' : 'aborted',
+      mysql,
+      ...(kafka.split ? { split: kafka.split } : {}),
+    };
   }
 
   /**
@@ -119,12 +155,22 @@ export function committer(ctx: ActivityContext) {
    * not be one transaction; each keeps its own order, and the unit's next epoch follows them.
    */
   async function redo({ spec, group, members, prepared: p }: GroupCommitArgs): Promise<boolean> {
-    move(move(decided(spec, p.groupEpoch), 'kafka', 'aborted', { committedEverywhere: false }), 'kafka', 'redone', { committedEverywhere: false });
+    move(move(decided(spec, p.groupEpoch), 'kafka', 'aborted', { committedEverywhere: false }), 'kafka', 'redone', {
+      committedEverywhere: false,
+    });
     await ctx.hit('redo.start', { partition: group, epoch: p.groupEpoch });
     let redone = false;
     for (const m of p.members) {
       const src = srcOf(spec, memberOf(members, m.id));
-      if (await redoKafkaSide(ctx, spec, m.id, { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid, markerFrom: m.markerOffset, original: p.kafka }, src))
+      if (
+        await redoKafkaSide(
+          ctx,
+          spec,
+          m.id,
+          { epoch: m.epoch, start: m.start, end: m.end, xid: p.xid, markerFrom: m.markerOffset, original: p.kafka },
+          src,
+        )
+      )
         redone = true;
     }
     return redone;

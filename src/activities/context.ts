@@ -43,8 +43,11 @@ export function activityContext(deps: ActivityDeps) {
     ...deps,
     observe: deps.observe ?? (() => undefined),
     dialect: async () => (dialect ??= await detectDialect(deps.pool)),
-    hit: (point: FaultPoint, at: { partition: number; epoch: number }, split?: (commits: SplitCommits) => Promise<void>) =>
-      faults.hit(point, { ...at, attempt: attempt() }, split),
+    hit: (
+      point: FaultPoint,
+      at: { partition: number; epoch: number },
+      split?: (commits: SplitCommits) => Promise<void>,
+    ) => faults.hit(point, { ...at, attempt: attempt() }, split),
     heartbeat: () => Context.current().heartbeat(),
     /** A line in the worker's log (Temporal's activity logger: the activity's workflow, type and attempt are added). */
     warn: (message: string, attrs: Record<string, unknown> = {}) => Context.current().log.warn(message, attrs),
@@ -76,9 +79,16 @@ export async function edge<T>(fn: () => Promise<T>, opts: { decided: boolean } =
     return await fn();
   } catch (caught) {
     // A move the protocol's table does not allow is a bug, not a fault: fail loudly, never retry into it.
-    if (caught instanceof IllegalMove) throw ApplicationFailure.create({ message: caught.message, type: caught.name, nonRetryable: true });
+    if (caught instanceof IllegalMove)
+      throw ApplicationFailure.create({ message: caught.message, type: caught.name, nonRetryable: true });
     const e = caught instanceof OnceflowError ? caught : (notAuthorized(caught, opts.decided) ?? caught);
-    if (e instanceof OnceflowError) throw ApplicationFailure.create({ message: e.message, type: e.name, nonRetryable: !e.retryable, details: [e.details] });
+    if (e instanceof OnceflowError)
+      throw ApplicationFailure.create({
+        message: e.message,
+        type: e.name,
+        nonRetryable: !e.retryable,
+        details: [e.details],
+      });
     throw e;
   } finally {
     clearInterval(timer);

@@ -21,7 +21,14 @@ import { createSetup } from './setup';
 
 export function createActivities(deps: ActivityDeps) {
   const ctx = activityContext(deps);
-  return { ...createSetup(ctx), ...createReconcile(ctx), ...createPrepare(ctx), ...createCommit(ctx), ...createAdvance(ctx), ...createLegacy(ctx) };
+  return {
+    ...createSetup(ctx),
+    ...createReconcile(ctx),
+    ...createPrepare(ctx),
+    ...createCommit(ctx),
+    ...createAdvance(ctx),
+    ...createLegacy(ctx),
+  };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

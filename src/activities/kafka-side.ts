@@ -14,7 +14,10 @@ import { reapply, type Src } from './source';
 /** Bytes of records per produce request: below the broker's default message.max.bytes (1 MiB) per batch. */
 const REQUEST_BYTES = 512 * 1024;
 const messageBytes = (m: KafkaMessage) =>
-  64 + (m.key?.length ?? 0) + (m.value?.length ?? 0) + (m.headers ? Object.entries(m.headers).reduce((a, [k, v]) => a + k.length + v.length, 0) : 0);
+  64 +
+  (m.key?.length ?? 0) +
+  (m.value?.length ?? 0) +
+  (m.headers ? Object.entries(m.headers).reduce((a, [k, v]) => a + k.length + v.length, 0) : 0);
 
 /** One source partition's part of a transaction: its progress marker and where it read. */
 export interface SentPart {
@@ -58,14 +61,21 @@ export async function sendEpoch(
       bytes += messageBytes(x.msg);
     }
     const last = i >= all.length;
-    const markers = parts.map(({ marker }) => ({ key: String(marker.partition), value: encodeMarker(marker), partition: marker.partition }));
+    const markers = parts.map(({ marker }) => ({
+      key: String(marker.partition),
+      value: encodeMarker(marker),
+      partition: marker.partition,
+    }));
     const res = await txn.send([
       { topic: spec.kafkaSink.topic, messages: out },
       { topic: spec.deadLetterTopic, messages: dl },
       ...(last ? [{ topic: spec.progressTopic, messages: markers }] : []),
     ]);
     // One marker per progress partition: the partition's base offset is its marker's offset.
-    if (last) markerOffsets = parts.map(({ marker }) => res.find((r) => r.topic === spec.progressTopic && r.partition === marker.partition)?.baseOffset);
+    if (last)
+      markerOffsets = parts.map(
+        ({ marker }) => res.find((r) => r.topic === spec.progressTopic && r.partition === marker.partition)?.baseOffset,
+      );
     ctx.heartbeat();
   } while (i < all.length);
   const missing = parts.filter((_, k) => markerOffsets[k] === undefined).map(({ marker }) => marker.partition);
@@ -108,15 +118,28 @@ export interface RedoEpoch {
  * `written`, a committed marker means all is committed (as before splits were known). Returns
  * false when nothing had to be redone.
  */
-export async function redoKafkaSide(ctx: ActivityContext, spec: PipelineSpec, partition: number, e: RedoEpoch, src: Src): Promise<boolean> {
+export async function redoKafkaSide(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  partition: number,
+  e: RedoEpoch,
+  src: Src,
+): Promise<boolean> {
   // Counted, like prepare's (src/kafka/landed.ts): every send acknowledges each partition it
   // carried exactly once, and before the commit the log holds exactly the records sent.
-  const txn = new CountedTransaction(ctx.cluster, unitTxnId(spec, { group: partition, solo: true }, e.epoch), spec.kafkaSink.transactionTimeoutMs);
+  const txn = new CountedTransaction(
+    ctx.cluster,
+    unitTxnId(spec, { group: partition, solo: true }, e.epoch),
+    spec.kafkaSink.transactionTimeoutMs,
+  );
   const handle = await txn.begin();
   const markerDone = !!(await epochMarker(ctx.cluster, spec, partition, e.epoch, e.markerFrom, ctx.heartbeat));
   const parts = e.original?.written ? txnParts(spec, [], e.original.written) : undefined;
   if (markerDone && !parts?.length) return false;
-  const covered = parts && e.original ? await committedCopies(ctx.cluster, e.original, parts, handle.producerId, ctx.heartbeat) : new Set<string>();
+  const covered =
+    parts && e.original
+      ? await committedCopies(ctx.cluster, e.original, parts, handle.producerId, ctx.heartbeat)
+      : new Set<string>();
   if (markerDone && parts && covered.size === parts.length) return false;
   const { records, applied } = await reapply(ctx, spec, partition, e, src);
   const missing = (topic: string) => (m: KafkaMessage) => !covered.has(partName({ topic, partition: m.partition }));
@@ -142,15 +165,19 @@ export async function redoKafkaSide(ctx: ActivityContext, spec: PipelineSpec, pa
     throw err;
   }
   const outcome = await endTxn(ctx.cluster, handle, true);
-  if (outcome !== 'ok') throw new TransientError(`redo transaction of epoch ${e.epoch} was not committed (${outcome}); retrying the redo`);
+  if (outcome !== 'ok')
+    throw new TransientError(`redo transaction of epoch ${e.epoch} was not committed (${outcome}); retrying the redo`);
   ctx.observe({ kind: 'redo', pipeline: spec.name, partition, side: 'kafka' });
   if (covered.size || markerDone) {
-    ctx.warn(`split transaction repaired: epoch ${e.epoch} of source partition ${partition} written again only where it had aborted`, {
-      producerId: e.original?.producerId,
-      producerEpoch: e.original?.producerEpoch,
-      rewritten: outputs.length + deadLetters.length + (markerDone ? 0 : 1),
-      committedBefore: [...covered, ...(markerDone ? [partName({ topic: spec.progressTopic, partition })] : [])],
-    });
+    ctx.warn(
+      `split transaction repaired: epoch ${e.epoch} of source partition ${partition} written again only where it had aborted`,
+      {
+        producerId: e.original?.producerId,
+        producerEpoch: e.original?.producerEpoch,
+        rewritten: outputs.length + deadLetters.length + (markerDone ? 0 : 1),
+        committedBefore: [...covered, ...(markerDone ? [partName({ topic: spec.progressTopic, partition })] : [])],
+      },
+    );
   }
   return true;
 }

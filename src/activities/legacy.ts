@@ -55,16 +55,30 @@ function unitEpochOf(partition: number, p: PreparedEpoch): PreparedGroupEpoch {
   return {
     kind: 'prepared',
     groupEpoch: p.epoch,
-    members: [{ id: partition, epoch: p.epoch, start: p.start, end: p.end, records: p.records, deadLetters: p.deadLetters, markerOffset }],
+    members: [
+      {
+        id: partition,
+        epoch: p.epoch,
+        start: p.start,
+        end: p.end,
+        records: p.records,
+        deadLetters: p.deadLetters,
+        markerOffset,
+      },
+    ],
     kafka,
     xid: p.xid,
   };
 }
 
 /** A group of one's prepare result as an ungrouped one ('empty' names where it stayed). */
-const epochOf = (r: GroupPrepareResult, offset: number): PrepareResult => (r.kind === 'empty' ? { kind: 'empty', offset } : memberEpoch(r, r.members[0]!));
+const epochOf = (r: GroupPrepareResult, offset: number): PrepareResult =>
+  r.kind === 'empty' ? { kind: 'empty', offset } : memberEpoch(r, r.members[0]!);
 
-const commitArgsOf = (a: CommitArgs): GroupCommitArgs => ({ ...soloOf(a), prepared: unitEpochOf(a.partition, a.prepared) });
+const commitArgsOf = (a: CommitArgs): GroupCommitArgs => ({
+  ...soloOf(a),
+  prepared: unitEpochOf(a.partition, a.prepared),
+});
 
 export function createLegacy(ctx: ActivityContext) {
   const prepare = preparer(ctx);
@@ -83,7 +97,10 @@ export function createLegacy(ctx: ActivityContext) {
   return {
     async reconcile(a: ReconcileArgs): Promise<ReconcileResult> {
       return edge(async () => {
-        const { result, each } = await reconcileUnit(ctx, { ...soloOf(a), ...(a.expected ? { expected: [{ id: a.partition, ...a.expected }] } : {}) });
+        const { result, each } = await reconcileUnit(ctx, {
+          ...soloOf(a),
+          ...(a.expected ? { expected: [{ id: a.partition, ...a.expected }] } : {}),
+        });
         // The partition's own result, with every recovery line (the unit's branches first).
         const own: ReconcileResult = { ...each[0]! };
         delete own.recovered;
@@ -105,12 +122,16 @@ export function createLegacy(ctx: ActivityContext) {
         return { ...outcomes, ...(next ? { next: epochOf(next, p.end) } : {}) };
       });
     },
-    async commitEpoch(a: CommitArgs): Promise<{ kafka: KafkaCommitOutcome; mysql: MysqlCommitOutcome; split?: KafkaSplit }> {
+    async commitEpoch(
+      a: CommitArgs,
+    ): Promise<{ kafka: KafkaCommitOutcome; mysql: MysqlCommitOutcome; split?: KafkaSplit }> {
       return edge(() => commit.both(commitArgsOf(a)));
     },
     /** The Kafka side alone (runs scheduled before commitEpoch existed). */
     async commitKafka(a: CommitArgs): Promise<KafkaCommitOutcome> {
-      return edge(async () => ((await commit.kafkaSide(commitArgsOf(a))).state.kafka === 'committed' ? 'committed' : 'aborted'));
+      return edge(async () =>
+        (await commit.kafkaSide(commitArgsOf(a))).state.kafka === 'committed' ? 'committed' : 'aborted',
+      );
     },
     /** The MySQL side alone (runs scheduled before commitEpoch existed). */
     async commitMysql(a: CommitArgs): Promise<MysqlCommitOutcome> {

@@ -14,7 +14,8 @@ import { sourceOf, type Src } from './source';
 
 export type Unit = Pick<GroupArgs, 'group' | 'solo'>;
 
-export const srcOf = (spec: PipelineSpec, m: GroupMember): Src => sourceOf({ spec, partition: m.id, ...(m.source ? { source: m.source } : {}) });
+export const srcOf = (spec: PipelineSpec, m: GroupMember): Src =>
+  sourceOf({ spec, partition: m.id, ...(m.source ? { source: m.source } : {}) });
 
 /** The member of `members` with id `id` (every position and member epoch names one). */
 export const memberOf = (members: GroupMember[], id: number): GroupMember => members.find((m) => m.id === id)!;
@@ -24,8 +25,11 @@ export const unitTxnId = (spec: PipelineSpec, u: Unit, e: number): string =>
   (u.solo ? transactionalId : groupTransactionalId)(spec.name, u.group, e % spec.kafkaSink.transactionalIdPool);
 
 /** The XA gtrid of the unit's epoch `e`. */
-export const unitGtrid = (spec: PipelineSpec, u: Unit, e: number): string => (u.solo ? epochGtrid : groupGtrid)(spec.name, u.group, e);
+export const unitGtrid = (spec: PipelineSpec, u: Unit, e: number): string =>
+  (u.solo ? epochGtrid : groupGtrid)(spec.name, u.group, e);
 
 /** How messages name the unit's epoch `e`. */
 export const unitEpochName = (u: Unit, e: number, members: { id: number; epoch: number }[]): string =>
-  u.solo ? `partition ${u.group} epoch ${e}` : `group ${u.group} epoch ${e} (partitions ${members.map((m) => `${m.id} epoch ${m.epoch}`).join(', ')})`;
+  u.solo
+    ? `partition ${u.group} epoch ${e}`
+    : `group ${u.group} epoch ${e} (partitions ${members.map((m) => `${m.id} epoch ${m.epoch}`).join(', ')})`;

@@ -50,8 +50,16 @@ export async function rollbackGtrid(
 }
 
 /** Applies an epoch's staged rows (staged runs only; once, however often called). */
-export async function applyEpoch(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number): Promise<boolean> {
-  return mysqlMode(spec) === 'staged' && applyStaged(ctx.pool, { pipeline: spec.name, partition, epoch }, spec.mysqlSink.tables);
+export async function applyEpoch(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  partition: number,
+  epoch: number,
+): Promise<boolean> {
+  return (
+    mysqlMode(spec) === 'staged' &&
+    applyStaged(ctx.pool, { pipeline: spec.name, partition, epoch }, spec.mysqlSink.tables)
+  );
 }
 
 /**
@@ -70,7 +78,8 @@ export async function commitDecided(
     await sleep(25);
     r = await commitBranch(ctx.pool, xidFromString(xid), ledger);
   }
-  if (r === 'attached') throw new TransientError(`XA branch ${xid} is still attached to its preparing session; retrying`);
+  if (r === 'attached')
+    throw new TransientError(`XA branch ${xid} is still attached to its preparing session; retrying`);
   return r === 'gone' ? 'gone' : 'committed';
 }
 
@@ -136,7 +145,13 @@ export async function redoMysqlSide(
   const dialect = await ctx.dialect();
   const outcome = await inLocalTransaction(ctx.pool, async (conn) => {
     try {
-      await insertLedger(conn, spec.name, partition, { epoch: p.epoch, start: p.start, end: p.end, records: records.length, redo: true });
+      await insertLedger(conn, spec.name, partition, {
+        epoch: p.epoch,
+        start: p.start,
+        end: p.end,
+        records: records.length,
+        redo: true,
+      });
     } catch (e) {
       // Another attempt redid it first, or later epochs are committed: the ledger is the truth.
       if (sqlErrno(e) === ER_DUP_ENTRY || e instanceof StaleEpoch) return 'committed' as const;

@@ -50,5 +50,11 @@ export type ObservedEvent =
   | { kind: 'split'; pipeline: string; partition: number; epoch: number; split: KafkaSplit }
   | { kind: 'retry'; pipeline: string; partition: number; activity: string }
   /** An epoch refused: over the dead-letter budget, or a row for a table the pipeline does not declare (src/activities/budget.ts). */
-  | { kind: 'halted'; pipeline: string; partition: number; epoch: number; cause: 'dead-letter-budget' | 'undeclared-table' }
+  | {
+      kind: 'halted';
+      pipeline: string;
+      partition: number;
+      epoch: number;
+      cause: 'dead-letter-budget' | 'undeclared-table';
+    }
   | { kind: 'rolled-back'; pipeline: string; partition: number; epoch: number; xid: string };

@@ -33,9 +33,16 @@ const CHUNK = 1000;
  * MySQL side must be redone (the redo would wait for this branch's locks, this branch for the
  * redo's commit). Staged writes lock nothing shared and do not wait.
  */
-export async function awaitLedger(ctx: ActivityContext, spec: PipelineSpec, partition: number, epoch: number, givenUp: () => boolean): Promise<void> {
+export async function awaitLedger(
+  ctx: ActivityContext,
+  spec: PipelineSpec,
+  partition: number,
+  epoch: number,
+  givenUp: () => boolean,
+): Promise<void> {
   for (let delay = 2; !(await ledgerRow(ctx.pool, spec.name, partition, epoch)); delay = Math.min(50, delay * 2)) {
-    if (givenUp()) throw new Error(`partition ${partition}: the next epoch is not prepared, the commit of epoch ${epoch} failed`);
+    if (givenUp())
+      throw new Error(`partition ${partition}: the next epoch is not prepared, the commit of epoch ${epoch} failed`);
     ctx.heartbeat();
     await sleep(delay);
   }
@@ -70,7 +77,10 @@ export function preparer(ctx: ActivityContext) {
     return srcs.reduceRight<typeof fetch>((inner, src) => () => readingSource(ctx.admin, spec, src, inner), fetch)();
   }
 
-  return async function prepare(args: GroupPrepareArgs, givenUp: () => boolean = () => false): Promise<GroupPrepareResult> {
+  return async function prepare(
+    args: GroupPrepareArgs,
+    givenUp: () => boolean = () => false,
+  ): Promise<GroupPrepareResult> {
     const { spec, group, members, groupEpoch, positions } = args;
     const started = Date.now();
     const at = { partition: group, epoch: groupEpoch };
@@ -81,20 +91,36 @@ export function preparer(ctx: ActivityContext) {
       // can be the decided one (this attempt runs because they failed or timed out); a newer
       // branch may be, if this attempt is itself a zombie, so it is never touched.
       await rollbackGtrid(ctx, unitGtrid(spec, args, groupEpoch), { olderThan: token }, (xid) =>
-        positions.forEach((p) => ctx.observe({ kind: 'rolled-back', pipeline: spec.name, partition: p.id, epoch: p.epoch, xid })),
+        positions.forEach((p) =>
+          ctx.observe({ kind: 'rolled-back', pipeline: spec.name, partition: p.id, epoch: p.epoch, xid }),
+        ),
       );
-      for (const p of positions) ctx.observe({ kind: 'retry', pipeline: spec.name, partition: p.id, activity: 'prepare' });
+      for (const p of positions)
+        ctx.observe({ kind: 'retry', pipeline: spec.name, partition: p.id, activity: 'prepare' });
     }
     const reads = await read(args);
-    const split: PrepareSplit = { readMs: Date.now() - started, initMs: 0, transformMs: 0, kafkaMs: 0, previousCommitWaitMs: 0, mysqlMs: 0, xaPrepareMs: 0 };
+    const split: PrepareSplit = {
+      readMs: Date.now() - started,
+      initMs: 0,
+      transformMs: 0,
+      kafkaMs: 0,
+      previousCommitWaitMs: 0,
+      mysqlMs: 0,
+      xaPrepareMs: 0,
+    };
     const timed = timer(split);
     // Members whose offset moved take part (records, or only aborted/control records skipped).
-    const taking = positions.map((p, i) => ({ p, r: reads[i]!, member: memberOf(members, p.id) })).filter(({ p, r }) => r.end > p.offset);
+    const taking = positions
+      .map((p, i) => ({ p, r: reads[i]!, member: memberOf(members, p.id) }))
+      .filter(({ p, r }) => r.end > p.offset);
     if (!taking.length) return { kind: 'empty' };
 
     const transform = ctx.transforms.get(spec.transform, spec.name);
     const tables = tableMap(spec);
-    const xid = { gtrid: unitGtrid(spec, args, groupEpoch), bqual: attemptBqual(attempt(), token, randomBytes(4).toString('hex')) };
+    const xid = {
+      gtrid: unitGtrid(spec, args, groupEpoch),
+      bqual: attemptBqual(attempt(), token, randomBytes(4).toString('hex')),
+    };
     const outputs: KafkaMessage[] = [];
     const deadLetters: KafkaMessage[] = [];
     const rows: RowOp[] = [];
@@ -103,12 +129,21 @@ export function preparer(ctx: ActivityContext) {
     for (const { p, r, member } of taking) {
       const tctx = ctx.transformCtx(spec, p.id, p.epoch);
       const src = srcOf(spec, member);
-      const applied = await timed('transformMs', () => applyTransform(spec, transform, r.records, tctx, tables, src.layout));
+      const applied = await timed('transformMs', () =>
+        applyTransform(spec, transform, r.records, tctx, tables, src.layout),
+      );
       outputs.push(...applied.outputs);
       deadLetters.push(...applied.deadLetters);
       rows.push(...applied.rows);
       judged.push({ partition: p.id, epoch: p.epoch, applied, records: r.records.length });
-      const m = { id: p.id, epoch: p.epoch, start: p.offset, end: r.end, records: r.records.length, deadLetters: applied.deadLetters.length };
+      const m = {
+        id: p.id,
+        epoch: p.epoch,
+        start: p.offset,
+        end: r.end,
+        records: r.records.length,
+        deadLetters: applied.deadLetters.length,
+      };
       // Each member's marker names the branch: a committed marker of any member decides it.
       const marker: Marker = {
         pipeline: spec.name,
@@ -123,7 +158,10 @@ export function preparer(ctx: ActivityContext) {
       // The transform's own sink sees the processed records once both sides hold them.
       const sink = () => {
         for (let i = 0; i < applied.processed.length; i += CHUNK) {
-          transform.sink?.(applied.processed.slice(i, i + CHUNK), { ...tctx, writtenInAttempt: Math.min(i + CHUNK, applied.processed.length) });
+          transform.sink?.(applied.processed.slice(i, i + CHUNK), {
+            ...tctx,
+            writtenInAttempt: Math.min(i + CHUNK, applied.processed.length),
+          });
         }
       };
       parts.push({ marker, src, m, sink });
@@ -149,7 +187,8 @@ export function preparer(ctx: ActivityContext) {
       await ctx.hit('prepare.kafka-sent', at);
       const staged = mysqlMode(spec) === 'staged';
       const previous = args.afterCommitOf;
-      if (!staged && previous) await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, previous.id, previous.epoch, givenUp));
+      if (!staged && previous)
+        await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, previous.id, previous.epoch, givenUp));
       const dialect = await ctx.dialect();
       const lead = parts[0]!.m;
       let bodyDone = 0;
@@ -160,14 +199,28 @@ export function preparer(ctx: ActivityContext) {
         async (conn) => {
           // All members' rows at once (same keys combined); staged under the first member's
           // epoch, so they are applied once, together, after the XA COMMIT.
-          if (staged) await timed('mysqlMs', () => stageRows(conn, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch }, rows, tables));
+          if (staged)
+            await timed('mysqlMs', () =>
+              stageRows(conn, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch }, rows, tables),
+            );
           else await timed('mysqlMs', () => writeRows(conn, rows, tables, dialect));
           for (const part of parts) part.sink();
           for (const { m } of parts)
-            await timed('mysqlMs', () => insertLedger(conn, spec.name, m.id, { epoch: m.epoch, start: m.start, end: m.end, records: m.records, redo: false }));
+            await timed('mysqlMs', () =>
+              insertLedger(conn, spec.name, m.id, {
+                epoch: m.epoch,
+                start: m.start,
+                end: m.end,
+                records: m.records,
+                redo: false,
+              }),
+            );
           bodyDone = Date.now();
         },
-        { afterPrepare: () => ctx.hit('prepare.xa-prepared', at), lockWaitSec: LOCK_WAIT_SEC[staged ? 'staged' : 'direct'] },
+        {
+          afterPrepare: () => ctx.hit('prepare.xa-prepared', at),
+          lockWaitSec: LOCK_WAIT_SEC[staged ? 'staged' : 'direct'],
+        },
       );
       split.xaPrepareMs = Date.now() - bodyDone;
       const ms = Date.now() - started;

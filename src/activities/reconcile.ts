@@ -32,7 +32,11 @@ import { readingSource, sourceOf } from './source';
  * Call it once the partition's Kafka side is settled (settleKafka); `token` is the caller's
  * fencing token (src/mysql/xid.ts).
  */
-export async function reconcilePartition(ctx: ActivityContext, args: ReconcileArgs, token: number): Promise<ReconcileResult> {
+export async function reconcilePartition(
+  ctx: ActivityContext,
+  args: ReconcileArgs,
+  token: number,
+): Promise<ReconcileResult> {
   const { cluster } = ctx;
   const { spec, partition, expected } = args;
   const src = sourceOf(args);
@@ -54,7 +58,9 @@ export async function reconcilePartition(ctx: ActivityContext, args: ReconcileAr
   const next = f.next ?? {
     epoch: 0,
     offset: await readingSource(ctx.admin, spec, src, () =>
-      startFrom === 'earliest' ? earliestOffset(cluster, src.topic, src.partition) : latestOffset(cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED),
+      startFrom === 'earliest'
+        ? earliestOffset(cluster, src.topic, src.partition)
+        : latestOffset(cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED),
     ),
   };
   if (expected && (expected.epoch !== next.epoch || expected.offset !== next.offset)) {
@@ -66,7 +72,14 @@ export async function reconcilePartition(ctx: ActivityContext, args: ReconcileAr
   const done = await carryOut(ctx, spec, f, {
     apply: (epoch) => applyEpoch(ctx, spec, partition, epoch),
     redo: async (epoch, a) => {
-      if (a.do === 'redo-kafka') await redoKafkaSide(ctx, spec, partition, { epoch, start: a.start, end: a.end, markerFrom: f.marker?.offset ?? 0 }, src);
+      if (a.do === 'redo-kafka')
+        await redoKafkaSide(
+          ctx,
+          spec,
+          partition,
+          { epoch, start: a.start, end: a.end, markerFrom: f.marker?.offset ?? 0 },
+          src,
+        );
       else await redoMysqlSide(ctx, spec, partition, { epoch, start: a.start, end: a.end }, src);
     },
   });
@@ -92,7 +105,14 @@ async function repairSplits(ctx: ActivityContext, args: ReconcileArgs): Promise<
       ctx,
       spec,
       partition,
-      { epoch: m.epoch, start: m.start, end: m.end, ...(m.xid ? { xid: m.xid } : {}), markerFrom: s.markerOffset, original: s.original },
+      {
+        epoch: m.epoch,
+        start: m.start,
+        end: m.end,
+        ...(m.xid ? { xid: m.xid } : {}),
+        markerFrom: s.markerOffset,
+        original: s.original,
+      },
       sourceOf(args),
     );
   }

@@ -43,7 +43,10 @@ export function createSetup(ctx: ActivityContext) {
         if (mysqlMode(spec) === 'staged') await ensureStageTable(pool, t);
       } catch (e) {
         if (sqlErrno(e) !== ER_NO_SUCH_TABLE) throw e;
-        throw new ConfigError(`mysqlSink.tables[${n}].name`, `table '${t.name}' does not exist in the database; create it, or give its DDL under 'create'`);
+        throw new ConfigError(
+          `mysqlSink.tables[${n}].name`,
+          `table '${t.name}' does not exist in the database; create it, or give its DDL under 'create'`,
+        );
       }
     }
     await ensureLedger(pool);
@@ -68,7 +71,10 @@ export function createSetup(ctx: ActivityContext) {
           const { existing, missing: missingTopics } = await absentTopics(admin, topics, opts.discovery ? 0 : 5_000);
           if (missingTopics.length && !opts.discovery) {
             const field = spec.source.topics ? `source.topics[${topics.indexOf(missingTopics[0]!)}]` : 'source.topic';
-            throw new ConfigError(field, `'${missingTopics[0]}' does not exist on the brokers; create it or fix the pipeline definition`);
+            throw new ConfigError(
+              field,
+              `'${missingTopics[0]}' does not exist on the brokers; create it or fix the pipeline definition`,
+            );
           }
           const present = topics.filter((t) => existing.has(t));
           // Listed topics exist: a node that does not show their partitions yet is waited for.
@@ -77,7 +83,9 @@ export function createSetup(ctx: ActivityContext) {
           const { all } = await assignSources(
             pool,
             spec.name,
-            present.flatMap((topic) => Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ topic, partition }))),
+            present.flatMap((topic) =>
+              Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ topic, partition })),
+            ),
           );
           const partitions = all.length;
           const wanted: [string, string][] = [
@@ -107,10 +115,16 @@ export function createSetup(ctx: ActivityContext) {
           // topics are the user's and are never grown: outputs go to id mod their partition count.
           const progress = sinks.get(spec.progressTopic) ?? 0;
           if (progress < partitions) {
-            await admin.createPartitions({ topicPartitions: [{ topic: spec.progressTopic, count: partitions }] }).catch(async (e: unknown) => {
-              // Another attempt grew it first.
-              if (((await partitionCountsOfKnown(admin, [spec.progressTopic])).get(spec.progressTopic) ?? 0) < partitions) throw e;
-            });
+            await admin
+              .createPartitions({ topicPartitions: [{ topic: spec.progressTopic, count: partitions }] })
+              .catch(async (e: unknown) => {
+                // Another attempt grew it first.
+                if (
+                  ((await partitionCountsOfKnown(admin, [spec.progressTopic])).get(spec.progressTopic) ?? 0) <
+                  partitions
+                )
+                  throw e;
+              });
           }
           const outputPartitions = sinks.get(spec.kafkaSink.topic) ?? 0;
           const deadLetterPartitions = sinks.get(spec.deadLetterTopic) ?? 0;

@@ -8,7 +8,14 @@ import type { SourceRef } from '../protocol';
 import type { PipelineSpec } from '../spec';
 import { applyTransform, tableMap, type Applied, type OutputLayout } from './apply';
 import type { ActivityContext } from './context';
-import { fetchPartition, fetchPartitions, ISOLATION, type FetchResult, type KafkaCluster, type RawRecord } from '../kafka/internals';
+import {
+  fetchPartition,
+  fetchPartitions,
+  ISOLATION,
+  type FetchResult,
+  type KafkaCluster,
+  type RawRecord,
+} from '../kafka/internals';
 import type { EpochBounds } from '../spec';
 import type { SourceRecord } from '../transforms/registry';
 
@@ -93,7 +100,11 @@ export async function readGroup(
 ): Promise<EpochRead[]> {
   const started = Date.now();
   const deadline = started + waitMs;
-  const state: Member[] = parts.map((p) => ({ ...p, read: { records: [], end: p.from, sourceEnd: p.from }, caughtUp: false }));
+  const state: Member[] = parts.map((p) => ({
+    ...p,
+    read: { records: [], end: p.from, sourceEnd: p.from },
+    caughtUp: false,
+  }));
   const total = { records: 0, bytes: 0 };
   let full = false;
   for (let round = 0; ; round++) {
@@ -101,7 +112,9 @@ export async function readGroup(
     const idle = round === 0 ? state.length === 1 : state.every((m) => m.caughtUp);
     if (total.records > 0 && (full || idle)) break;
     if (total.records === 0 && round > 0 && Date.now() >= deadline) break;
-    const wait = idle ? Math.max(0, Math.min(POLL_SLICE_MS, deadline - Date.now(), Math.floor(LONG_POLL_BUDGET_MS / (longPolls + 1)))) : 0;
+    const wait = idle
+      ? Math.max(0, Math.min(POLL_SLICE_MS, deadline - Date.now(), Math.floor(LONG_POLL_BUDGET_MS / (longPolls + 1))))
+      : 0;
     if (wait > 0) longPolls++;
     let rs: FetchResult[];
     try {
@@ -146,7 +159,9 @@ const topicsOf = (state: Member[]) => [...new Set(state.map((m) => m.topic))].jo
  */
 function fetchBytes(bounds: EpochBounds, total: { records: number; bytes: number }, state: Member[]): number {
   const partitions = state.length;
-  const recordBytes = total.records ? total.bytes / total.records : (recordBytesOf.get(topicsOf(state)) ?? ASSUMED_RECORD_BYTES);
+  const recordBytes = total.records
+    ? total.bytes / total.records
+    : (recordBytesOf.get(topicsOf(state)) ?? ASSUMED_RECORD_BYTES);
   const share = Math.min((bounds.maxRecords - total.records) * recordBytes, bounds.maxBytes - total.bytes) / partitions;
   return Math.max(16 * 1024, Math.min(FETCH_BYTES, Math.ceil(share * 1.25)));
 }
@@ -158,7 +173,12 @@ function fetchBytes(bounds: EpochBounds, total: { records: number; bytes: number
  * fetched again from where it stopped. Returns whether the epoch is full: at its bounds, or no
  * partition could take its next record.
  */
-function takeShares(state: Member[], rs: FetchResult[], bounds: EpochBounds, total: { records: number; bytes: number }): boolean {
+function takeShares(
+  state: Member[],
+  rs: FetchResult[],
+  bounds: EpochBounds,
+  total: { records: number; bytes: number },
+): boolean {
   const withData = Math.max(1, rs.filter((r) => r.records.length > 0).length);
   const share = Math.max(1, Math.ceil((bounds.maxRecords - total.records) / withData));
   const byteShare = Math.floor((bounds.maxBytes - total.bytes) / withData);
@@ -172,7 +192,10 @@ function takeShares(state: Member[], rs: FetchResult[], bounds: EpochBounds, tot
     let bytes = 0;
     for (const raw of r.records) {
       const s = size(raw);
-      const room = total.records < bounds.maxRecords && total.bytes + s <= bounds.maxBytes && (n === 0 || (n < share && bytes + s <= byteShare));
+      const room =
+        total.records < bounds.maxRecords &&
+        total.bytes + s <= bounds.maxBytes &&
+        (n === 0 || (n < share && bytes + s <= byteShare));
       if (!room && total.records > 0) {
         m.read.end = raw.offset;
         m.caughtUp = false;
@@ -203,7 +226,14 @@ export async function readRange(
   const out: SourceRecord[] = [];
   let next = start;
   while (next < end) {
-    const r = await fetchPartition(cluster, { topic, partition, fromOffset: next, maxBytes: FETCH_BYTES, maxWaitMs: 500, isolation: ISOLATION.READ_COMMITTED });
+    const r = await fetchPartition(cluster, {
+      topic,
+      partition,
+      fromOffset: next,
+      maxBytes: FETCH_BYTES,
+      maxWaitMs: 500,
+      isolation: ISOLATION.READ_COMMITTED,
+    });
     onProgress();
     checkRetained(topic, partition, next, r.logStartOffset);
     for (const raw of r.records) if (raw.offset < end) out.push(toSource(topic, partition, raw));
@@ -256,7 +286,9 @@ export async function reapply(
   e: { epoch: number; start: number; end: number },
   src: Src,
 ): Promise<{ records: SourceRecord[]; applied: Applied }> {
-  const records = await readingSource(ctx.admin, spec, src, () => readRange(ctx.cluster, src.topic, src.partition, e.start, e.end, ctx.heartbeat));
+  const records = await readingSource(ctx.admin, spec, src, () =>
+    readRange(ctx.cluster, src.topic, src.partition, e.start, e.end, ctx.heartbeat),
+  );
   const applied = await applyTransform(
     spec,
     ctx.transforms.get(spec.transform, spec.name),

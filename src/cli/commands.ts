@@ -18,7 +18,11 @@ export const OPTIONS = {
   help: { type: 'boolean', short: 'h', help: 'this text' },
   version: { type: 'boolean', help: "onceflow's version" },
   verbose: { type: 'boolean', help: 'the full log (Temporal worker, Kafka client) on stderr' },
-  'log-file': { type: 'string', value: 'f', help: 'append the full log (Temporal worker, Kafka client, progress) to f' },
+  'log-file': {
+    type: 'string',
+    value: 'f',
+    help: 'append the full log (Temporal worker, Kafka client, progress) to f',
+  },
   drain: { type: 'boolean', help: 'catch up with the source first, then end' },
   wait: { type: 'boolean', help: 'wait until every partition has ended' },
   resolve: { type: 'boolean', help: 'resolve what is in doubt (with the pipeline stopped)' },
@@ -27,13 +31,21 @@ export const OPTIONS = {
   'run-id': { type: 'string', value: 'id', help: 'a run other than the latest' },
   'task-queue': { type: 'string', value: 'q', help: 'the Temporal task queue (default: the settings)' },
   'metrics-port': { type: 'string', value: 'n', help: 'serve Prometheus metrics on port n (0: a free port)' },
-  'stalled-after': { type: 'string', value: 's', help: `stalled = lag > 0 and no commit for s seconds (default ${STALLED_AFTER_SEC}), or attempt ≥ 5` },
+  'stalled-after': {
+    type: 'string',
+    value: 's',
+    help: `stalled = lag > 0 and no commit for s seconds (default ${STALLED_AFTER_SEC}), or attempt ≥ 5`,
+  },
   transforms: {
     type: 'string',
     value: 'module',
     help: "a .js/.ts module exporting 'transforms' (a TransformRegistry or a name → transform map); also ONCEFLOW_TRANSFORMS",
   },
-  onceflow: { type: 'string', value: 'spec', help: "the project's onceflow dependency (default ^<this version>), e.g. file:onceflow-0.1.0.tgz" },
+  onceflow: {
+    type: 'string',
+    value: 'spec',
+    help: "the project's onceflow dependency (default ^<this version>), e.g. file:onceflow-0.1.0.tgz",
+  },
   partitions: { type: 'string', value: 'n', help: 'partitions of each topic created (default: 1)' },
   file: { type: 'string', value: 'f', help: 'a JSON-lines file: one JSON value per line (blank lines are skipped)' },
   key: { type: 'string', value: 'field', help: "each record's key: this top-level field of the line's JSON object" },
@@ -82,7 +94,8 @@ export const COMMANDS: Record<string, CommandSpec> = {
     args: '<config.yaml|json>',
     positionals: [1, 1],
     summary: 'start a pipeline (idempotent: a running one is returned)',
-    details: 'On a terminal it then follows the pipeline until Ctrl-C (--detach: return at once). Workers run it: onceflow worker.',
+    details:
+      'On a terminal it then follows the pipeline until Ctrl-C (--detach: return at once). Workers run it: onceflow worker.',
     options: ['detach', 'transforms'],
   },
   status: {
@@ -94,7 +107,12 @@ export const COMMANDS: Record<string, CommandSpec> = {
   },
   pause: { args: '<pipeline>', positionals: [1, 1], summary: 'pause at the next epoch boundary', options: [] },
   resume: { args: '<pipeline>', positionals: [1, 1], summary: 'resume a paused pipeline', options: [] },
-  stop: { args: '<pipeline>', positionals: [1, 1], summary: 'stop at the next epoch boundary', options: ['drain', 'wait'] },
+  stop: {
+    args: '<pipeline>',
+    positionals: [1, 1],
+    summary: 'stop at the next epoch boundary',
+    options: ['drain', 'wait'],
+  },
   verify: {
     args: '<pipeline>',
     positionals: [1, 1],
@@ -109,7 +127,12 @@ export const COMMANDS: Record<string, CommandSpec> = {
     details: 'It runs workflow code only: --transforms is accepted, as by verify, and not needed.',
     options: ['transforms'],
   },
-  'export-history': { args: '<workflow id>', positionals: [1, 1], summary: "a workflow's history as JSON", options: ['out', 'run-id'] },
+  'export-history': {
+    args: '<workflow id>',
+    positionals: [1, 1],
+    summary: "a workflow's history as JSON",
+    options: ['out', 'run-id'],
+  },
   transactions: {
     args: '<pipeline>',
     positionals: [1, 1],
@@ -127,7 +150,8 @@ export const COMMANDS: Record<string, CommandSpec> = {
     args: 'create <config.yaml|json>',
     positionals: [2, 2],
     summary: "create the pipeline's source topics (idempotent)",
-    details: 'A topic that exists is left as it is. The pipeline creates its sink, dead-letter and progress topics itself.',
+    details:
+      'A topic that exists is left as it is. The pipeline creates its sink, dead-letter and progress topics itself.',
     options: ['partitions'],
   },
   produce: {

@@ -37,7 +37,12 @@ export function redactedSettings(settings: Settings): unknown {
 }
 
 const withTimeout = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
-  Promise.race([p, new Promise<never>((_, rej) => setTimeout(() => rej(new Error(`no answer from ${what} within ${ms / 1000} s`)), ms).unref())]);
+  Promise.race([
+    p,
+    new Promise<never>((_, rej) =>
+      setTimeout(() => rej(new Error(`no answer from ${what} within ${ms / 1000} s`)), ms).unref(),
+    ),
+  ]);
 
 async function checkTemporal(s: Settings): Promise<ConnectionCheck> {
   const where = `Temporal at ${s.temporal.address}`;
@@ -57,7 +62,9 @@ async function checkTemporal(s: Settings): Promise<ConnectionCheck> {
     return { service: 'temporal', ok: true, detail: `${where}, namespace '${s.temporal.namespace}'` };
   } catch (e) {
     const msg = errorMessage(e);
-    const hint = /not ?found/i.test(msg) ? `namespace '${s.temporal.namespace}' does not exist there — create it or set ONCEFLOW_TEMPORAL_NAMESPACE` : `${msg}`;
+    const hint = /not ?found/i.test(msg)
+      ? `namespace '${s.temporal.namespace}' does not exist there — create it or set ONCEFLOW_TEMPORAL_NAMESPACE`
+      : `${msg}`;
     return { service: 'temporal', ok: false, detail: `${where}: ${hint}` };
   } finally {
     await client.connection.close();
@@ -66,11 +73,19 @@ async function checkTemporal(s: Settings): Promise<ConnectionCheck> {
 
 async function checkKafka(s: Settings): Promise<ConnectionCheck> {
   const where = `Kafka at ${s.kafka.brokers.join(',')}`;
-  const admin = new Kafka({ ...kafkaClientConfig(s.kafka, `${s.kafka.clientId}-config`), logLevel: logLevel.NOTHING, retry: { retries: 1 } }).admin();
+  const admin = new Kafka({
+    ...kafkaClientConfig(s.kafka, `${s.kafka.clientId}-config`),
+    logLevel: logLevel.NOTHING,
+    retry: { retries: 1 },
+  }).admin();
   try {
     await withTimeout(admin.connect(), 15_000, where);
     const cluster = await withTimeout(admin.describeCluster(), 15_000, where);
-    return { service: 'kafka', ok: true, detail: `${where}: ${cluster.brokers.length} broker(s), controller ${cluster.controller}` };
+    return {
+      service: 'kafka',
+      ok: true,
+      detail: `${where}: ${cluster.brokers.length} broker(s), controller ${cluster.controller}`,
+    };
   } catch (e) {
     return {
       service: 'kafka',
@@ -122,7 +137,11 @@ async function checkMysql(s: Settings): Promise<ConnectionCheck> {
         detail: `${where} (${version}): XA RECOVER is refused (${errorMessage(e)}) — recovery needs it: on MySQL 8 GRANT XA_RECOVER_ADMIN ON *.* TO the user`,
       };
     }
-    return { service: 'mysql', ok: true, detail: `${where}, database '${s.mysql.database}' (${version}), XA RECOVER allowed` };
+    return {
+      service: 'mysql',
+      ok: true,
+      detail: `${where}, database '${s.mysql.database}' (${version}), XA RECOVER allowed`,
+    };
   } finally {
     await conn.end().catch(() => undefined);
   }

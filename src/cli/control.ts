@@ -21,14 +21,17 @@ export function startCommand({ arg, o, settings, out, io, need }: CommandContext
     const h = await startPipeline(s.client, cfg.spec, cfg.taskQueue);
     const ui = workflowUrl(cfg.settings, h.workflowId);
     const worker = `onceflow worker --task-queue ${cfg.taskQueue} --transforms ${settings.transformsModule ?? '<module exporting transforms>'}`;
-    out(`started pipeline ${cfg.spec.name}: workflow ${h.workflowId} on task queue ${cfg.taskQueue}\nWeb UI: ${ui}\nworkers: ${worker}`, {
-      pipeline: cfg.spec.name,
-      workflowId: h.workflowId,
-      runId: h.firstExecutionRunId,
-      taskQueue: cfg.taskQueue,
-      ui,
-      worker,
-    });
+    out(
+      `started pipeline ${cfg.spec.name}: workflow ${h.workflowId} on task queue ${cfg.taskQueue}\nWeb UI: ${ui}\nworkers: ${worker}`,
+      {
+        pipeline: cfg.spec.name,
+        workflowId: h.workflowId,
+        runId: h.firstExecutionRunId,
+        taskQueue: cfg.taskQueue,
+        ui,
+        worker,
+      },
+    );
     // On a terminal: follow the pipeline until Ctrl-C (it runs on without this command).
     if (!o.json && !o.detach && process.stdout.isTTY) await followPipeline(s, cfg.spec, io.stderr);
     return 0;
@@ -101,7 +104,12 @@ export function stopCommand({ arg, o, settings, out, io, need }: CommandContext)
     }
     const results = await done;
     out(
-      results.map((r) => `partition ${r.partition}: ${r.reason} after ${r.state.committedEpochs} epochs in the last run, offset ${r.state.offset}`).join('\n'),
+      results
+        .map(
+          (r) =>
+            `partition ${r.partition}: ${r.reason} after ${r.state.committedEpochs} epochs in the last run, offset ${r.state.offset}`,
+        )
+        .join('\n'),
       results,
     );
     return 0;

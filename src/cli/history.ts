@@ -7,11 +7,16 @@ import { withServices, type CommandContext } from './context';
 export async function replayCommand({ arg, o, settings, out, io, need }: CommandContext): Promise<number> {
   const target = need(arg, 'history file or workflow id');
   const isFile = target.endsWith('.json');
-  const progress = o.json ? undefined : (done: number, total: number, run: string) => io.stderr(`  replayed ${run} (${done}/${total})\n`);
+  const progress = o.json
+    ? undefined
+    : (done: number, total: number, run: string) => io.stderr(`  replayed ${run} (${done}/${total})\n`);
   const results = isFile
     ? await replay(null, target, settings.workflowBundle, progress)
     : await withServices(settings, (s) => replay(s.client, target, settings.workflowBundle, progress));
-  out(results.map((r) => `${r.ok ? 'ok    ' : 'FAILED'} ${r.run}${r.error ? `\n       ${r.error}` : ''}`).join('\n'), results);
+  out(
+    results.map((r) => `${r.ok ? 'ok    ' : 'FAILED'} ${r.run}${r.error ? `\n       ${r.error}` : ''}`).join('\n'),
+    results,
+  );
   return results.every((r) => r.ok) ? 0 : 1;
 }
 

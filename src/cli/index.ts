@@ -27,15 +27,24 @@ export { stopWithParent } from '../signals';
 export { UsageError } from './context';
 
 /** The command, its arguments and options, checked against its row of the argument table (./commands). */
-function parseCommandLine(argv: string[]): { cmd?: string; args: string[]; o: Partial<Record<OptionName, string | boolean>> } {
+function parseCommandLine(argv: string[]): {
+  cmd?: string;
+  args: string[];
+  o: Partial<Record<OptionName, string | boolean>>;
+} {
   const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, strict: true, options: OPTIONS });
   const [cmd, ...args] = positionals;
   const o = values as Partial<Record<OptionName, string | boolean>>;
   if (!cmd || o.help || o.version) return { ...(cmd ? { cmd } : {}), args, o };
   const spec = COMMANDS[cmd];
   if (!spec) throw new UsageError(`unknown command '${cmd}'\n\n${usage()}`);
-  const foreign = (Object.keys(o) as OptionName[]).filter((k) => !spec.options.includes(k) && !GLOBAL_OPTIONS.includes(k));
-  if (foreign.length) throw new UsageError(`${foreign.map((f) => `--${f}`).join(', ')} does not apply to '${cmd}'\n\n${commandHelp(cmd)}`);
+  const foreign = (Object.keys(o) as OptionName[]).filter(
+    (k) => !spec.options.includes(k) && !GLOBAL_OPTIONS.includes(k),
+  );
+  if (foreign.length)
+    throw new UsageError(
+      `${foreign.map((f) => `--${f}`).join(', ')} does not apply to '${cmd}'\n\n${commandHelp(cmd)}`,
+    );
   if (args.length > spec.positionals[1])
     throw new UsageError(
       `'${cmd}' takes ${spec.positionals[1] === 0 ? 'no arguments' : `at most ${spec.positionals[1]} argument(s)`}, got ${args.map((a) => `'${a}'`).join(' ')}\n\n${commandHelp(cmd)}`,
@@ -43,7 +52,10 @@ function parseCommandLine(argv: string[]): { cmd?: string; args: string[]; o: Pa
   return { cmd, args, o };
 }
 
-export async function main(argv: string[], io: Io = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) }): Promise<number> {
+export async function main(
+  argv: string[],
+  io: Io = { stdout: (s) => process.stdout.write(s), stderr: (s) => process.stderr.write(s) },
+): Promise<number> {
   let parsed;
   try {
     parsed = parseCommandLine(argv);
@@ -66,7 +78,11 @@ export async function main(argv: string[], io: Io = { stdout: (s) => process.std
   }
   const json = Boolean(o.json);
   const out = (human: string, data: unknown) => io.stdout(json ? `${JSON.stringify(data, null, 2)}\n` : `${human}\n`);
-  const logOptions = { ...(o['log-file'] ? { logFile: String(o['log-file']) } : {}), verbose: Boolean(o.verbose), echo: (l: string) => io.stderr(`${l}\n`) };
+  const logOptions = {
+    ...(o['log-file'] ? { logFile: String(o['log-file']) } : {}),
+    verbose: Boolean(o.verbose),
+    echo: (l: string) => io.stderr(`${l}\n`),
+  };
   installCliLog(logOptions);
   const usageError = (message: string) => new UsageError(`${message}\n\n${commandHelp(cmd)}`);
   const need = (arg: string | undefined, what: string) => {
@@ -75,7 +91,8 @@ export async function main(argv: string[], io: Io = { stdout: (s) => process.std
   };
   try {
     const configFile = cmd === 'topics' ? args[1] : args[0];
-    const fromFile = cmd === 'start' || cmd === 'run' || cmd === 'topics' || (cmd === 'config' && configFile !== undefined);
+    const fromFile =
+      cmd === 'start' || cmd === 'run' || cmd === 'topics' || (cmd === 'config' && configFile !== undefined);
     const base = fromFile ? loadPipelineConfig(need(configFile, 'config file')).settings : loadSettings();
     const settings = o.transforms ? { ...base, transformsModule: String(o.transforms) } : base;
     return await dispatch({ cmd, args, arg: args[0], o, settings, out, io, logOptions, need, usageError });

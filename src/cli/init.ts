@@ -25,11 +25,13 @@ export function installedFromTarball(packageRoot = resolve(__dirname, '..', '..'
   for (const lock of [join(project, 'node_modules', '.package-lock.json'), join(project, 'package-lock.json')]) {
     let resolved: unknown;
     try {
-      resolved = (JSON.parse(readFileSync(lock, 'utf8')) as { packages?: Record<string, { resolved?: unknown }> }).packages?.[key]?.resolved;
+      resolved = (JSON.parse(readFileSync(lock, 'utf8')) as { packages?: Record<string, { resolved?: unknown }> })
+        .packages?.[key]?.resolved;
     } catch {
       continue; // no lockfile there, or not one npm wrote: look at the next
     }
-    if (typeof resolved !== 'string' || !resolved.startsWith('file:') || !/\.(tgz|tar\.gz)$/.test(resolved)) return undefined;
+    if (typeof resolved !== 'string' || !resolved.startsWith('file:') || !/\.(tgz|tar\.gz)$/.test(resolved))
+      return undefined;
     const tarball = resolve(project, resolved.slice('file:'.length));
     return existsSync(tarball) ? `file:${tarball}` : undefined;
   }
@@ -41,7 +43,11 @@ export function installedFromTarball(packageRoot = resolve(__dirname, '..', '..'
  * default `^<this version>` — a range that resolves only once onceflow is published, so in
  * place of that default a copy installed from a local tarball names the tarball.
  */
-export function onceflowDependency(requested: string, ownVersion: string, fromTarball = installedFromTarball()): string {
+export function onceflowDependency(
+  requested: string,
+  ownVersion: string,
+  fromTarball = installedFromTarball(),
+): string {
   return requested === `^${ownVersion}` && fromTarball ? fromTarball : requested;
 }
 
@@ -181,9 +187,12 @@ pipeline.yaml); the output topics and the table are created by the pipeline.
 /** Writes the scaffold into `dir` (created if missing); refuses a directory that is not empty. */
 export function initProject(dir: string, dependency: string): { name: string; files: string[] } {
   const root = resolve(dir);
-  if (existsSync(root) && readdirSync(root).length > 0) throw new ConfigError('init <dir>', `'${dir}' is not empty; give a new or empty directory`);
+  if (existsSync(root) && readdirSync(root).length > 0)
+    throw new ConfigError('init <dir>', `'${dir}' is not empty; give a new or empty directory`);
   const name = projectName(root);
-  const ownVersion = (JSON.parse(readFileSync(resolve(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
+  const ownVersion = (
+    JSON.parse(readFileSync(resolve(__dirname, '..', '..', 'package.json'), 'utf8')) as { version: string }
+  ).version;
   const files = scaffold(name, onceflowDependency(dependency, ownVersion));
   for (const [file, text] of Object.entries(files)) {
     mkdirSync(join(root, file, '..'), { recursive: true });

@@ -15,7 +15,8 @@ import type { PipelineInfo } from '../workflows/pipeline';
 export const QUERY_DEADLINE_MS = 5_000;
 
 /** Source partition ids: the ids given, else 0 … n-1 for a count (what callers passing the source topic's partition count mean). */
-const idsOf = (partitions: number | number[]) => (Array.isArray(partitions) ? partitions : Array.from({ length: partitions }, (_, p) => p));
+const idsOf = (partitions: number | number[]) =>
+  Array.isArray(partitions) ? partitions : Array.from({ length: partitions }, (_, p) => p);
 
 /**
  * The pipeline's source partition ids when it recorded them (src/mysql/sources.ts: every topic,
@@ -71,7 +72,10 @@ export async function controlPartitions(
           .executeUpdate('control', { args: [action] })
           .then(
             () => ({ ok: true, message: `${action} accepted` }),
-            (e: unknown) => ({ ok: false, message: (e as { cause?: { message?: string } }).cause?.message ?? (e as Error).message }),
+            (e: unknown) => ({
+              ok: false,
+              message: (e as { cause?: { message?: string } }).cause?.message ?? (e as Error).message,
+            }),
           ),
       );
     }

@@ -48,7 +48,9 @@ export function summarize(e: { level: string; message: string; meta?: Record<str
           ? e.message
           : ''
         : String((m.error as { message?: unknown }).message ?? m.error);
-  const where = m.activityType ? `${m.activityType} attempt ${m.attempt ?? '?'}${m.workflowId ? ` of ${m.workflowId}` : ''}` : e.message;
+  const where = m.activityType
+    ? `${m.activityType} attempt ${m.attempt ?? '?'}${m.workflowId ? ` of ${m.workflowId}` : ''}`
+    : e.message;
   return `  ${e.level === 'ERROR' ? 'error' : 'attempt failed'}: ${where}${err ? ` — ${err.split('\n')[0]}` : ''}`;
 }
 

@@ -10,9 +10,12 @@ export function printReport(r: VerifyReport, write: (s: string) => void = (s) =>
   console.log(`\nverification of pipeline '${r.pipeline}'`);
   // Several source topics: a partition is named topic[partition] (its id is what workflow ids use).
   const several = new Set(r.partitions.map((p) => p.topic)).size > 1;
-  const label = (p: VerifyReport['partitions'][number]) => (several ? `${p.topic}[${p.topicPartition}]` : String(p.partition));
+  const label = (p: VerifyReport['partitions'][number]) =>
+    several ? `${p.topic}[${p.topicPartition}]` : String(p.partition);
   const width = Math.max(9, ...r.partitions.map((p) => label(p).length));
-  console.log(`${'partition'.padStart(width)}  source-end  committed  epochs  expected  read_committed  read_uncommitted  dup  missing  dead-letters`);
+  console.log(
+    `${'partition'.padStart(width)}  source-end  committed  epochs  expected  read_committed  read_uncommitted  dup  missing  dead-letters`,
+  );
   for (const p of r.partitions) {
     console.log(
       [

@@ -19,7 +19,11 @@ export async function runPipeline(
   opts: { drain: boolean; progressEveryMs?: number; print: (line: string) => void },
 ): Promise<PartitionResult[] | null> {
   const progress = new ProgressView(opts.print);
-  const worker = await createOnceflowWorker({ settings: cfg.settings, taskQueue: cfg.taskQueue, observe: progress.observe });
+  const worker = await createOnceflowWorker({
+    settings: cfg.settings,
+    taskQueue: cfg.taskQueue,
+    observe: progress.observe,
+  });
   const running = worker.run();
   const client = await connectClient(cfg.settings);
   try {
@@ -36,7 +40,9 @@ export async function runPipeline(
     } else {
       await new Promise<void>((resolve) => {
         const off = onStopSignal((signal) => {
-          opts.print(`${signal}: stopping the worker (the activities in flight finish first); the pipeline resumes with the next one`);
+          opts.print(
+            `${signal}: stopping the worker (the activities in flight finish first); the pipeline resumes with the next one`,
+          );
           resolve();
         });
         void running.finally(() => {
@@ -65,9 +71,16 @@ export async function runCommand({ arg, o, settings, out, logOptions, need }: Co
   const cfg = loadPipelineConfig(need(arg, 'config file'));
   installWorkerLog(logOptions);
   const results = await runPipeline(
-    { ...cfg, settings: { ...cfg.settings, ...(settings.transformsModule ? { transformsModule: settings.transformsModule } : {}) } },
+    {
+      ...cfg,
+      settings: {
+        ...cfg.settings,
+        ...(settings.transformsModule ? { transformsModule: settings.transformsModule } : {}),
+      },
+    },
     { drain: Boolean(o.drain), print: say },
   );
-  if (results) out(results.map((r) => `partition ${r.partition}: ${r.reason}, offset ${r.state.offset}`).join('\n'), results);
+  if (results)
+    out(results.map((r) => `partition ${r.partition}: ${r.reason}, offset ${r.state.offset}`).join('\n'), results);
   return 0;
 }

@@ -60,7 +60,10 @@ const ACTIVE_PHASES = new Set(['reconciling', 'preparing', 'committing', 'redoin
  * yet committed (lag > 0) while no epoch committed for more than `thresholdSec` seconds — or
  * the workflow does not even answer its status query (no worker). Pure.
  */
-export function isStalled(row: Pick<PartitionRow, 'phase' | 'lag' | 'sinceCommitSec' | 'attempt'>, thresholdSec: number): boolean {
+export function isStalled(
+  row: Pick<PartitionRow, 'phase' | 'lag' | 'sinceCommitSec' | 'attempt'>,
+  thresholdSec: number,
+): boolean {
   if (!ACTIVE_PHASES.has(row.phase)) return false;
   if ((row.attempt ?? 0) >= STALLED_ATTEMPT) return true;
   if ((row.lag ?? 0) <= 0) return false;
@@ -68,9 +71,15 @@ export function isStalled(row: Pick<PartitionRow, 'phase' | 'lag' | 'sinceCommit
 }
 
 /** The line `onceflow status` prints under its table for a stalled partition. Pure. */
-export function describeStall(row: Pick<PartitionRow, 'partition' | 'sinceCommitSec' | 'waitingOn' | 'phase' | 'lastError'>): string {
+export function describeStall(
+  row: Pick<PartitionRow, 'partition' | 'sinceCommitSec' | 'waitingOn' | 'phase' | 'lastError'>,
+): string {
   const since =
-    row.phase === 'no answer' ? 'no worker answers its status query' : row.sinceCommitSec === null ? 'no commit seen' : `no commit for ${row.sinceCommitSec}s`;
+    row.phase === 'no answer'
+      ? 'no worker answers its status query'
+      : row.sinceCommitSec === null
+        ? 'no commit seen'
+        : `no commit for ${row.sinceCommitSec}s`;
   const on = row.waitingOn ?? `phase ${row.phase}`;
   return `partition ${row.partition}: ${since}, waiting on ${on}${row.lastError ? `: ${row.lastError}` : ''}`;
 }
@@ -89,7 +98,11 @@ async function describePartition(
   try {
     const d = await client.workflow.getHandle(id).describe();
     const pending = (d.raw.pendingActivities ?? [])
-      .map((a) => ({ type: a.activityType?.name ?? 'activity', attempt: Number(a.attempt ?? 1) || 1, lastError: a.lastFailure?.message || null }))
+      .map((a) => ({
+        type: a.activityType?.name ?? 'activity',
+        attempt: Number(a.attempt ?? 1) || 1,
+        lastError: a.lastFailure?.message || null,
+      }))
       .sort((a, b) => b.attempt - a.attempt || Number(b.lastError !== null) - Number(a.lastError !== null));
     if (d.status.name !== 'FAILED') return { status: d.status.name, startedAt: d.startTime.getTime(), pending };
     return { status: d.status.name, startedAt: d.startTime.getTime(), pending, failure: await failureOf(client, id) };
@@ -105,7 +118,8 @@ async function failureOf(client: Client, id: string): Promise<string | undefined
     await client.workflow.getHandle(id).result();
   } catch (e) {
     let m = (e as Error).message;
-    for (let c = (e as { cause?: unknown }).cause; c instanceof Error; c = (c as { cause?: unknown }).cause) m = c.message || m;
+    for (let c = (e as { cause?: unknown }).cause; c instanceof Error; c = (c as { cause?: unknown }).cause)
+      m = c.message || m;
     return m;
   }
   return undefined;
@@ -143,7 +157,10 @@ export async function pipelineStatus(
   const threshold = opts.stalledAfterSec ?? STALLED_AFTER_SEC;
   const { sources, goneTopics } = deps.admin
     ? await pipelineSources({ admin: deps.admin, pool: deps.pool }, spec)
-    : { sources: Array.from({ length: partitions }, (_, p) => ({ id: p, topic: spec.source.topic, partition: p })), goneTopics: [] as string[] };
+    : {
+        sources: Array.from({ length: partitions }, (_, p) => ({ id: p, topic: spec.source.topic, partition: p })),
+        goneTopics: [] as string[],
+      };
   const several = sourceTopics(spec).length > 1 || new Set(sources.map((s) => s.topic)).size > 1;
   // A partition without a workflow is not started: the pipeline's own problem says why, if it has one.
   const notStartedBecause = await pipelineProblem(deps.client, spec);
@@ -151,8 +168,12 @@ export async function pipelineStatus(
     const p = src.id;
     const id = runnerWorkflowId(spec, p);
     const wf = await describePartition(deps.client, id);
-    const gone = goneTopics.includes(src.topic) ? `source topic '${src.topic}' does not exist any more; partition ${src.partition} cannot be read` : null;
-    const sourceEnd = gone ? null : await latestOffset(deps.cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED);
+    const gone = goneTopics.includes(src.topic)
+      ? `source topic '${src.topic}' does not exist any more; partition ${src.partition} cannot be read`
+      : null;
+    const sourceEnd = gone
+      ? null
+      : await latestOffset(deps.cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED);
     let phase = wf ? wf.status.toLowerCase() : 'not started';
     let epoch: number | null = null;
     let committedOffset: number | null = null;
@@ -245,7 +266,12 @@ export function statusCommand({ arg, o, settings, out }: CommandContext): Promis
   return withServices(settings, async (s) => {
     if (!arg) {
       const list = await listPipelines(s.client);
-      out(list.length ? list.map((p) => `${p.pipeline.padEnd(32)} ${p.status.padEnd(12)} started ${p.started}`).join('\n') : 'no pipelines', list);
+      out(
+        list.length
+          ? list.map((p) => `${p.pipeline.padEnd(32)} ${p.status.padEnd(12)} started ${p.started}`).join('\n')
+          : 'no pipelines',
+        list,
+      );
       return 0;
     }
     const stalledAfterSec = o['stalled-after'] === undefined ? STALLED_AFTER_SEC : Number(o['stalled-after']);
@@ -279,7 +305,19 @@ export function statusCommand({ arg, o, settings, out }: CommandContext): Promis
 
 /** The per-partition table `onceflow status <pipeline>` prints. */
 function statusTable(rows: PartitionRow[]): string {
-  const head = ['partition', 'phase', 'epoch', 'committed', 'source-end', 'lag', 'since-commit', 'in-flight', 'retrying', 'stalled', 'last error'];
+  const head = [
+    'partition',
+    'phase',
+    'epoch',
+    'committed',
+    'source-end',
+    'lag',
+    'since-commit',
+    'in-flight',
+    'retrying',
+    'stalled',
+    'last error',
+  ];
   const body = rows.map((r) =>
     [
       r.label,
@@ -296,5 +334,7 @@ function statusTable(rows: PartitionRow[]): string {
     ].map(String),
   );
   const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i]!.length)));
-  return [head, ...body].map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+  return [head, ...body]
+    .map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  '))
+    .join('\n');
 }

@@ -14,7 +14,10 @@ import { loadPipelineConfig } from '../pipeline-file';
 import { sourceTopics, type PipelineSpec } from '../spec';
 import { UsageError, type CommandContext } from './context';
 
-async function withKafka<T>(settings: Settings, fn: (k: Awaited<ReturnType<typeof openKafka>>) => Promise<T>): Promise<T> {
+async function withKafka<T>(
+  settings: Settings,
+  fn: (k: Awaited<ReturnType<typeof openKafka>>) => Promise<T>,
+): Promise<T> {
   const k = await openKafka(settings, `${settings.kafka.clientId}-cli`, logLevel.ERROR);
   try {
     return await fn(k);
@@ -30,7 +33,11 @@ export interface TopicOutcome {
 }
 
 /** Creates each source topic of `spec` that does not exist, with `partitions` partitions; one that exists is left as it is. */
-export async function createSourceTopics(settings: Settings, spec: PipelineSpec, partitions: number): Promise<TopicOutcome[]> {
+export async function createSourceTopics(
+  settings: Settings,
+  spec: PipelineSpec,
+  partitions: number,
+): Promise<TopicOutcome[]> {
   return withKafka(settings, async ({ admin }) => {
     const topics = sourceTopics(spec);
     const before = await partitionCounts(admin, topics);
@@ -38,7 +45,11 @@ export async function createSourceTopics(settings: Settings, spec: PipelineSpec,
     if (missing.length)
       await createTopicsReady(
         admin,
-        missing.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: settings.kafka.replicationFactor })),
+        missing.map((topic) => ({
+          topic,
+          numPartitions: partitions,
+          replicationFactor: settings.kafka.replicationFactor,
+        })),
       );
     const after = await partitionCounts(admin, topics);
     return topics.map((topic) => ({ topic, created: missing.includes(topic), partitions: after.get(topic) ?? 0 }));
@@ -63,7 +74,9 @@ export function readJsonLines(file: string, keyField?: string): Message[] {
     try {
       value = JSON.parse(line);
     } catch (e) {
-      throw new ValidationError(file, [{ field: at, problem: `not JSON (${(e as Error).message}); each line must be one JSON value` }]);
+      throw new ValidationError(file, [
+        { field: at, problem: `not JSON (${(e as Error).message}); each line must be one JSON value` },
+      ]);
     }
     if (keyField === undefined) {
       out.push({ value: line });
@@ -100,7 +113,8 @@ export async function produceFile(
     const producer = kafka.producer({ allowAutoTopicCreation: false, idempotent: true, maxInFlightRequests: 1 });
     await producer.connect();
     try {
-      for (let i = 0; i < messages.length; i += BATCH) await producer.send({ topic, acks: -1, messages: messages.slice(i, i + BATCH) });
+      for (let i = 0; i < messages.length; i += BATCH)
+        await producer.send({ topic, acks: -1, messages: messages.slice(i, i + BATCH) });
     } finally {
       await producer.disconnect();
     }
@@ -111,7 +125,9 @@ export async function produceFile(
 async function existingPartitions(admin: Admin, topic: string): Promise<number> {
   const n = (await partitionCounts(admin, [topic])).get(topic) ?? 0;
   if (n === 0)
-    throw new Error(`topic '${topic}' does not exist; create it first (onceflow topics create <config.yaml|json> creates a pipeline's source topics)`);
+    throw new Error(
+      `topic '${topic}' does not exist; create it first (onceflow topics create <config.yaml|json> creates a pipeline's source topics)`,
+    );
   return n;
 }
 
@@ -120,16 +136,30 @@ export async function topicsCommand({ arg, args, o, out, need, usageError }: Com
   if (arg !== 'create') throw usageError(`unknown 'topics' command '${arg ?? ''}'`);
   const cfg = loadPipelineConfig(need(args[1], 'config file'));
   const partitions = o.partitions === undefined ? 1 : Number(o.partitions);
-  if (!Number.isInteger(partitions) || partitions < 1) throw new UsageError(`--partitions must be a whole number ≥ 1, got '${o.partitions}'`);
+  if (!Number.isInteger(partitions) || partitions < 1)
+    throw new UsageError(`--partitions must be a whole number ≥ 1, got '${o.partitions}'`);
   const res = await createSourceTopics(cfg.settings, cfg.spec, partitions);
-  out(res.map((t) => `${t.created ? 'created' : 'exists '} ${t.topic} (${t.partitions} partition${t.partitions === 1 ? '' : 's'})`).join('\n'), res);
+  out(
+    res
+      .map(
+        (t) =>
+          `${t.created ? 'created' : 'exists '} ${t.topic} (${t.partitions} partition${t.partitions === 1 ? '' : 's'})`,
+      )
+      .join('\n'),
+    res,
+  );
   return 0;
 }
 
 /** `onceflow produce <topic> --file <events.jsonl> [--key field]`. */
 export async function produceCommand({ arg, o, settings, out, need }: CommandContext): Promise<number> {
   const file = o.file === undefined ? undefined : String(o.file);
-  const res = await produceFile(settings, need(arg, 'topic'), need(file, '--file <events.jsonl>'), o.key === undefined ? undefined : String(o.key));
+  const res = await produceFile(
+    settings,
+    need(arg, 'topic'),
+    need(file, '--file <events.jsonl>'),
+    o.key === undefined ? undefined : String(o.key),
+  );
   out(`produced ${res.records} record${res.records === 1 ? '' : 's'} from ${file} to ${res.topic}`, { ...res, file });
   return 0;
 }

@@ -40,7 +40,11 @@ export interface InDoubt {
 }
 
 /** Lists what is in doubt and the decision each would get; changes nothing. */
-export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?: Admin }, spec: PipelineSpec, partitions: number | number[]): Promise<InDoubt> {
+export async function inDoubt(
+  deps: { cluster: KafkaCluster; pool: Pool; admin?: Admin },
+  spec: PipelineSpec,
+  partitions: number | number[],
+): Promise<InDoubt> {
   const found: PartitionFindings[] = [];
   const splits: InDoubt['splits'] = [];
   const ids = await recordedIds(deps.pool, spec.name, partitions);
@@ -58,7 +62,9 @@ export async function inDoubt(deps: { cluster: KafkaCluster; pool: Pool; admin?:
   }
   const kafka: InDoubt['kafka'] = [];
   // The sink and dead-letter topics may have fewer partitions than the source has ids.
-  const counts = deps.admin ? await partitionCounts(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic]) : new Map<string, number>();
+  const counts = deps.admin
+    ? await partitionCounts(deps.admin, [spec.kafkaSink.topic, spec.deadLetterTopic])
+    : new Map<string, number>();
   for (const topic of [spec.kafkaSink.topic, spec.progressTopic, spec.deadLetterTopic]) {
     for (const p of ids) {
       if (p >= (counts.get(topic) ?? Infinity)) continue;
@@ -99,7 +105,8 @@ export function describeInDoubt(found: InDoubt): string[] {
       }
     }
   }
-  for (const s of found.splits) lines.push(`${describeSplit(s.partition, s.split)} → starting the pipeline writes it again where it aborted`);
+  for (const s of found.splits)
+    lines.push(`${describeSplit(s.partition, s.split)} → starting the pipeline writes it again where it aborted`);
   for (const k of found.kafka)
     lines.push(
       `Kafka ${k.topic}[${k.partition}] held back by an open transaction: LSO ${k.lso} < high watermark ${k.highWatermark} → would abort it (fence the transactional ids)`,
@@ -131,7 +138,9 @@ export async function resolveInDoubt(
   const ids = await recordedIds(deps.pool, spec.name, partitions);
   for (const p of ids) {
     if (await isRunning(deps.client, runnerWorkflowId(spec, p))) {
-      throw new Error(`pipeline ${spec.name} is running (partition ${p}); its workflows decide its transactions. Stop it first: onceflow stop ${spec.name}`);
+      throw new Error(
+        `pipeline ${spec.name} is running (partition ${p}); its workflows decide its transactions. Stop it first: onceflow stop ${spec.name}`,
+      );
     }
   }
   if (await isRunning(deps.client, pipelineWorkflowId(spec.name)))
@@ -164,7 +173,9 @@ export async function resolveInDoubt(
     }
     done.push(
       ...(await carryOut(deps, spec, f, {
-        apply: async (epoch) => mysqlMode(spec) === 'staged' && applyStaged(deps.pool, { pipeline: spec.name, partition: p, epoch }, spec.mysqlSink.tables),
+        apply: async (epoch) =>
+          mysqlMode(spec) === 'staged' &&
+          applyStaged(deps.pool, { pipeline: spec.name, partition: p, epoch }, spec.mysqlSink.tables),
       })),
     );
   }
@@ -184,7 +195,9 @@ export function transactionsCommand({ arg, o, settings, out, need }: CommandCont
     const found = await inDoubt(s, spec, partitions);
     const lines = describeInDoubt(found);
     out(
-      lines.length ? `${lines.join('\n')}\n(resolve with: onceflow transactions ${spec.name} --resolve, once the pipeline is stopped)` : 'nothing in doubt',
+      lines.length
+        ? `${lines.join('\n')}\n(resolve with: onceflow transactions ${spec.name} --resolve, once the pipeline is stopped)`
+        : 'nothing in doubt',
       found,
     );
     return 0;

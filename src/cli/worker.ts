@@ -11,12 +11,19 @@ export async function workerCommand({ o, settings, logOptions }: CommandContext)
   const taskQueue = (o['task-queue'] as string | undefined) ?? settings.temporal.taskQueue;
   installWorkerLog(logOptions);
   const progress = new ProgressView(say);
-  const w = await createOnceflowWorker({ settings, taskQueue, observe: progress.observe, ...(metricsPort !== undefined ? { metricsPort } : {}) });
+  const w = await createOnceflowWorker({
+    settings,
+    taskQueue,
+    observe: progress.observe,
+    ...(metricsPort !== undefined ? { metricsPort } : {}),
+  });
   const off = onStopSignal((signal) => {
     say(`onceflow worker: ${signal}, stopping: the activities in flight finish first`);
     w.shutdown();
   });
-  say(`onceflow worker on task queue '${taskQueue}'${w.metricsPort ? `, metrics at http://127.0.0.1:${w.metricsPort}/metrics` : ''}`);
+  say(
+    `onceflow worker on task queue '${taskQueue}'${w.metricsPort ? `, metrics at http://127.0.0.1:${w.metricsPort}/metrics` : ''}`,
+  );
   progress.start();
   try {
     await w.run();

@@ -7,8 +7,17 @@ import type { KafkaConfig } from 'kafkajs';
 import type { KafkaSettings } from '../config';
 import { kafkaLogCreator } from './log';
 
-export type KafkaClientConfig = Pick<KafkaConfig, 'ssl' | 'sasl' | 'logCreator'> & { brokers: string[]; clientId: string };
+export type KafkaClientConfig = Pick<KafkaConfig, 'ssl' | 'sasl' | 'logCreator'> & {
+  brokers: string[];
+  clientId: string;
+};
 
 export function kafkaClientConfig(k: KafkaSettings, clientId: string): KafkaClientConfig {
-  return { brokers: k.brokers, clientId, logCreator: kafkaLogCreator, ...(k.ssl ? { ssl: k.ssl } : {}), ...(k.sasl ? { sasl: k.sasl } : {}) };
+  return {
+    brokers: k.brokers,
+    clientId,
+    logCreator: kafkaLogCreator,
+    ...(k.ssl ? { ssl: k.ssl } : {}),
+    ...(k.sasl ? { sasl: k.sasl } : {}),
+  };
 }

@@ -37,9 +37,21 @@
  */
 import { TransientError } from '../errors';
 import type { WrittenParts } from '../protocol';
-import { describeProducers, PreparedTransaction, producerSequence, type KafkaCluster, type ProducedOffsets, type TxnHandle } from './internals';
+import {
+  describeProducers,
+  PreparedTransaction,
+  producerSequence,
+  type KafkaCluster,
+  type ProducedOffsets,
+  type TxnHandle,
+} from './internals';
 
-type Message = { key?: Buffer | string | null; value: Buffer | string | null; partition: number; headers?: Record<string, string | Buffer> };
+type Message = {
+  key?: Buffer | string | null;
+  value: Buffer | string | null;
+  partition: number;
+  headers?: Record<string, string | Buffer>;
+};
 
 /** Per topic-partition: records sent, and the offset of the first of them (its first acknowledgement's base offset). */
 export interface SentPartition {
@@ -79,7 +91,10 @@ export class CountedTransaction extends PreparedTransaction {
         const entry = this.sent.get(k) ?? { topic, partition, sent: 0, firstOffset: bases[0] ?? -1 };
         entry.sent += n;
         if (bases.length === 0) missing.push(`${k} (${n} records)`);
-        else if (bases.length > 1) surplus.push(`${k} acknowledged ${bases.length} times (at offsets ${bases.join(', ')}) for one request's ${n} records`);
+        else if (bases.length > 1)
+          surplus.push(
+            `${k} acknowledged ${bases.length} times (at offsets ${bases.join(', ')}) for one request's ${n} records`,
+          );
         this.sent.set(k, entry);
       }
     }
@@ -87,7 +102,8 @@ export class CountedTransaction extends PreparedTransaction {
     if (!missing.length) {
       for (const e of this.sent.values()) {
         const seq = producerSequence(this, e.topic, e.partition);
-        if (seq > e.sent) surplus.push(`${e.topic}/${e.partition}: kafkajs produced ${seq} records (sequence) for ${e.sent} sent`);
+        if (seq > e.sent)
+          surplus.push(`${e.topic}/${e.partition}: kafkajs produced ${seq} records (sequence) for ${e.sent} sent`);
       }
     }
     if (surplus.length) {
@@ -113,7 +129,8 @@ export class CountedTransaction extends PreparedTransaction {
  */
 export function writtenParts(txn: CountedTransaction, skipTopic: string): WrittenParts {
   const out: WrittenParts = {};
-  for (const p of txn.sent.values()) if (p.topic !== skipTopic && p.firstOffset >= 0) (out[p.topic] ??= []).push([p.partition, p.firstOffset]);
+  for (const p of txn.sent.values())
+    if (p.topic !== skipTopic && p.firstOffset >= 0) (out[p.topic] ??= []).push([p.partition, p.firstOffset]);
   return out;
 }
 
@@ -121,7 +138,12 @@ export function writtenParts(txn: CountedTransaction, skipTopic: string): Writte
  * Asks each written partition's leader for this producer's state (DescribeProducers); throws a
  * TransientError unless each holds exactly the records sent (see the top of this file).
  */
-export async function checkLanded(cluster: KafkaCluster, txn: CountedTransaction, handle: TxnHandle, skipTopics: string[] = []): Promise<LandedCheck> {
+export async function checkLanded(
+  cluster: KafkaCluster,
+  txn: CountedTransaction,
+  handle: TxnHandle,
+  skipTopics: string[] = [],
+): Promise<LandedCheck> {
   const t0 = Date.now();
   const checked = [...txn.sent.values()].filter((p) => !skipTopics.includes(p.topic));
   const { partitions, requests } = await describeProducers(cluster, checked);
@@ -129,19 +151,28 @@ export async function checkLanded(cluster: KafkaCluster, txn: CountedTransaction
   const surplus: string[] = [];
   for (const p of checked) {
     const where = `${p.topic}[${p.partition}]: ${p.sent} sent (sequences 0..${p.sent - 1})`;
-    const state = partitions.find((x) => x.topic === p.topic && x.partition === p.partition)?.producers.find((x) => x.producerId === handle.producerId);
+    const state = partitions
+      .find((x) => x.topic === p.topic && x.partition === p.partition)
+      ?.producers.find((x) => x.producerId === handle.producerId);
     if (!state) short.push(`${where}, producer ${handle.producerId} has no records there`);
     else if (state.producerEpoch !== handle.producerEpoch)
-      short.push(`${where}, producer ${handle.producerId} is at epoch ${state.producerEpoch}, not this transaction's ${handle.producerEpoch} (fenced)`);
+      short.push(
+        `${where}, producer ${handle.producerId} is at epoch ${state.producerEpoch}, not this transaction's ${handle.producerEpoch} (fenced)`,
+      );
     else if (state.lastSequence > p.sent - 1) surplus.push(`${where}, last sequence in the log ${state.lastSequence}`);
     else if (state.lastSequence < p.sent - 1) short.push(`${where}, last sequence in the log ${state.lastSequence}`);
-    else if (state.currentTxnStartOffset < 0) short.push(`${where}, but no transaction of the producer is open there (aborted)`);
+    else if (state.currentTxnStartOffset < 0)
+      short.push(`${where}, but no transaction of the producer is open there (aborted)`);
   }
   if (surplus.length)
     throw new TransientError(
       `the log holds more records of this transaction than were sent (duplicates) before commit: ${surplus.join('; ')}; the attempt is redone`,
       { surplus, short },
     );
-  if (short.length) throw new TransientError(`acknowledged records missing from the log before commit: ${short.join('; ')}; the attempt is redone`, { short });
+  if (short.length)
+    throw new TransientError(
+      `acknowledged records missing from the log before commit: ${short.join('; ')}; the attempt is redone`,
+      { short },
+    );
   return { partitions: checked.length, requests, ms: Date.now() - t0 };
 }

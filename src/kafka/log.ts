@@ -5,7 +5,12 @@
 import { logLevel, type logCreator } from 'kafkajs';
 import { log, type LogLevel } from '../log';
 
-const LEVEL: Record<number, LogLevel> = { [logLevel.ERROR]: 'ERROR', [logLevel.WARN]: 'WARN', [logLevel.INFO]: 'INFO', [logLevel.DEBUG]: 'DEBUG' };
+const LEVEL: Record<number, LogLevel> = {
+  [logLevel.ERROR]: 'ERROR',
+  [logLevel.WARN]: 'WARN',
+  [logLevel.INFO]: 'INFO',
+  [logLevel.DEBUG]: 'DEBUG',
+};
 
 /**
  * kafkajs logs every error response at ERROR before its retrier handles it (for example
@@ -17,5 +22,10 @@ export const kafkaLogCreator: logCreator = () => (entry) => {
   const message = String(detail.message ?? '');
   for (const k of ['message', 'timestamp', 'logger']) delete detail[k];
   const perResponse = /^(\[Connection\] )?Response /.test(message);
-  log(perResponse ? 'DEBUG' : (LEVEL[entry.level] ?? 'INFO'), 'kafkajs', `${entry.namespace ? `[${entry.namespace}] ` : ''}${message}`, detail);
+  log(
+    perResponse ? 'DEBUG' : (LEVEL[entry.level] ?? 'INFO'),
+    'kafkajs',
+    `${entry.namespace ? `[${entry.namespace}] ` : ''}${message}`,
+    detail,
+  );
 };

@@ -22,7 +22,16 @@ import { TransientError } from '../errors';
 import type { KafkaSplit, WrittenParts } from '../protocol';
 import type { PipelineSpec } from '../spec';
 import { mapLimit } from '../limit';
-import { ISOLATION, endTxn, latestOffset, offsetForTime, partitionCount, producerPages, type KafkaCluster, type TxnHandle } from './internals';
+import {
+  ISOLATION,
+  endTxn,
+  latestOffset,
+  offsetForTime,
+  partitionCount,
+  producerPages,
+  type KafkaCluster,
+  type TxnHandle,
+} from './internals';
 import { decodeMarker, findCommittedMarker, type Marker } from './progress';
 
 /** How long a read waits for a transaction to be decided before it fails (and is retried). */
@@ -38,9 +47,14 @@ export interface TxnPart {
 export const partName = (p: { topic: string; partition: number }) => `${p.topic}[${p.partition}]`;
 
 /** The parts a prepare result names: its progress markers, then its outputs and dead letters (absent in results of older versions). */
-export function txnParts(spec: PipelineSpec, markers: { partition: number; offset: number }[], written: WrittenParts | undefined): TxnPart[] {
+export function txnParts(
+  spec: PipelineSpec,
+  markers: { partition: number; offset: number }[],
+  written: WrittenParts | undefined,
+): TxnPart[] {
   const parts = markers.map((m) => ({ topic: spec.progressTopic, partition: m.partition, from: m.offset }));
-  for (const [topic, ps] of Object.entries(written ?? {})) for (const [partition, from] of ps) parts.push({ topic, partition, from });
+  for (const [topic, ps] of Object.entries(written ?? {}))
+    for (const [partition, from] of ps) parts.push({ topic, partition, from });
   return parts;
 }
 
@@ -60,10 +74,15 @@ interface TxnOnPart {
 async function transactionsOn(cluster: KafkaCluster, part: TxnPart, producers: Set<string>): Promise<TxnOnPart[]> {
   const out: TxnOnPart[] = [];
   const open = new Map<string, TxnOnPart>();
-  for await (const f of producerPages(cluster, { topic: part.topic, partition: part.partition, fromOffset: part.from })) {
-    const events = [...f.records.map((r) => ({ ...r, control: undefined })), ...f.controls.map((c) => ({ ...c, control: c }))].sort(
-      (a, b) => a.offset - b.offset,
-    );
+  for await (const f of producerPages(cluster, {
+    topic: part.topic,
+    partition: part.partition,
+    fromOffset: part.from,
+  })) {
+    const events = [
+      ...f.records.map((r) => ({ ...r, control: undefined })),
+      ...f.controls.map((c) => ({ ...c, control: c })),
+    ].sort((a, b) => a.offset - b.offset);
     for (const e of events) {
       if (!producers.has(e.producerId)) continue;
       const t = open.get(e.producerId);
@@ -93,7 +112,10 @@ async function whenDecided<T>(
     timeoutMs: DECIDE_TIMEOUT_MS,
     everyMs: 250,
     onWait,
-    onTimeout: () => new TransientError(`${what} on ${partName(part)} from offset ${part.from} still undecided after ${DECIDE_TIMEOUT_MS} ms`),
+    onTimeout: () =>
+      new TransientError(
+        `${what} on ${partName(part)} from offset ${part.from} still undecided after ${DECIDE_TIMEOUT_MS} ms`,
+      ),
   });
 }
 
@@ -114,7 +136,10 @@ export async function outcomeOnParts(
         new Set([pid]),
         (txns) => {
           const t = txns.find((x) => x.producerEpoch === handle.producerEpoch);
-          if (!t) throw new Error(`${what}: none of its records on ${partName(part)} at or after offset ${part.from}, where its prepare was acknowledged`);
+          if (!t)
+            throw new Error(
+              `${what}: none of its records on ${partName(part)} at or after offset ${part.from}, where its prepare was acknowledged`,
+            );
           return t.outcome;
         },
         what,
@@ -143,7 +168,13 @@ export interface DecidedTxn {
 export async function judgeTransaction(
   cluster: KafkaCluster,
   spec: PipelineSpec,
-  { handle, markers }: { handle: Pick<TxnHandle, 'producerId' | 'producerEpoch'> & { written?: WrittenParts }; markers: DecidedTxn['markers'] },
+  {
+    handle,
+    markers,
+  }: {
+    handle: Pick<TxnHandle, 'producerId' | 'producerEpoch'> & { written?: WrittenParts };
+    markers: DecidedTxn['markers'];
+  },
   onWait?: () => void,
 ): Promise<KafkaVerdict> {
   const parts = txnParts(spec, markers, handle.written);
@@ -152,11 +183,19 @@ export async function judgeTransaction(
   const aborted = parts.filter((_, i) => seen[i] === 'aborted').map(partName);
   if (!aborted.length) return { outcome: 'committed' };
   if (!committed.length) return { outcome: 'aborted' };
-  return { outcome: 'aborted', split: { producerId: handle.producerId, producerEpoch: handle.producerEpoch, committed, aborted } };
+  return {
+    outcome: 'aborted',
+    split: { producerId: handle.producerId, producerEpoch: handle.producerEpoch, committed, aborted },
+  };
 }
 
 /** EndTxn(commit) of a prepared epoch from any process; an ambiguous answer is resolved on every part the transaction wrote. */
-export async function commitOrFindOut(cluster: KafkaCluster, spec: PipelineSpec, txn: DecidedTxn, onWait?: () => void): Promise<KafkaVerdict> {
+export async function commitOrFindOut(
+  cluster: KafkaCluster,
+  spec: PipelineSpec,
+  txn: DecidedTxn,
+  onWait?: () => void,
+): Promise<KafkaVerdict> {
   if ((await endTxn(cluster, txn.handle, true)) === 'ok') return { outcome: 'committed' };
   return judgeTransaction(cluster, spec, txn, onWait);
 }
@@ -186,7 +225,11 @@ export async function committedCopies(
         (txns) =>
           txns.some((t) => !t.outcome)
             ? undefined
-            : txns.some((t) => t.outcome === 'committed' && ((t.producerId === o && t.producerEpoch === original.producerEpoch) || t.producerId === r)),
+            : txns.some(
+                (t) =>
+                  t.outcome === 'committed' &&
+                  ((t.producerId === o && t.producerEpoch === original.producerEpoch) || t.producerId === r),
+              ),
         `an earlier attempt of producer ${o}/${r}`,
         onWait,
       ),
@@ -205,8 +248,12 @@ export async function epochMarker(
   onWait?: () => void,
 ): Promise<(Marker & { offset: number }) | null> {
   // Nothing was ever written at or after fromOffset: no marker of the epoch can exist there.
-  if ((await latestOffset(cluster, spec.progressTopic, partition, ISOLATION.READ_UNCOMMITTED)) <= fromOffset) return null;
-  return findCommittedMarker(cluster, spec.progressTopic, partition, epoch, fromOffset, { timeoutMs: DECIDE_TIMEOUT_MS, ...(onWait ? { onWait } : {}) });
+  if ((await latestOffset(cluster, spec.progressTopic, partition, ISOLATION.READ_UNCOMMITTED)) <= fromOffset)
+    return null;
+  return findCommittedMarker(cluster, spec.progressTopic, partition, epoch, fromOffset, {
+    timeoutMs: DECIDE_TIMEOUT_MS,
+    ...(onWait ? { onWait } : {}),
+  });
 }
 
 /** Clock difference allowed between a transaction's record timestamps and its marker's (producer and broker clocks). */
@@ -223,13 +270,28 @@ interface LoggedMarker {
 }
 
 /** The progress marker records of `partition` at or after `from` (read_uncommitted: aborted ones too), in log order. */
-async function markerRecords(cluster: KafkaCluster, spec: PipelineSpec, partition: number, from: number): Promise<LoggedMarker[]> {
+async function markerRecords(
+  cluster: KafkaCluster,
+  spec: PipelineSpec,
+  partition: number,
+  from: number,
+): Promise<LoggedMarker[]> {
   const out: LoggedMarker[] = [];
-  for await (const f of producerPages(cluster, { topic: spec.progressTopic, partition, fromOffset: from, values: true })) {
+  for await (const f of producerPages(cluster, {
+    topic: spec.progressTopic,
+    partition,
+    fromOffset: from,
+    values: true,
+  })) {
     for (const r of f.records) {
       const marker = decodeMarker(r.value ?? null);
       if (marker && marker.pipeline === spec.name && marker.partition === partition) {
-        out.push({ marker, offset: r.offset, timestamp: r.timestamp, producer: { producerId: Number(r.producerId), producerEpoch: r.producerEpoch } });
+        out.push({
+          marker,
+          offset: r.offset,
+          timestamp: r.timestamp,
+          producer: { producerId: Number(r.producerId), producerEpoch: r.producerEpoch },
+        });
       }
     }
   }
@@ -242,7 +304,12 @@ async function markerRecords(cluster: KafkaCluster, spec: PipelineSpec, partitio
  * one transaction: every prepare begins with InitProducerId) between the transaction timeout
  * before the marker and the marker (each widened by CLOCK_SKEW_MS).
  */
-async function writtenInLog(cluster: KafkaCluster, spec: PipelineSpec, m: LoggedMarker, onWait?: () => void): Promise<WrittenParts> {
+async function writtenInLog(
+  cluster: KafkaCluster,
+  spec: PipelineSpec,
+  m: LoggedMarker,
+  onWait?: () => void,
+): Promise<WrittenParts> {
   const from = m.timestamp - spec.kafkaSink.transactionTimeoutMs - CLOCK_SKEW_MS;
   const to = m.timestamp + CLOCK_SKEW_MS;
   const pid = String(m.producer.producerId);
@@ -250,7 +317,11 @@ async function writtenInLog(cluster: KafkaCluster, spec: PipelineSpec, m: Logged
   for (const topic of [spec.kafkaSink.topic, spec.deadLetterTopic]) {
     const partitions = Array.from({ length: await partitionCount(cluster, topic) }, (_, i) => i);
     const first = await mapLimit(partitions, SCAN_LANES, async (partition) => {
-      for await (const f of producerPages(cluster, { topic, partition, fromOffset: await offsetForTime(cluster, topic, partition, from) })) {
+      for await (const f of producerPages(cluster, {
+        topic,
+        partition,
+        fromOffset: await offsetForTime(cluster, topic, partition, from),
+      })) {
         for (const r of f.records) {
           if (r.producerId === pid && r.producerEpoch === m.producer.producerEpoch) return r.offset;
           if (r.timestamp > to) return null;
@@ -294,14 +365,27 @@ export async function splitsInLog(
   // pipeline that is stopped, not settled: `onceflow transactions` lists it as held back).
   const lso = await latestOffset(cluster, spec.progressTopic, partition, ISOLATION.READ_COMMITTED);
   const candidates = (await markerRecords(cluster, spec, partition, last?.offset ?? logStart)).filter(
-    (m) => m.offset < lso && ((last && m.offset === last.offset) || (m.offset > (last?.offset ?? -1) && m.marker.epoch === next)),
+    (m) =>
+      m.offset < lso &&
+      ((last && m.offset === last.offset) || (m.offset > (last?.offset ?? -1) && m.marker.epoch === next)),
   );
   const out: LoggedSplit[] = [];
   for (const m of candidates) {
     const written = await writtenInLog(cluster, spec, m, onWait);
     if (!Object.keys(written).length) continue;
-    const verdict = await judgeTransaction(cluster, spec, { handle: { ...m.producer, written }, markers: [{ partition, offset: m.offset }] }, onWait);
-    if (verdict.split) out.push({ marker: m.marker, markerOffset: m.offset, original: { ...m.producer, written }, split: verdict.split });
+    const verdict = await judgeTransaction(
+      cluster,
+      spec,
+      { handle: { ...m.producer, written }, markers: [{ partition, offset: m.offset }] },
+      onWait,
+    );
+    if (verdict.split)
+      out.push({
+        marker: m.marker,
+        markerOffset: m.offset,
+        original: { ...m.producer, written },
+        split: verdict.split,
+      });
   }
   return out;
 }

@@ -51,17 +51,32 @@ export async function waitDecided(
     {
       ...opts,
       everyMs: 250,
-      onTimeout: () => new Error(`transaction at ${topic}[${partition}]@${offset} still undecided after ${opts.timeoutMs} ms (LSO ${lso})`),
+      onTimeout: () =>
+        new Error(
+          `transaction at ${topic}[${partition}]@${offset} still undecided after ${opts.timeoutMs} ms (LSO ${lso})`,
+        ),
     },
   );
 }
 
 /** Committed markers of `pipeline` on `partition` in [fromOffset, LSO). */
-export async function committedMarkers(cluster: KafkaCluster, topic: string, partition: number, fromOffset: number): Promise<(Marker & { offset: number })[]> {
+export async function committedMarkers(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  fromOffset: number,
+): Promise<(Marker & { offset: number })[]> {
   const out: (Marker & { offset: number })[] = [];
   let offset = fromOffset;
   for (;;) {
-    const r = await fetchPartition(cluster, { topic, partition, fromOffset: offset, maxBytes: 1 << 20, maxWaitMs: 0, isolation: ISOLATION.READ_COMMITTED });
+    const r = await fetchPartition(cluster, {
+      topic,
+      partition,
+      fromOffset: offset,
+      maxBytes: 1 << 20,
+      maxWaitMs: 0,
+      isolation: ISOLATION.READ_COMMITTED,
+    });
     for (const rec of r.records) {
       const m = decodeMarker(rec.value);
       if (m) out.push({ ...m, offset: rec.offset });

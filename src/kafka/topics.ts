@@ -24,7 +24,9 @@ export async function createTopicsReady(admin: Admin, topics: ITopicConfig[], ti
     async () => {
       try {
         const meta = await admin.fetchTopicMetadata({ topics: [...want.keys()] });
-        const notReady = meta.topics.filter((t) => t.partitions.length < (want.get(t.name) ?? 1) || t.partitions.some((p) => p.leader < 0));
+        const notReady = meta.topics.filter(
+          (t) => t.partitions.length < (want.get(t.name) ?? 1) || t.partitions.some((p) => p.leader < 0),
+        );
         if (meta.topics.length === want.size && notReady.length === 0) {
           // Every leader answers for its partitions (a ListOffsets per topic), or the catch waits.
           for (const t of want.keys()) await admin.fetchTopicOffsets(t);
@@ -40,7 +42,9 @@ export async function createTopicsReady(admin: Admin, topics: ITopicConfig[], ti
       timeoutMs,
       everyMs: 200,
       onTimeout: () =>
-        new Error(`topics ${[...want.keys()].join(', ')} were created but not every partition has a leader that answers after ${timeoutMs / 1000} s: ${last}`),
+        new Error(
+          `topics ${[...want.keys()].join(', ')} were created but not every partition has a leader that answers after ${timeoutMs / 1000} s: ${last}`,
+        ),
     },
   );
 }
@@ -50,7 +54,8 @@ export async function partitionCounts(admin: Admin, topics: string[]): Promise<M
   const existing = new Set(await admin.listTopics());
   const present = [...new Set(topics)].filter((t) => existing.has(t));
   const out = new Map<string, number>(topics.map((t) => [t, 0]));
-  if (present.length) for (const t of (await admin.fetchTopicMetadata({ topics: present })).topics) out.set(t.name, t.partitions.length);
+  if (present.length)
+    for (const t of (await admin.fetchTopicMetadata({ topics: present })).topics) out.set(t.name, t.partitions.length);
   return out;
 }
 
@@ -61,7 +66,12 @@ export async function partitionCounts(admin: Admin, topics: string[]): Promise<M
  * and answers without it; that is not "the topic does not exist". After `timeoutMs` a topic of
  * `known` still invisible is a TransientError (retryable), never a configuration error.
  */
-export async function partitionCountsOfKnown(admin: Admin, topics: string[], known: string[] = topics, timeoutMs = 30_000): Promise<Map<string, number>> {
+export async function partitionCountsOfKnown(
+  admin: Admin,
+  topics: string[],
+  known: string[] = topics,
+  timeoutMs = 30_000,
+): Promise<Map<string, number>> {
   let last = '';
   return pollUntil(
     async () => {
@@ -79,7 +89,10 @@ export async function partitionCountsOfKnown(admin: Admin, topics: string[], kno
       timeoutMs,
       everyMs: 250,
       onTimeout: () =>
-        new TransientError(`topics exist but the brokers' metadata does not show them after ${timeoutMs / 1000} s (${last}); retrying`, { topics: known }),
+        new TransientError(
+          `topics exist but the brokers' metadata does not show them after ${timeoutMs / 1000} s (${last}); retrying`,
+          { topics: known },
+        ),
     },
   );
 }
@@ -88,7 +101,11 @@ export async function partitionCountsOfKnown(admin: Admin, topics: string[], kno
  * Which of `topics` do not exist, asked again for `settleMs` before a topic counts as missing:
  * a node behind the controller answers without topics created moments ago.
  */
-export async function missingTopics(admin: Admin, topics: string[], settleMs = 5_000): Promise<{ existing: Set<string>; missing: string[] }> {
+export async function missingTopics(
+  admin: Admin,
+  topics: string[],
+  settleMs = 5_000,
+): Promise<{ existing: Set<string>; missing: string[] }> {
   const deadline = Date.now() + settleMs;
   for (;;) {
     const existing = new Set(await admin.listTopics());

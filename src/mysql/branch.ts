@@ -60,7 +60,9 @@ export async function prepareBranch(
   let started = false;
   let prepared = false;
   try {
-    await conn.query(`SET SESSION innodb_lock_wait_timeout = ${Math.max(1, Math.floor(hooks?.lockWaitSec ?? LOCK_WAIT_SEC.direct))}`);
+    await conn.query(
+      `SET SESSION innodb_lock_wait_timeout = ${Math.max(1, Math.floor(hooks?.lockWaitSec ?? LOCK_WAIT_SEC.direct))}`,
+    );
     await conn.query(`XA START ${xidSql(xid)}`);
     started = true;
     await body(conn);

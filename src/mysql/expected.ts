@@ -17,7 +17,8 @@ import { quoteIdent, type SqlValue } from './sink';
 import { keyColumns, mergeRow, possibleRows } from './table-mode';
 
 /** Key of a row as verify compares it: the key columns as text (values read back may differ in type from those written). */
-const rowKey = (t: TableSpec, values: Record<string, SqlValue>) => JSON.stringify(keyColumns(t).map((c) => String(values[c])));
+const rowKey = (t: TableSpec, values: Record<string, SqlValue>) =>
+  JSON.stringify(keyColumns(t).map((c) => String(values[c])));
 
 const same = (a: SqlValue[], b: SqlValue[]) => a.length === b.length && a.every((x, i) => String(x) === String(b[i]));
 const show = (r: SqlValue[]) => `(${r.map(String).join(', ')})`;
@@ -48,7 +49,9 @@ export class ExpectedTables {
     const problems: string[] = [];
     for (const t of tables) {
       const expected = this.tables.get(t.name) ?? new Map<string, Map<number, SqlValue[]>>();
-      const [rows] = await pool.query<RowDataPacket[]>(`SELECT ${t.columns.map(quoteIdent).join(', ')} FROM ${quoteIdent(t.name)}`);
+      const [rows] = await pool.query<RowDataPacket[]>(
+        `SELECT ${t.columns.map(quoteIdent).join(', ')} FROM ${quoteIdent(t.name)}`,
+      );
       const actual = new Map<string, SqlValue[]>();
       for (const r of rows) {
         const values = Object.fromEntries(t.columns.map((c) => [c, r[c] as SqlValue]));

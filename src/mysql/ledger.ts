@@ -45,7 +45,8 @@ export async function insertLedger(
     `SELECT MAX(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch > ?`,
     [pipeline, partition, row.epoch],
   );
-  if (later[0]?.e !== null && later[0]?.e !== undefined) throw new StaleEpoch(pipeline, partition, row.epoch, Number(later[0].e));
+  if (later[0]?.e !== null && later[0]?.e !== undefined)
+    throw new StaleEpoch(pipeline, partition, row.epoch, Number(later[0].e));
   await conn.execute(
     `INSERT INTO \`${LEDGER_TABLE}\` (pipeline, source_partition, epoch, start_offset, end_offset, records, redo) VALUES (?, ?, ?, ?, ?, ?, ?)`,
     [pipeline, partition, row.epoch, row.start, row.end, row.records, row.redo ? 1 : 0],
@@ -53,10 +54,21 @@ export async function insertLedger(
 }
 
 function toLedgerRow(r: RowDataPacket): LedgerRow {
-  return { epoch: Number(r.epoch), start: Number(r.start_offset), end: Number(r.end_offset), records: Number(r.records), redo: Number(r.redo) === 1 };
+  return {
+    epoch: Number(r.epoch),
+    start: Number(r.start_offset),
+    end: Number(r.end_offset),
+    records: Number(r.records),
+    redo: Number(r.redo) === 1,
+  };
 }
 
-export async function ledgerRow(db: Pool, pipeline: string, partition: number, epoch: number): Promise<LedgerRow | null> {
+export async function ledgerRow(
+  db: Pool,
+  pipeline: string,
+  partition: number,
+  epoch: number,
+): Promise<LedgerRow | null> {
   const [rows] = await db.execute<RowDataPacket[]>(
     `SELECT epoch, start_offset, end_offset, records, redo FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch = ?`,
     [pipeline, partition, epoch],
@@ -92,17 +104,15 @@ export const ledgerPruneDue = (epoch: number): boolean => epoch > 0 && epoch % L
  * Returns the number of rows deleted.
  */
 export async function pruneLedger(db: Pool, pipeline: string, partition: number, epoch: number): Promise<number> {
-  const [first] = await db.execute<RowDataPacket[]>(`SELECT MIN(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ?`, [
-    pipeline,
-    partition,
-  ]);
+  const [first] = await db.execute<RowDataPacket[]>(
+    `SELECT MIN(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ?`,
+    [pipeline, partition],
+  );
   const firstEpoch = first[0]?.e;
   if (firstEpoch === null || firstEpoch === undefined) return 0;
-  const [res] = await db.execute<ResultSetHeader>(`DELETE FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch > ? AND epoch < ?`, [
-    pipeline,
-    partition,
-    Number(firstEpoch),
-    epoch - LEDGER_KEEP_EPOCHS,
-  ]);
+  const [res] = await db.execute<ResultSetHeader>(
+    `DELETE FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch > ? AND epoch < ?`,
+    [pipeline, partition, Number(firstEpoch), epoch - LEDGER_KEEP_EPOCHS],
+  );
   return res.affectedRows;
 }

@@ -20,7 +20,8 @@ export interface RowOp {
 export type Dialect = 'mariadb' | 'mysql';
 
 export function quoteIdent(name: string): string {
-  if (!IDENTIFIER_RE.test(name)) throw new ConfigError('identifier', `'${name}' is not a plain SQL identifier (${IDENTIFIER_RE})`);
+  if (!IDENTIFIER_RE.test(name))
+    throw new ConfigError('identifier', `'${name}' is not a plain SQL identifier (${IDENTIFIER_RE})`);
   return `\`${name}\``;
 }
 
@@ -38,10 +39,15 @@ export async function detectDialect(db: Pool): Promise<Dialect> {
  * column is assigned last — MySQL and MariaDB evaluate the assignments left to right, later ones
  * seeing the values earlier ones set, so every condition compares with the version as it was.
  */
-export function onDuplicateSql(t: TableSpec, incoming: (c: string) => string, current: (c: string) => string = quoteIdent): string {
+export function onDuplicateSql(
+  t: TableSpec,
+  incoming: (c: string) => string,
+  current: (c: string) => string = quoteIdent,
+): string {
   const od = t.onDuplicate;
   if (od.kind === 'ignore') return '';
-  const newer = od.kind === 'newest' ? `(${current(od.version)} IS NULL OR ${incoming(od.version)} > ${current(od.version)})` : '';
+  const newer =
+    od.kind === 'newest' ? `(${current(od.version)} IS NULL OR ${incoming(od.version)} > ${current(od.version)})` : '';
   const sets = updatedColumns(t).map((c) =>
     od.kind === 'accumulate'
       ? `${current(c)} = ${current(c)} + ${incoming(c)}`
@@ -167,7 +173,12 @@ export async function insertChunked(
 }
 
 /** Upserts row ops into their tables (grouped, combined and ordered by tableRows). */
-export async function writeRows(conn: PoolConnection, ops: RowOp[], tables: Map<string, TableSpec>, dialect: Dialect): Promise<void> {
+export async function writeRows(
+  conn: PoolConnection,
+  ops: RowOp[],
+  tables: Map<string, TableSpec>,
+  dialect: Dialect,
+): Promise<void> {
   for (const [t, rows] of tableRows(ops, tables)) await insertChunked(conn, rows, (n) => upsertSql(t, n, dialect));
 }
 
@@ -190,7 +201,11 @@ function compareRows(a: SqlValue[], b: SqlValue[]): number {
  * Runs `fn` in a local (non-XA) transaction on a pooled connection: commit on success, rollback
  * on error. `isolation` sets the level of this transaction only.
  */
-export async function inLocalTransaction<T>(pool: Pool, fn: (conn: PoolConnection) => Promise<T>, isolation?: 'READ COMMITTED'): Promise<T> {
+export async function inLocalTransaction<T>(
+  pool: Pool,
+  fn: (conn: PoolConnection) => Promise<T>,
+  isolation?: 'READ COMMITTED',
+): Promise<T> {
   const conn = await pool.getConnection();
   try {
     if (isolation) await conn.query(`SET TRANSACTION ISOLATION LEVEL ${isolation}`);

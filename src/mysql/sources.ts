@@ -38,7 +38,12 @@ async function selectSources(db: Pick<Pool, 'query'>, pipeline: string): Promise
     `SELECT source_partition AS id, topic, topic_partition AS \`partition\`, discovered FROM \`${SOURCES_TABLE}\` WHERE pipeline = ? ORDER BY source_partition`,
     [pipeline],
   );
-  return rows.map((r) => ({ id: Number(r.id), topic: String(r.topic), partition: Number(r.partition), discovered: Number(r.discovered) === 1 }));
+  return rows.map((r) => ({
+    id: Number(r.id),
+    topic: String(r.topic),
+    partition: Number(r.partition),
+    discovered: Number(r.discovered) === 1,
+  }));
 }
 
 /** Every assignment of the pipeline, by id; [] when none was made (or the table does not exist yet). */
@@ -75,13 +80,10 @@ export async function assignSources(
       for (const f of found) {
         if (known.has(`${f.topic}\u0000${f.partition}`)) continue;
         const a = { id: next++, topic: f.topic, partition: f.partition, discovered: all.length > 0 };
-        await conn.query(`INSERT INTO \`${SOURCES_TABLE}\` (pipeline, source_partition, topic, topic_partition, discovered) VALUES (?, ?, ?, ?, ?)`, [
-          pipeline,
-          a.id,
-          a.topic,
-          a.partition,
-          a.discovered ? 1 : 0,
-        ]);
+        await conn.query(
+          `INSERT INTO \`${SOURCES_TABLE}\` (pipeline, source_partition, topic, topic_partition, discovered) VALUES (?, ?, ?, ?, ?)`,
+          [pipeline, a.id, a.topic, a.partition, a.discovered ? 1 : 0],
+        );
         known.add(`${f.topic}\u0000${f.partition}`);
         added.push(a);
       }

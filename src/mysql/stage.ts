@@ -91,13 +91,18 @@ export async function stageRows(
     await insertChunked(
       conn,
       rows,
-      (n) => `INSERT INTO ${quoteIdent(stageTableName(t.name))} (${cols}) VALUES ${Array.from({ length: n }, () => tuple).join(', ')}`,
+      (n) =>
+        `INSERT INTO ${quoteIdent(stageTableName(t.name))} (${cols}) VALUES ${Array.from({ length: n }, () => tuple).join(', ')}`,
       (seq) => [at.pipeline, at.partition, at.epoch, seq],
     );
     staged += rows.length;
   }
   if (staged > 0)
-    await conn.execute(`INSERT INTO \`${STAGED_TABLE}\` (pipeline, source_partition, epoch) VALUES (?, ?, ?)`, [at.pipeline, at.partition, at.epoch]);
+    await conn.execute(`INSERT INTO \`${STAGED_TABLE}\` (pipeline, source_partition, epoch) VALUES (?, ?, ?)`, [
+      at.pipeline,
+      at.partition,
+      at.epoch,
+    ]);
   return staged;
 }
 
@@ -107,13 +112,20 @@ export async function stageRows(
  * READ COMMITTED: the staged rows are read without gap locks, the target rows are locked only
  * until this transaction commits.
  */
-export async function applyStaged(pool: Pool, at: { pipeline: string; partition: number; epoch: number }, tables: TableSpec[]): Promise<boolean> {
+export async function applyStaged(
+  pool: Pool,
+  at: { pipeline: string; partition: number; epoch: number },
+  tables: TableSpec[],
+): Promise<boolean> {
   const where = 'onceflow_pipeline = ? AND onceflow_partition = ? AND onceflow_epoch = ?';
   const params = [at.pipeline, at.partition, at.epoch];
   return inLocalTransaction(
     pool,
     async (conn) => {
-      const [claim] = await conn.execute<ResultSetHeader>(`DELETE FROM \`${STAGED_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch = ?`, params);
+      const [claim] = await conn.execute<ResultSetHeader>(
+        `DELETE FROM \`${STAGED_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch = ?`,
+        params,
+      );
       if (claim.affectedRows === 0) return false;
       for (const t of [...tables].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
         const stage = quoteIdent(stageTableName(t.name));
@@ -140,7 +152,11 @@ export async function applyStaged(pool: Pool, at: { pipeline: string; partition:
  * Epochs of a partition whose XA branch committed but whose staged rows are not applied yet, in
  * order. None where onceflow_staged does not exist (no pipeline ever staged rows in this database).
  */
-export async function pendingEpochs(db: Pool, pipeline: string, partition?: number): Promise<{ partition: number; epoch: number }[]> {
+export async function pendingEpochs(
+  db: Pool,
+  pipeline: string,
+  partition?: number,
+): Promise<{ partition: number; epoch: number }[]> {
   try {
     const [rows] = await db.execute<RowDataPacket[]>(
       `SELECT source_partition, epoch FROM \`${STAGED_TABLE}\` WHERE pipeline = ?${partition === undefined ? '' : ' AND source_partition = ?'} ORDER BY source_partition, epoch`,
@@ -159,5 +175,6 @@ export async function dropPipelineTables(db: Pool, spec: PipelineSpec): Promise<
     await db.query(`DROP TABLE IF EXISTS ${quoteIdent(t.name)}, ${quoteIdent(stageTableName(t.name))}`);
   }
   // The source partition ids go with the ledger they key (src/mysql/sources.ts).
-  for (const t of [LEDGER_TABLE, STAGED_TABLE, SOURCES_TABLE]) await db.query(`DELETE FROM \`${t}\` WHERE pipeline = ?`, [spec.name]).catch(() => undefined);
+  for (const t of [LEDGER_TABLE, STAGED_TABLE, SOURCES_TABLE])
+    await db.query(`DELETE FROM \`${t}\` WHERE pipeline = ?`, [spec.name]).catch(() => undefined);
 }

@@ -62,7 +62,8 @@ export function compareVersions(a: SqlValue, b: SqlValue): number {
   return x > y ? 1 : x < y ? -1 : 0;
 }
 
-const summable = (v: SqlValue): v is number | bigint => (typeof v === 'number' && Number.isSafeInteger(v)) || typeof v === 'bigint';
+const summable = (v: SqlValue): v is number | bigint =>
+  (typeof v === 'number' && Number.isSafeInteger(v)) || typeof v === 'bigint';
 
 /** a + b exactly for integers (bigint once a number sum would lose precision), else as numbers. */
 function add(a: SqlValue, b: SqlValue): SqlValue {
@@ -115,15 +116,22 @@ export function mergeRow(t: TableSpec, existing: SqlValue[], incoming: SqlValue[
  * partition(s) holding the greatest version; ignore: none. `kept` lists the possible values of
  * the other columns — any partition's first row (whichever inserted first).
  */
-export function possibleRows(t: TableSpec, perPartition: SqlValue[][]): { updatedIdx: number[]; keptIdx: number[]; updated: SqlValue[][]; kept: SqlValue[][] } {
+export function possibleRows(
+  t: TableSpec,
+  perPartition: SqlValue[][],
+): { updatedIdx: number[]; keptIdx: number[]; updated: SqlValue[][]; kept: SqlValue[][] } {
   const updatedIdx = updatedColumns(t).map((c) => t.columns.indexOf(c));
   const keptIdx = t.columns.map((_, i) => i).filter((i) => !updatedIdx.includes(i));
   const od = t.onDuplicate;
   let last: SqlValue[][];
-  if (od.kind === 'accumulate') last = [perPartition.slice(1).reduce((acc, r) => mergeRow(t, acc, r), [...perPartition[0]!])];
+  if (od.kind === 'accumulate')
+    last = [perPartition.slice(1).reduce((acc, r) => mergeRow(t, acc, r), [...perPartition[0]!])];
   else if (od.kind === 'newest') {
     const v = t.columns.indexOf(od.version);
-    const max = perPartition.reduce((m, r) => (compareVersions(r[v] ?? null, m) > 0 ? (r[v] ?? null) : m), perPartition[0]![v] ?? null);
+    const max = perPartition.reduce(
+      (m, r) => (compareVersions(r[v] ?? null, m) > 0 ? (r[v] ?? null) : m),
+      perPartition[0]![v] ?? null,
+    );
     last = perPartition.filter((r) => compareVersions(r[v] ?? null, max) === 0);
   } else last = perPartition;
   return {

@@ -23,12 +23,15 @@ export interface Xid {
 }
 
 export const pipelineGtridPrefix = (pipeline: string) => `${GTRID_PREFIX}${pipeline}:`;
-export const partitionGtridPrefix = (pipeline: string, partition: number) => `${pipelineGtridPrefix(pipeline)}${partition}:`;
-export const epochGtrid = (pipeline: string, partition: number, epoch: number) => `${partitionGtridPrefix(pipeline, partition)}${epoch}`;
+export const partitionGtridPrefix = (pipeline: string, partition: number) =>
+  `${pipelineGtridPrefix(pipeline)}${partition}:`;
+export const epochGtrid = (pipeline: string, partition: number, epoch: number) =>
+  `${partitionGtridPrefix(pipeline, partition)}${epoch}`;
 
 export const pipelineGroupGtridPrefix = (pipeline: string) => `${pipelineGtridPrefix(pipeline)}g`;
 export const groupGtridPrefix = (pipeline: string, group: number) => `${pipelineGroupGtridPrefix(pipeline)}${group}:`;
-export const groupGtrid = (pipeline: string, group: number, groupEpoch: number) => `${groupGtridPrefix(pipeline, group)}${groupEpoch}`;
+export const groupGtrid = (pipeline: string, group: number, groupEpoch: number) =>
+  `${groupGtridPrefix(pipeline, group)}${groupEpoch}`;
 
 /** Parses 'of:<pipeline>:g<group>:<group epoch>'. */
 export function parseGroupGtrid(gtrid: string): { pipeline: string; group: number; groupEpoch: number } | null {
@@ -45,7 +48,8 @@ export function parseGtrid(gtrid: string): { pipeline: string; partition: number
 }
 
 /** A branch qualifier for an attempt scheduled at `token` (ms). */
-export const attemptBqual = (attempt: number, token: number, random: string) => `a${attempt}.${Math.floor(token).toString(36)}.${random}`;
+export const attemptBqual = (attempt: number, token: number, random: string) =>
+  `a${attempt}.${Math.floor(token).toString(36)}.${random}`;
 
 /** The fencing token of a branch (0 for branches written before tokens existed). */
 export function bqualToken(bqual: string): number {

@@ -53,10 +53,21 @@ export const KAFKA_MOVES: Record<KafkaState, readonly Move<KafkaState>[]> = {
   open: [{ to: 'prepared' }],
   prepared: [
     { to: 'committed' },
-    { to: 'aborted', guard: { what: 'the transaction aborted on a partition it wrote', holds: (f) => f.committedEverywhere === false } },
+    {
+      to: 'aborted',
+      guard: { what: 'the transaction aborted on a partition it wrote', holds: (f) => f.committedEverywhere === false },
+    },
     { to: 'withdrawn' },
   ],
-  aborted: [{ to: 'redone', guard: { what: 'a partition the transaction wrote has no committed copy', holds: (f) => f.committedEverywhere === false } }],
+  aborted: [
+    {
+      to: 'redone',
+      guard: {
+        what: 'a partition the transaction wrote has no committed copy',
+        holds: (f) => f.committedEverywhere === false,
+      },
+    },
+  ],
   committed: [],
   redone: [],
   withdrawn: [],
@@ -67,7 +78,10 @@ export const MYSQL_MOVES: Record<MysqlState, readonly Move<MysqlState>[]> = {
   prepared: [
     { to: 'committed', guard: { what: 'the branch is the decided one', holds: (f) => f.decidedBranch === true } },
     { to: 'gone', guard: { what: 'no ledger row of the epoch', holds: (f) => f.ledgerRow === false } },
-    { to: 'rolled-back', guard: { what: 'the branch is not the decided one', holds: (f) => f.decidedBranch === false } },
+    {
+      to: 'rolled-back',
+      guard: { what: 'the branch is not the decided one', holds: (f) => f.decidedBranch === false },
+    },
   ],
   committed: [{ to: 'applied', guard: { what: 'staged writes', holds: (_f, s) => s.staged } }],
   gone: [{ to: 'redone', guard: { what: 'no ledger row of the epoch', holds: (f) => f.ledgerRow === false } }],
@@ -83,23 +97,45 @@ export class IllegalMove extends Error {
   }
 }
 
-export const openEpoch = (epoch: number, staged: boolean): EpochState => ({ epoch, kafka: 'open', mysql: 'open', staged });
+export const openEpoch = (epoch: number, staged: boolean): EpochState => ({
+  epoch,
+  kafka: 'open',
+  mysql: 'open',
+  staged,
+});
 
 /** Moves one participant, or throws IllegalMove naming the missing move or the guard that failed. */
-export function move(s: EpochState, side: 'kafka' | 'mysql', to: KafkaState | MysqlState, facts: Facts = {}): EpochState {
+export function move(
+  s: EpochState,
+  side: 'kafka' | 'mysql',
+  to: KafkaState | MysqlState,
+  facts: Facts = {},
+): EpochState {
   const moves = (side === 'kafka' ? KAFKA_MOVES[s.kafka] : MYSQL_MOVES[s.mysql]) as readonly Move<string>[];
   const m = moves.find((x) => x.to === to);
-  if (!m) throw new IllegalMove(s, side, to, `no such move (from ${s[side]}: ${moves.map((x) => x.to).join(', ') || 'none, final'})`);
+  if (!m)
+    throw new IllegalMove(
+      s,
+      side,
+      to,
+      `no such move (from ${s[side]}: ${moves.map((x) => x.to).join(', ') || 'none, final'})`,
+    );
   if (m.guard && !m.guard.holds(facts, s)) throw new IllegalMove(s, side, to, `guard '${m.guard.what}' does not hold`);
   return { ...s, [side]: to };
 }
 
 /** Both participants prepared: the prepare result (the decision) is in history. */
-export const prepared = (epoch: number, staged: boolean): EpochState => ({ epoch, kafka: 'prepared', mysql: 'prepared', staged });
+export const prepared = (epoch: number, staged: boolean): EpochState => ({
+  epoch,
+  kafka: 'prepared',
+  mysql: 'prepared',
+  staged,
+});
 
 /** After commitEpoch: the state its outcomes put the epoch in. */
 export function afterCommit(s: EpochState, kafka: 'committed' | 'aborted', mysql: 'committed' | 'redone'): EpochState {
-  let n = kafka === 'committed' ? move(s, 'kafka', 'committed') : move(s, 'kafka', 'aborted', { committedEverywhere: false });
+  let n =
+    kafka === 'committed' ? move(s, 'kafka', 'committed') : move(s, 'kafka', 'aborted', { committedEverywhere: false });
   n =
     mysql === 'committed'
       ? move(n, 'mysql', 'committed', { decidedBranch: true })
@@ -108,7 +144,8 @@ export function afterCommit(s: EpochState, kafka: 'committed' | 'aborted', mysql
 }
 
 const KAFKA_DONE: readonly KafkaState[] = ['committed', 'redone'];
-const MYSQL_DONE = (s: EpochState): boolean => s.mysql === 'applied' || s.mysql === 'redone' || (!s.staged && s.mysql === 'committed');
+const MYSQL_DONE = (s: EpochState): boolean =>
+  s.mysql === 'applied' || s.mysql === 'redone' || (!s.staged && s.mysql === 'committed');
 
 /** Both sides visible: the epoch is complete and the partition may move on. */
 export const complete = (s: EpochState): boolean => KAFKA_DONE.includes(s.kafka) && MYSQL_DONE(s);
@@ -191,14 +228,19 @@ export function recoverEpoch(ev: EpochEvidence): RecoveryAction[] {
       out.push({ do: 'commit-branch', xid: b.xid });
       committing = true;
     } else if (b.token >= ev.token) {
-      out.push({ do: 'leave', xid: b.xid, why: 'opened by an attempt newer than this actor (a live worker may own it)' });
+      out.push({
+        do: 'leave',
+        xid: b.xid,
+        why: 'opened by an attempt newer than this actor (a live worker may own it)',
+      });
     } else if (marker && !ledger && decided === undefined) {
       out.push({ do: 'leave', xid: b.xid, why: 'several branches and a marker that names none: decide by hand' });
     } else {
       out.push({ do: 'rollback-branch', xid: b.xid });
     }
   }
-  if (marker && !ledger && !committing && !out.some((a) => a.do === 'leave')) out.push({ do: 'redo-mysql', start: marker.start, end: marker.end });
+  if (marker && !ledger && !committing && !out.some((a) => a.do === 'leave'))
+    out.push({ do: 'redo-mysql', start: marker.start, end: marker.end });
   if (ledger && !marker) out.push({ do: 'redo-kafka', start: ledger.start, end: ledger.end });
   if (ev.pendingApply || committing) out.push({ do: 'apply-staged' });
   return out;

@@ -18,7 +18,15 @@
  * Pure module: imported by workflows and activities alike.
  */
 import type { PipelineSpec } from '../spec';
-import type { Control, KafkaCommitOutcome, KafkaHandle, KafkaSplit, MysqlCommitOutcome, PartitionState, SourceRef } from './index';
+import type {
+  Control,
+  KafkaCommitOutcome,
+  KafkaHandle,
+  KafkaSplit,
+  MysqlCommitOutcome,
+  PartitionState,
+  SourceRef,
+} from './index';
 
 /** A source partition of a group: its source partition id and where it reads. */
 export interface GroupMember {
@@ -148,4 +156,5 @@ export function memberEpoch(p: PreparedGroupEpoch, m: MemberEpoch) {
 }
 
 /** What the Web UI shows for an epoch: the members it covered, with their epochs. */
-export const describeMembers = (members: { id: number; epoch: number }[]) => members.map((m) => `${m.id}@${m.epoch}`).join(' ');
+export const describeMembers = (members: { id: number; epoch: number }[]) =>
+  members.map((m) => `${m.id}@${m.epoch}`).join(' ');

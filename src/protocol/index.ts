@@ -161,7 +161,10 @@ export interface PartitionState {
 }
 
 /** A partition's state once its epoch (ending at `end`, with these counts) committed. */
-export function afterEpoch(s: PartitionState, e: { end: number; records: number; deadLetters: number }): PartitionState {
+export function afterEpoch(
+  s: PartitionState,
+  e: { end: number; records: number; deadLetters: number },
+): PartitionState {
   return {
     ...s,
     epoch: s.epoch + 1,
@@ -224,7 +227,8 @@ export function validateControl(action: unknown, c: Control): void {
     throw new Error(`unknown control action ${JSON.stringify(action)}; expected pause, resume, drain or stop`);
   }
   if (c.stop || c.drain) {
-    if (action === 'pause' || action === 'resume') throw new Error(`pipeline is already ${c.stop ? 'stopping' : 'draining'}; '${action}' no longer applies`);
+    if (action === 'pause' || action === 'resume')
+      throw new Error(`pipeline is already ${c.stop ? 'stopping' : 'draining'}; '${action}' no longer applies`);
   }
   if (action === 'resume' && !c.paused) throw new Error('pipeline is not paused');
   if (action === 'pause' && c.paused) throw new Error('pipeline is already paused');

@@ -12,13 +12,17 @@ const file = (description: string) => z.string().describe(description);
 const PASSWORD_ENV = 'name of the environment variable holding the password';
 /** TLS: on by `enabled` or by any file; relative paths are taken from the config file's folder. */
 const TLS_FILES = {
-  enabled: z.boolean().optional().describe("TLS without files (the system's trusted CAs); any file below turns TLS on too"),
+  enabled: z
+    .boolean()
+    .optional()
+    .describe("TLS without files (the system's trusted CAs); any file below turns TLS on too"),
   caFile: file("PEM file of the CA(s) to trust; relative paths are taken from this file's folder").optional(),
   certFile: file('PEM client certificate (mutual TLS)').optional(),
   keyFile: file('PEM key of the client certificate').optional(),
 };
 /** TLS to a server whose certificate is checked against `serverName` when given. */
-const tls = (serverName: string) => strictObject({ ...TLS_FILES, serverName: z.string().optional().describe(serverName) });
+const tls = (serverName: string) =>
+  strictObject({ ...TLS_FILES, serverName: z.string().optional().describe(serverName) });
 
 /** What the CLI connects to; written over the environment (connectionSettings in src/config.ts), never into history. */
 const connections = strictObject({
@@ -32,7 +36,12 @@ const connections = strictObject({
   }).optional(),
   kafka: strictObject({
     brokers: z.array(z.string()).optional(),
-    replicationFactor: z.int().optional().describe("replication factor of the topics onceflow creates; -1 (default): the broker's default.replication.factor"),
+    replicationFactor: z
+      .int()
+      .optional()
+      .describe(
+        "replication factor of the topics onceflow creates; -1 (default): the broker's default.replication.factor",
+      ),
     ssl: tls("name to check the brokers' certificates against").optional(),
     sasl: strictObject({
       mechanism: z
@@ -54,14 +63,20 @@ const connections = strictObject({
     passwordFile: file('file holding the password').optional(),
     ssl: strictObject({
       ...TLS_FILES,
-      minVersion: z.enum(['TLSv1.2', 'TLSv1.3']).optional().describe('default TLSv1.2; with TLS configured onceflow never falls back to plaintext'),
+      minVersion: z
+        .enum(['TLSv1.2', 'TLSv1.3'])
+        .optional()
+        .describe('default TLSv1.2; with TLS configured onceflow never falls back to plaintext'),
     }).optional(),
   }).optional(),
 });
 
 export const configFileSchema = strictObject({
   pipeline: pipelineSchema,
-  taskQueue: z.string().optional().describe("task queue of the workers that run this pipeline (default ONCEFLOW_TASK_QUEUE or 'onceflow')"),
+  taskQueue: z
+    .string()
+    .optional()
+    .describe("task queue of the workers that run this pipeline (default ONCEFLOW_TASK_QUEUE or 'onceflow')"),
   connections: connections.optional(),
 }).meta({
   $id: 'https://onceflow.dev/schema/pipeline-config.schema.json',
@@ -72,7 +87,10 @@ export const configFileSchema = strictObject({
 
 /** The JSON Schema of config files, as published in schema/pipeline-config.schema.json. */
 function configJsonSchema(): Record<string, unknown> {
-  const { $schema, $id, title, description, ...rest } = z.toJSONSchema(configFileSchema, { io: 'input', target: 'draft-2020-12' });
+  const { $schema, $id, title, description, ...rest } = z.toJSONSchema(configFileSchema, {
+    io: 'input',
+    target: 'draft-2020-12',
+  });
   return { $schema, $id, title, description, ...rest };
 }
 

@@ -7,7 +7,14 @@
  * Not for workflow code: src/spec.ts imports only its types, so the workflow bundle holds no zod.
  */
 import { z } from 'zod';
-import { DISCOVERY_INTERVAL_BOUNDS, IDENTIFIER_RE, MAX_PARALLELISM, SPEC_DEFAULTS, type PipelineInput, type PipelineSpec } from '../spec';
+import {
+  DISCOVERY_INTERVAL_BOUNDS,
+  IDENTIFIER_RE,
+  MAX_PARALLELISM,
+  SPEC_DEFAULTS,
+  type PipelineInput,
+  type PipelineSpec,
+} from '../spec';
 import { flag, got, strictObject, typeProblem, validate } from './problems';
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,39}$/;
@@ -20,12 +27,19 @@ function int(min: number, max: number | undefined, problem: (iss: { input?: unkn
   return max === undefined ? atLeast : atLeast.max(max, { error: problem });
 }
 const positive = () => int(1, undefined, (iss) => `must be a positive integer, got ${got(iss)}`);
-const topicName = () => z.string().regex(TOPIC_RE, { error: (iss) => `must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${got(iss)}` });
-const identifier = () => z.string().regex(IDENTIFIER_RE, { error: (iss) => `must match ${IDENTIFIER_RE}, got ${got(iss)}` });
+const topicName = () =>
+  z
+    .string()
+    .regex(TOPIC_RE, {
+      error: (iss) => `must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${got(iss)}`,
+    });
+const identifier = () =>
+  z.string().regex(IDENTIFIER_RE, { error: (iss) => `must match ${IDENTIFIER_RE}, got ${got(iss)}` });
 /** Column names: the prefix 'onceflow_' belongs to the staging tables' own columns. */
 const column = () =>
   identifier().refine((c) => !c.toLowerCase().startsWith('onceflow_'), {
-    error: (iss) => `'${String(iss.input)}': the prefix 'onceflow_' is reserved for onceflow's staging columns; rename the column`,
+    error: (iss) =>
+      `'${String(iss.input)}': the prefix 'onceflow_' is reserved for onceflow's staging columns; rename the column`,
   });
 
 const source = strictObject({
@@ -49,8 +63,10 @@ const source = strictObject({
 })
   .check((ctx) => {
     const { topic, topics } = ctx.value;
-    if (topic !== undefined && topics !== undefined) flag(ctx, [], ctx.value, "give either 'topic' or 'topics', not both");
-    else if (topic === undefined && topics === undefined) flag(ctx, ['topic'], undefined, "is required: give the source topic (or 'topics', a list of them)");
+    if (topic !== undefined && topics !== undefined)
+      flag(ctx, [], ctx.value, "give either 'topic' or 'topics', not both");
+    else if (topic === undefined && topics === undefined)
+      flag(ctx, ['topic'], undefined, "is required: give the source topic (or 'topics', a list of them)");
     topics?.forEach((t, k) => {
       if (topics.indexOf(t) !== k) flag(ctx, ['topics', k], t, `'${t}' is listed twice`);
     });
@@ -64,8 +80,10 @@ const modeColumns = (needed: string) =>
     .min(1, { error: needed })
     .describe('the columns to add up or overwrite');
 const onlyForNewest = () => z.never({ error: "is only for kind 'newest'" }).optional();
-const ON_DUPLICATE_KINDS = "'accumulate' (add up), 'replace' (last write wins), 'newest' (the greater version wins) or 'ignore' (first write wins)";
-const versionProblem = (iss: { input?: unknown }) => `must name the version column (${IDENTIFIER_RE}), e.g. an event time; got ${got(iss)}`;
+const ON_DUPLICATE_KINDS =
+  "'accumulate' (add up), 'replace' (last write wins), 'newest' (the greater version wins) or 'ignore' (first write wins)";
+const versionProblem = (iss: { input?: unknown }) =>
+  `must name the version column (${IDENTIFIER_RE}), e.g. an event time; got ${got(iss)}`;
 
 const onDuplicate = z
   .discriminatedUnion(
@@ -77,24 +95,35 @@ const onDuplicate = z
         version: onlyForNewest(),
       }),
       strictObject({
-        kind: z.literal('replace').describe('overwrite columns, last write wins (with several source partitions: whichever committed last)'),
+        kind: z
+          .literal('replace')
+          .describe('overwrite columns, last write wins (with several source partitions: whichever committed last)'),
         columns: modeColumns('must list the columns to replace'),
         version: onlyForNewest(),
       }),
       strictObject({
-        kind: z.literal('newest').describe('overwrite columns and the version column only when the incoming version is greater'),
+        kind: z
+          .literal('newest')
+          .describe('overwrite columns and the version column only when the incoming version is greater'),
         version: z
           .string({ error: versionProblem })
           .regex(IDENTIFIER_RE, { error: versionProblem })
-          .describe('the version column (e.g. an event time; a number, BIGINT or DATETIME); a row whose version is null is dead-lettered'),
+          .describe(
+            'the version column (e.g. an event time; a number, BIGINT or DATETIME); a row whose version is null is dead-lettered',
+          ),
         // Without columns, newest keeps only the version up to date: a running maximum.
         columns: z.array(z.string()).optional().describe('the columns to overwrite with the newer version'),
       }),
-      strictObject({ kind: z.literal('ignore').describe('keep the first row (insert-only)'), version: onlyForNewest() }),
+      strictObject({
+        kind: z.literal('ignore').describe('keep the first row (insert-only)'),
+        version: onlyForNewest(),
+      }),
     ],
     {
       error: (iss) =>
-        iss.code === 'invalid_union' ? `must be ${ON_DUPLICATE_KINDS}, got ${JSON.stringify((iss.input as { kind?: unknown } | undefined)?.kind)}` : undefined,
+        iss.code === 'invalid_union'
+          ? `must be ${ON_DUPLICATE_KINDS}, got ${JSON.stringify((iss.input as { kind?: unknown } | undefined)?.kind)}`
+          : undefined,
     },
   )
   .describe('how a row combines with the one already under its key (docs/design.md, table modes)');
@@ -103,7 +132,9 @@ const create = strictObject({
   columns: z
     .record(
       z.string().regex(IDENTIFIER_RE),
-      z.string().regex(SQL_TYPE_RE, { error: (iss) => `must be a plain SQL type such as 'BIGINT NOT NULL', got ${got(iss)}` }),
+      z
+        .string()
+        .regex(SQL_TYPE_RE, { error: (iss) => `must be a plain SQL type such as 'BIGINT NOT NULL', got ${got(iss)}` }),
       {
         error: (iss) => (iss.code === 'invalid_key' ? `column name must match ${IDENTIFIER_RE}` : undefined),
       },
@@ -120,30 +151,42 @@ const create = strictObject({
 
 const table = strictObject({
   name: identifier(),
-  columns: z.array(column()).min(1, { error: 'must list at least one column' }).describe("written by the transform's row operations, in statement order"),
+  columns: z
+    .array(column())
+    .min(1, { error: 'must list at least one column' })
+    .describe("written by the transform's row operations, in statement order"),
   onDuplicate,
   create: create.optional(),
 }).check((ctx) => {
   const t = ctx.value;
   const od = t.onDuplicate;
-  const bad = (path: (string | number)[], input: unknown, message: string) => flag(ctx, ['onDuplicate', ...path], input, message);
+  const bad = (path: (string | number)[], input: unknown, message: string) =>
+    flag(ctx, ['onDuplicate', ...path], input, message);
   if (od.kind === 'ignore') return;
   od.columns?.forEach((c, k) => {
     if (!t.columns.includes(c)) bad(['columns', k], c, `'${c}' is not one of the table's columns`);
   });
   if (od.kind !== 'newest') return;
-  if (!t.columns.includes(od.version)) bad(['version'], od.version, `'${od.version}' is not one of the table's columns (${t.columns.join(', ')})`);
+  if (!t.columns.includes(od.version))
+    bad(['version'], od.version, `'${od.version}' is not one of the table's columns (${t.columns.join(', ')})`);
   else if (t.create?.primaryKey.includes(od.version)) {
-    bad(['version'], od.version, `'${od.version}' is in create.primaryKey: a version in the key makes every version a row of its own; take it out of the key`);
+    bad(
+      ['version'],
+      od.version,
+      `'${od.version}' is in create.primaryKey: a version in the key makes every version a row of its own; take it out of the key`,
+    );
   }
 });
 
 const mysqlSink = strictObject({
-  tables: z.array(table, { error: (iss) => `must be an array of table definitions (may be empty), got ${got(iss)}` }).check((ctx) => {
-    ctx.value.forEach((t, n) => {
-      if (ctx.value.findIndex((u) => u.name === t.name) !== n) flag(ctx, [n, 'name'], t.name, `'${t.name}' is defined twice`);
-    });
-  }),
+  tables: z
+    .array(table, { error: (iss) => `must be an array of table definitions (may be empty), got ${got(iss)}` })
+    .check((ctx) => {
+      ctx.value.forEach((t, n) => {
+        if (ctx.value.findIndex((u) => u.name === t.name) !== n)
+          flag(ctx, [n, 'name'], t.name, `'${t.name}' is defined twice`);
+      });
+    }),
   mode: z
     .enum(['staged', 'direct'])
     .default('staged')
@@ -153,20 +196,26 @@ const mysqlSink = strictObject({
 });
 
 const { epoch: EPOCH, deadLetter: DEAD_LETTER } = SPEC_DEFAULTS;
-const ratioProblem = (iss: { input?: unknown }) => `must be a number from 0 to 1 (the share of an epoch's records that may be dead-lettered), got ${got(iss)}`;
+const ratioProblem = (iss: { input?: unknown }) =>
+  `must be a number from 0 to 1 (the share of an epoch's records that may be dead-lettered), got ${got(iss)}`;
 
 /** The pipeline definition as written (in code or under `pipeline:` in a config file). */
 export const pipelineSchema = strictObject({
   name: z
     .string()
-    .regex(NAME_RE, { error: (iss) => `must match ${NAME_RE} (lower-case letters, digits, '.', '_', '-'; at most 40), got ${got(iss)}` })
+    .regex(NAME_RE, {
+      error: (iss) => `must match ${NAME_RE} (lower-case letters, digits, '.', '_', '-'; at most 40), got ${got(iss)}`,
+    })
     .describe(NAME_RE.source.slice(1, -1)),
   source,
   transform: z
     .string()
     .min(1, { error: 'must name a transform registered on the workers' })
     .describe('name of a transform registered on the workers, e.g. flink-compare'),
-  transformOptions: z.record(z.string(), z.unknown()).optional().describe('free-form, JSON-serialisable options handed to the transform (no secrets)'),
+  transformOptions: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe('free-form, JSON-serialisable options handed to the transform (no secrets)'),
   kafkaSink: strictObject({
     topic: topicName(),
     transactionTimeoutMs: int(1000, undefined, (iss) => `must be an integer ≥ 1000 ms, got ${got(iss)}`)
@@ -174,21 +223,37 @@ export const pipelineSchema = strictObject({
       .describe('Kafka transaction timeout; must exceed the longest prepare→commit gap'),
     transactionalIdPool: int(2, 16, (iss) => `must be an integer from 2 to 16, got ${got(iss)}`)
       .default(SPEC_DEFAULTS.transactionalIdPool)
-      .describe('transactional ids per partition used in rotation (2 to 16), so a stale commit can never hit a newer transaction'),
+      .describe(
+        'transactional ids per partition used in rotation (2 to 16), so a stale commit can never hit a newer transaction',
+      ),
   }),
   mysqlSink,
-  deadLetterTopic: topicName().optional().describe('topic that receives the records the transform rejected (default <name>.dlq)'),
-  progressTopic: topicName().optional().describe('topic of one progress marker per committed epoch and source partition (default onceflow.progress.<name>)'),
+  deadLetterTopic: topicName()
+    .optional()
+    .describe('topic that receives the records the transform rejected (default <name>.dlq)'),
+  progressTopic: topicName()
+    .optional()
+    .describe(
+      'topic of one progress marker per committed epoch and source partition (default onceflow.progress.<name>)',
+    ),
   deadLetter: strictObject({
     maxRatio: z
       .number()
       .min(0, { error: ratioProblem })
       .max(1, { error: ratioProblem })
       .default(DEAD_LETTER.maxRatio)
-      .describe(`share of an epoch's records (0 to 1) that may be dead-lettered (default ${DEAD_LETTER.maxRatio}); verify judges the whole run by it`),
-    maxPerEpoch: int(0, undefined, (iss) => `must be an integer ≥ 0 (the most dead letters in one epoch; 0: none), got ${got(iss)}`)
+      .describe(
+        `share of an epoch's records (0 to 1) that may be dead-lettered (default ${DEAD_LETTER.maxRatio}); verify judges the whole run by it`,
+      ),
+    maxPerEpoch: int(
+      0,
+      undefined,
+      (iss) => `must be an integer ≥ 0 (the most dead letters in one epoch; 0: none), got ${got(iss)}`,
+    )
       .default(DEAD_LETTER.maxPerEpoch)
-      .describe(`most dead letters in one epoch (default ${DEAD_LETTER.maxPerEpoch}); 0: any dead letter halts the partition`),
+      .describe(
+        `most dead letters in one epoch (default ${DEAD_LETTER.maxPerEpoch}); 0: any dead letter halts the partition`,
+      ),
   })
     .prefault({})
     .describe(
@@ -245,5 +310,10 @@ export const pipelineSchema = strictObject({
 
 /** Fills defaults and validates; throws ValidationError naming every wrong field and the fix. */
 export function definePipeline(input: PipelineInput): PipelineSpec {
-  return validate(pipelineSchema, input, `pipeline ${JSON.stringify((input as { name?: unknown } | undefined)?.name ?? '?')}`, '(definition)');
+  return validate(
+    pipelineSchema,
+    input,
+    `pipeline ${JSON.stringify((input as { name?: unknown } | undefined)?.name ?? '?')}`,
+    '(definition)',
+  );
 }

@@ -19,10 +19,13 @@ function closest(name: string, options: string[]): string | undefined {
     const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
     for (let j = 1; j <= b.length; j++) d[0]![j] = j;
     for (let i = 1; i <= a.length; i++)
-      for (let j = 1; j <= b.length; j++) d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+      for (let j = 1; j <= b.length; j++)
+        d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
     return d[a.length]![b.length]!;
   };
-  const best = options.map((o) => [o, dist(name.toLowerCase(), o.toLowerCase())] as const).sort((x, y) => x[1] - y[1])[0];
+  const best = options
+    .map((o) => [o, dist(name.toLowerCase(), o.toLowerCase())] as const)
+    .sort((x, y) => x[1] - y[1])[0];
   return best && best[1] <= Math.max(2, Math.floor(name.length / 3)) ? best[0] : undefined;
 }
 
@@ -67,7 +70,10 @@ function typeOf(v: unknown): string {
 export function typeProblem(expected: string, input: unknown): string {
   if (input === undefined) return 'is required';
   const t = typeOf(input);
-  const what = expected === 'int' ? 'an integer' : `a${/^[aeiou]/.test(expected) ? 'n' : ''} ${expected === 'record' ? 'object' : expected}`;
+  const what =
+    expected === 'int'
+      ? 'an integer'
+      : `a${/^[aeiou]/.test(expected) ? 'n' : ''} ${expected === 'record' ? 'object' : expected}`;
   return `must be ${what}, got ${t === 'null' ? 'nothing' : `${t} ${JSON.stringify(input)}`}`;
 }
 
@@ -111,7 +117,13 @@ function problemsOf(error: z.ZodError, root: string, pipelineAt = ''): Problem[]
  * `value` parsed by `schema`, or a ValidationError for `what` naming every problem (`root` and
  * `pipelineAt` as for {@link problemsOf}).
  */
-export function validate<S extends z.ZodType>(schema: S, value: unknown, what: string, root: string, pipelineAt = ''): z.output<S> {
+export function validate<S extends z.ZodType>(
+  schema: S,
+  value: unknown,
+  what: string,
+  root: string,
+  pipelineAt = '',
+): z.output<S> {
   const r = schema.safeParse(value, { error: describeIssue });
   if (!r.success) throw new ValidationError(what, problemsOf(r.error, root, pipelineAt));
   return r.data;

@@ -95,7 +95,10 @@ export interface DecodedRecord<V = unknown, K = Buffer> extends Omit<SourceRecor
 }
 
 /** An output record with a value (and, with `outputKeySchema`, a key) still to be encoded. */
-export interface EncodableOutputRecord<Out = unknown, OutKey = string | Buffer> extends Omit<OutputRecord, 'key' | 'value'> {
+export interface EncodableOutputRecord<Out = unknown, OutKey = string | Buffer> extends Omit<
+  OutputRecord,
+  'key' | 'value'
+> {
   key?: OutKey | null;
   value: Out | null;
 }
@@ -108,7 +111,10 @@ export interface EncodableResult<Out = unknown, OutKey = string | Buffer> {
 /** The transform {@link withSchemaRegistry} wraps: decoded records in, values to encode out. */
 export interface SchemaRegistryTransform<V = unknown, Out = unknown, K = Buffer, OutKey = string | Buffer> {
   /** Same rules as {@link Transform.map}: deterministic per record; throwing dead-letters the record. */
-  map(record: DecodedRecord<V, K>, ctx: TransformContext): EncodableResult<Out, OutKey> | Promise<EncodableResult<Out, OutKey>>;
+  map(
+    record: DecodedRecord<V, K>,
+    ctx: TransformContext,
+  ): EncodableResult<Out, OutKey> | Promise<EncodableResult<Out, OutKey>>;
   /** Passed through unchanged: sees the records as read and the encoded outputs. */
   sink?: Transform['sink'];
 }
@@ -138,11 +144,18 @@ function checkRef(field: string, ref: SchemaRef | undefined): void {
   if (ref === undefined) return;
   const positiveInt = (n: unknown) => Number.isInteger(n) && (n as number) > 0;
   if (typeof ref === 'number') {
-    if (!positiveInt(ref)) throw new ConfigError(`withSchemaRegistry: ${field}`, `must be a schema id (a positive integer), got ${JSON.stringify(ref)}`);
+    if (!positiveInt(ref))
+      throw new ConfigError(
+        `withSchemaRegistry: ${field}`,
+        `must be a schema id (a positive integer), got ${JSON.stringify(ref)}`,
+      );
     return;
   }
   if (typeof ref !== 'object' || ref === null || typeof ref.subject !== 'string' || ref.subject === '') {
-    throw new ConfigError(`withSchemaRegistry: ${field}`, `must be a schema id or { subject, version }, got ${JSON.stringify(ref)}`);
+    throw new ConfigError(
+      `withSchemaRegistry: ${field}`,
+      `must be a schema id or { subject, version }, got ${JSON.stringify(ref)}`,
+    );
   }
   if (!positiveInt(ref.version)) {
     throw new ConfigError(
@@ -176,31 +189,43 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
       'withSchemaRegistry: the registry needs decode(buffer) and encode(schemaId, value) (a SchemaRegistry of @kafkajs/confluent-schema-registry)',
     );
   }
-  if (typeof transform?.map !== 'function') throw new TypeError('withSchemaRegistry: a transform needs a map(record, ctx) function');
+  if (typeof transform?.map !== 'function')
+    throw new TypeError('withSchemaRegistry: a transform needs a map(record, ctx) function');
   checkRef('outputValueSchema', options.outputValueSchema);
   checkRef('outputKeySchema', options.outputKeySchema);
   for (const ref of [options.outputValueSchema, options.outputKeySchema]) {
     if (typeof ref === 'object' && typeof registry.getRegistryId !== 'function') {
-      throw new TypeError('withSchemaRegistry: an output schema named by subject and version needs registry.getRegistryId(subject, version)');
+      throw new TypeError(
+        'withSchemaRegistry: an output schema named by subject and version needs registry.getRegistryId(subject, version)',
+      );
     }
   }
   const retries = options.registryRetries ?? 3;
   if (!Number.isInteger(retries) || retries < 0)
-    throw new ConfigError('withSchemaRegistry: registryRetries', `must be an integer ≥ 0, got ${JSON.stringify(retries)}`);
+    throw new ConfigError(
+      'withSchemaRegistry: registryRetries',
+      `must be an integer ≥ 0, got ${JSON.stringify(retries)}`,
+    );
 
   /**
    * Runs a registry call; `notFound` says what a 404 means (the record's fault, or null when
    * it is a configuration error). Errors without an HTTP status (wrong magic byte, bytes that
    * do not fit the schema, a value the schema rejects) come from the record and are not retried.
    */
-  async function call<T>(what: string, fn: () => Promise<T>, recordFault: (e: unknown) => Error, notFound: 'record' | 'config'): Promise<T> {
+  async function call<T>(
+    what: string,
+    fn: () => Promise<T>,
+    recordFault: (e: unknown) => Error,
+    notFound: 'record' | 'config',
+  ): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await fn();
       } catch (e) {
         const status = statusOf(e);
         if (status === undefined || (status === 404 && notFound === 'record')) throw recordFault(e);
-        if (status === 404) throw new ConfigError(`withSchemaRegistry: ${what}`, `was not found in the registry: ${errorMessage(e)}`);
+        if (status === 404)
+          throw new ConfigError(`withSchemaRegistry: ${what}`, `was not found in the registry: ${errorMessage(e)}`);
         if (attempt >= retries) throw new SchemaRegistryUnavailable(what, e);
         await sleep(250 * 2 ** attempt);
       }
@@ -228,7 +253,10 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
       'config',
     );
     if (!Number.isInteger(id) || id <= 0)
-      throw new ConfigError(`withSchemaRegistry: ${field}`, `the registry answered id ${JSON.stringify(id)} for ${ref.subject} version ${ref.version}`);
+      throw new ConfigError(
+        `withSchemaRegistry: ${field}`,
+        `the registry answered id ${JSON.stringify(id)} for ${ref.subject} version ${ref.version}`,
+      );
     return id;
   };
   const outputIds = () =>
@@ -246,7 +274,10 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
       : call(
           `decoding the ${what}`,
           () => registry.decode(bytes),
-          (e) => new UndecodableRecord(`schema registry: cannot decode the record's ${what}: ${errorMessage(e)}`, { cause: e }),
+          (e) =>
+            new UndecodableRecord(`schema registry: cannot decode the record's ${what}: ${errorMessage(e)}`, {
+              cause: e,
+            }),
           'record',
         );
 
@@ -263,8 +294,13 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
       () => registry.encode(id, v),
       (e) => {
         const paths = (e as { paths?: unknown }).paths;
-        const where = Array.isArray(paths) && paths.length ? ` (at ${paths.map((p) => (Array.isArray(p) ? p.join('.') : String(p))).join(', ')})` : '';
-        return new Error(`schema registry: ${what} does not fit schema ${id}: ${errorMessage(e)}${where}`, { cause: e });
+        const where =
+          Array.isArray(paths) && paths.length
+            ? ` (at ${paths.map((p) => (Array.isArray(p) ? p.join('.') : String(p))).join(', ')})`
+            : '';
+        return new Error(`schema registry: ${what} does not fit schema ${id}: ${errorMessage(e)}${where}`, {
+          cause: e,
+        });
       },
       'record',
     );
@@ -273,7 +309,10 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
   const wrapped: Transform = {
     async map(record, ctx) {
       const ids = await outputIds();
-      const [value, key] = await Promise.all([decode('value', record.value), options.decodeKey ? decode('key', record.key) : Promise.resolve(record.key)]);
+      const [value, key] = await Promise.all([
+        decode('value', record.value),
+        options.decodeKey ? decode('key', record.key) : Promise.resolve(record.key),
+      ]);
       const decoded: DecodedRecord<V, K> = { ...record, key: key as K | null, value: value as V | null, raw: record };
       const result = await transform.map(decoded, ctx);
       if (typeof result !== 'object' || result === null) return result;
@@ -281,7 +320,10 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
         result.kafka &&
         (await Promise.all(
           result.kafka.map(async (o, i): Promise<OutputRecord> => {
-            const [v, k] = await Promise.all([encode(`output ${i}'s value`, ids.value, o.value), encode(`output ${i}'s key`, ids.key, o.key)]);
+            const [v, k] = await Promise.all([
+              encode(`output ${i}'s value`, ids.value, o.value),
+              encode(`output ${i}'s key`, ids.key, o.key),
+            ]);
             return { ...o, key: k, value: v };
           }),
         ));

@@ -10,7 +10,8 @@ import { resolve } from 'node:path';
 import { ConfigError } from '../errors';
 import { TransformRegistry, type Transform } from './registry';
 
-const isTransform = (t: unknown): t is Transform => typeof t === 'object' && t !== null && typeof (t as Transform).map === 'function';
+const isTransform = (t: unknown): t is Transform =>
+  typeof t === 'object' && t !== null && typeof (t as Transform).map === 'function';
 
 /** Makes require() understand TypeScript, with tsx from the module's project or from onceflow's. */
 function registerTypeScript(file: string, field: string, modulePath: string): void {
@@ -31,30 +32,45 @@ function registerTypeScript(file: string, field: string, modulePath: string): vo
 
 export function loadTransforms(modulePath: string, field = '--transforms'): TransformRegistry {
   const file = resolve(modulePath);
-  if (!existsSync(file)) throw new ConfigError(field, `names '${modulePath}', which does not exist; give the path of a module that exports 'transforms'`);
+  if (!existsSync(file))
+    throw new ConfigError(
+      field,
+      `names '${modulePath}', which does not exist; give the path of a module that exports 'transforms'`,
+    );
   if (/\.[cm]?ts$/.test(file)) registerTypeScript(file, field, modulePath);
   let mod: Record<string, unknown>;
   try {
     mod = require(file) as Record<string, unknown>;
   } catch (e) {
-    throw new ConfigError(field, `module '${modulePath}' failed to load: ${e instanceof Error ? e.message : String(e)}`);
+    throw new ConfigError(
+      field,
+      `module '${modulePath}' failed to load: ${e instanceof Error ? e.message : String(e)}`,
+    );
   }
   const exported = mod.transforms ?? mod.default;
   if (exported instanceof TransformRegistry) return exported;
   // A registry from another copy of onceflow (e.g. the user's own node_modules) is not `instanceof` ours.
-  if (exported && typeof (exported as TransformRegistry).get === 'function' && typeof (exported as TransformRegistry).names === 'function') {
+  if (
+    exported &&
+    typeof (exported as TransformRegistry).get === 'function' &&
+    typeof (exported as TransformRegistry).names === 'function'
+  ) {
     const other = exported as TransformRegistry;
     return other.names().reduce((r, n) => r.register(n, other.get(n)), new TransformRegistry());
   }
   if (exported && typeof exported === 'object') {
     const entries = Object.entries(exported);
     const bad = entries.filter(([, t]) => !isTransform(t)).map(([n]) => n);
-    if (entries.length && !bad.length) return entries.reduce((r, [n, t]) => r.register(n, t as Transform), new TransformRegistry());
+    if (entries.length && !bad.length)
+      return entries.reduce((r, [n, t]) => r.register(n, t as Transform), new TransformRegistry());
     if (bad.length)
       throw new ConfigError(
         field,
         `module '${modulePath}': ${bad.map((b) => `'${b}'`).join(', ')} is not a transform (an object with a map(record, ctx) function)`,
       );
   }
-  throw new ConfigError(field, `module '${modulePath}' exports no 'transforms' (a TransformRegistry or a name → transform map)`);
+  throw new ConfigError(
+    field,
+    `module '${modulePath}' exports no 'transforms' (a TransformRegistry or a name → transform map)`,
+  );
 }

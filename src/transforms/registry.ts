@@ -61,7 +61,10 @@ export interface Transform {
    * to Kafka and MySQL. Throwing fails the epoch attempt (like a failing Flink sink): the
    * attempt's writes are rolled back and the epoch is prepared again.
    */
-  sink?(chunk: { record: SourceRecord; result: TransformResult }[], ctx: TransformContext & { writtenInAttempt: number }): void;
+  sink?(
+    chunk: { record: SourceRecord; result: TransformResult }[],
+    ctx: TransformContext & { writtenInAttempt: number },
+  ): void;
 }
 
 /**
@@ -74,7 +77,8 @@ export interface Transform {
  * ```
  */
 export function defineTransform(t: Transform): Transform {
-  if (typeof t?.map !== 'function') throw new TypeError('defineTransform: a transform needs a map(record, ctx) function');
+  if (typeof t?.map !== 'function')
+    throw new TypeError('defineTransform: a transform needs a map(record, ctx) function');
   return t;
 }
 

@@ -32,7 +32,8 @@ export function compare(expected: string[], actual: string[]) {
 /** Whether each source partition's expected outputs appear in its order among `actual` (fingerprints shared by several sources are not judged). */
 function inSourceOrder(expectedBySource: Map<number, string[]>, actual: string[]): Map<number, boolean> {
   const owners = new Map<string, Set<number>>();
-  for (const [id, fps] of expectedBySource) for (const fp of fps) (owners.get(fp) ?? owners.set(fp, new Set()).get(fp)!).add(id);
+  for (const [id, fps] of expectedBySource)
+    for (const fp of fps) (owners.get(fp) ?? owners.set(fp, new Set()).get(fp)!).add(id);
   const out = new Map<number, boolean>();
   for (const [id, fps] of expectedBySource) {
     const mine = (fp: string) => owners.get(fp)?.size === 1 && owners.get(fp)!.has(id);
@@ -93,14 +94,23 @@ const reasonOf = (headers: RawRecord['headers']) =>
         .trim();
 
 /** Counts the run's dead letters per reason and the budget's allowance for the run's source records. */
-export function deadLetterSummary(spec: PipelineSpec, records: Pick<RawRecord, 'headers'>[], sourceRecords: number): DeadLetterSummary {
+export function deadLetterSummary(
+  spec: PipelineSpec,
+  records: Pick<RawRecord, 'headers'>[],
+  sourceRecords: number,
+): DeadLetterSummary {
   const byReason: Record<string, number> = {};
   for (const r of records) {
     const k = reasonOf(r.headers);
     byReason[k] = (byReason[k] ?? 0) + 1;
   }
   const budget = budgetOf(spec);
-  return { total: records.length, byReason, allowed: deadLettersAllowed(budget, sourceRecords, 'run'), maxRatio: budget.maxRatio };
+  return {
+    total: records.length,
+    byReason,
+    allowed: deadLettersAllowed(budget, sourceRecords, 'run'),
+    maxRatio: budget.maxRatio,
+  };
 }
 
 /** The check that fails a run whose dead letters exceed the budget. Pure. */
@@ -150,7 +160,8 @@ export function totalsOf(f: Findings): VerifyReport['totals'] {
 export function checksOf(spec: PipelineSpec, f: Findings, totals: VerifyReport['totals']): Check[] {
   const { reports, goneTopics, unread, prepared, unapplied, tableProblems, hangingWhere } = f;
   const dlCmp = f.deadLetterCmp;
-  const name = (r: PartitionReport) => (spec.source.topics ? `partition ${r.partition} (${r.topic}[${r.topicPartition}])` : `partition ${r.partition}`);
+  const name = (r: PartitionReport) =>
+    spec.source.topics ? `partition ${r.partition} (${r.topic}[${r.topicPartition}])` : `partition ${r.partition}`;
   const missingWhere = [
     ...f.outputs
       .filter((o) => o.missing + o.unexpected > 0)
@@ -158,21 +169,31 @@ export function checksOf(spec: PipelineSpec, f: Findings, totals: VerifyReport['
         (o) =>
           `${spec.kafkaSink.topic}[${o.partition}]${o.partition >= f.outputPartitions ? ' (no such partition)' : ''}: ${o.missing} missing, ${o.unexpected} unexpected`,
       ),
-    ...(dlCmp.missing + dlCmp.unexpected > 0 ? [`${spec.deadLetterTopic}: ${dlCmp.missing} missing, ${dlCmp.unexpected} unexpected`] : []),
+    ...(dlCmp.missing + dlCmp.unexpected > 0
+      ? [`${spec.deadLetterTopic}: ${dlCmp.missing} missing, ${dlCmp.unexpected} unexpected`]
+      : []),
   ];
   return [
     {
       name: 'source topics exist',
       ok: goneTopics.length === 0,
       detail: goneTopics.length
-        ? goneTopics.map((t) => `source topic '${t}' does not exist (any more); its partitions cannot be checked`).join('; ')
+        ? goneTopics
+            .map((t) => `source topic '${t}' does not exist (any more); its partitions cannot be checked`)
+            .join('; ')
         : `${sourceTopics(spec).length} topic(s)`,
     },
-    { name: 'no duplicates (read_committed)', ok: totals.duplicates === 0, detail: `${totals.duplicates} duplicate(s)` },
+    {
+      name: 'no duplicates (read_committed)',
+      ok: totals.duplicates === 0,
+      detail: `${totals.duplicates} duplicate(s)`,
+    },
     {
       name: 'nothing missing (read_committed)',
       ok: totals.missing === 0,
-      detail: missingWhere.length ? `${totals.missing} missing or unexpected: ${missingWhere.slice(0, 5).join('; ')}` : '0 missing or unexpected',
+      detail: missingWhere.length
+        ? `${totals.missing} missing or unexpected: ${missingWhere.slice(0, 5).join('; ')}`
+        : '0 missing or unexpected',
     },
     {
       name: 'source order per partition',
@@ -191,10 +212,19 @@ export function checksOf(spec: PipelineSpec, f: Findings, totals: VerifyReport['
     {
       name: 'every committed epoch applied to the tables',
       ok: unapplied.length === 0,
-      detail: unapplied.map((x) => `partition ${x.partition} epoch ${x.epoch} staged, not applied`).join('; ') || '0 pending',
+      detail:
+        unapplied.map((x) => `partition ${x.partition} epoch ${x.epoch} staged, not applied`).join('; ') || '0 pending',
     },
-    { name: 'no prepared XA branch left', ok: prepared.length === 0, detail: prepared.map(xidToString).join(', ') || '0 prepared' },
-    { name: 'no transaction holds back the LSO', ok: hangingWhere.length === 0, detail: hangingWhere.join('; ') || 'LSO = high watermark everywhere' },
+    {
+      name: 'no prepared XA branch left',
+      ok: prepared.length === 0,
+      detail: prepared.map(xidToString).join(', ') || '0 prepared',
+    },
+    {
+      name: 'no transaction holds back the LSO',
+      ok: hangingWhere.length === 0,
+      detail: hangingWhere.join('; ') || 'LSO = high watermark everywhere',
+    },
     {
       name: 'ledger and progress markers agree',
       ok: reports.every((r) => r.ledgerEpoch === r.markerEpoch),
@@ -206,7 +236,8 @@ export function checksOf(spec: PipelineSpec, f: Findings, totals: VerifyReport['
     },
     {
       name: 'caught up with the source',
-      ok: reports.every((r) => r.committedThrough === null || r.committedThrough === r.sourceEnd) && unread.length === 0,
+      ok:
+        reports.every((r) => r.committedThrough === null || r.committedThrough === r.sourceEnd) && unread.length === 0,
       detail:
         [
           ...reports

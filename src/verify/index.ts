@@ -38,7 +38,14 @@ import {
 } from './read';
 import type { OutputReport, PartitionReport, PipelineSourcePartition, VerifyReport } from './types';
 
-export type { Check, DeadLetterSummary, OutputReport, PartitionReport, PipelineSourcePartition, VerifyReport } from './types';
+export type {
+  Check,
+  DeadLetterSummary,
+  OutputReport,
+  PartitionReport,
+  PipelineSourcePartition,
+  VerifyReport,
+} from './types';
 export { readAll, pipelineSources } from './read';
 export { budgetCheck, deadLetterSummary } from './checks';
 
@@ -67,7 +74,8 @@ export async function verifyPipeline(
   const outputs = await judgeOutputs(cluster, spec, expected, layout.outputPartitions, reports);
   const dlRecords = await readDeadLetters(cluster, spec.deadLetterTopic, layout.deadLetterPartitions);
   const deadLetterSources = dlRecords.map((r) => String(r.headers['onceflow.source'] ?? ''));
-  for (const r of reports) r.deadLetters = deadLetterSources.filter((d) => d.startsWith(`${r.topic}/${r.topicPartition}/`)).length;
+  for (const r of reports)
+    r.deadLetters = deadLetterSources.filter((d) => d.startsWith(`${r.topic}/${r.topicPartition}/`)).length;
   const hangingWhere = await hangingPartitions(cluster, topicParts);
   const unread = await unreadPartitions(cluster, unassigned);
   const { prepared, unapplied } = await readMysqlLeftovers(pool, spec, all);
@@ -89,7 +97,15 @@ export async function verifyPipeline(
   };
   const totals = totalsOf(findings);
   const checks = checksOf(spec, findings, totals);
-  return { pipeline: spec.name, ok: checks.every((c) => c.ok), checks, deadLetters: findings.deadLetters, partitions: reports, outputs, totals };
+  return {
+    pipeline: spec.name,
+    ok: checks.every((c) => c.ok),
+    checks,
+    deadLetters: findings.deadLetters,
+    partitions: reports,
+    outputs,
+    totals,
+  };
 }
 
 /** Reads each source partition's committed records and transforms them once: what must be visible. */
@@ -129,12 +145,16 @@ async function judgeOutputs(
 ): Promise<OutputReport[]> {
   const reportOf = new Map(reports.map((r) => [r.partition, r]));
   const outputs: OutputReport[] = [];
-  const outParts = [...new Set([...Array.from({ length: outputPartitions }, (_, o) => o), ...expected.outputs.keys()])].sort((a, b) => a - b);
+  const outParts = [
+    ...new Set([...Array.from({ length: outputPartitions }, (_, o) => o), ...expected.outputs.keys()]),
+  ].sort((a, b) => a - b);
   for (const o of outParts) {
     // An output partition that does not exist holds nothing: what should be there is missing.
     const found = await readOutput(cluster, spec.kafkaSink.topic, o, o >= 0 && o < outputPartitions);
     const committed = found.committed.map((r) => fingerprint(r.key, r.value));
-    outputs.push(judgeOutput(o, expected.outputs.get(o) ?? new Map<number, string[]>(), committed, found.uncommitted, reportOf));
+    outputs.push(
+      judgeOutput(o, expected.outputs.get(o) ?? new Map<number, string[]>(), committed, found.uncommitted, reportOf),
+    );
   }
   return outputs;
 }

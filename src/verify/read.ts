@@ -7,7 +7,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admin } from 'kafkajs';
 import type { Pool, RowDataPacket } from 'mysql2/promise';
 import { readRange } from '../activities/source';
-import { earliestOffset, fetchPartition, ISOLATION, latestOffset, type KafkaCluster, type RawRecord } from '../kafka/internals';
+import {
+  earliestOffset,
+  fetchPartition,
+  ISOLATION,
+  latestOffset,
+  type KafkaCluster,
+  type RawRecord,
+} from '../kafka/internals';
 import { lastCommittedMarker } from '../kafka/progress';
 import { partitionCounts } from '../kafka/topics';
 import { recoverXids } from '../mysql/branch';
@@ -19,13 +26,25 @@ import { sourceTopics, type PipelineSpec } from '../spec';
 import type { SourceRecord } from '../transforms/registry';
 import type { PipelineSourcePartition } from './types';
 
-export async function readAll(cluster: KafkaCluster, topic: string, partition: number, isolation: 0 | 1): Promise<RawRecord[]> {
+export async function readAll(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  isolation: 0 | 1,
+): Promise<RawRecord[]> {
   const start = await earliestOffset(cluster, topic, partition);
   const end = await latestOffset(cluster, topic, partition, isolation);
   const out: RawRecord[] = [];
   let next = start;
   while (next < end) {
-    const r = await fetchPartition(cluster, { topic, partition, fromOffset: next, maxBytes: 4 << 20, maxWaitMs: 100, isolation });
+    const r = await fetchPartition(cluster, {
+      topic,
+      partition,
+      fromOffset: next,
+      maxBytes: 4 << 20,
+      maxWaitMs: 100,
+      isolation,
+    });
     for (const rec of r.records) if (rec.offset < end) out.push(rec);
     if (r.nextOffset <= next) break;
     next = r.nextOffset;
@@ -44,18 +63,28 @@ export async function readAll(cluster: KafkaCluster, topic: string, partition: n
 export async function pipelineSources(
   deps: { admin: Admin; pool: Pool },
   spec: PipelineSpec,
-): Promise<{ sources: PipelineSourcePartition[]; goneTopics: string[]; unassigned: { topic: string; partition: number }[] }> {
+): Promise<{
+  sources: PipelineSourcePartition[];
+  goneTopics: string[];
+  unassigned: { topic: string; partition: number }[];
+}> {
   const topics = sourceTopics(spec);
   const counts = await partitionCounts(deps.admin, topics);
   const present = topics.filter((t) => (counts.get(t) ?? 0) > 0);
-  let sources: PipelineSourcePartition[] = (await listSources(deps.pool, spec.name)).map(({ id, topic, partition }) => ({ id, topic, partition }));
+  let sources: PipelineSourcePartition[] = (await listSources(deps.pool, spec.name)).map(
+    ({ id, topic, partition }) => ({ id, topic, partition }),
+  );
   if (sources.length === 0) {
     let id = 0;
-    sources = present.flatMap((topic) => Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ id: id++, topic, partition })));
+    sources = present.flatMap((topic) =>
+      Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ id: id++, topic, partition })),
+    );
   }
   const known = new Set(sources.map((s) => `${s.topic}\u0000${s.partition}`));
   const unassigned = present.flatMap((topic) =>
-    Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ topic, partition })).filter((x) => !known.has(`${topic}\u0000${x.partition}`)),
+    Array.from({ length: counts.get(topic) ?? 0 }, (_, partition) => ({ topic, partition })).filter(
+      (x) => !known.has(`${topic}\u0000${x.partition}`),
+    ),
   );
   const goneTopics = [...new Set([...topics, ...sources.map((s) => s.topic)])].filter((t) => !(counts.get(t) ?? 0));
   return { sources, goneTopics, unassigned };
@@ -78,7 +107,11 @@ export async function sinkLayout(admin: Admin, spec: PipelineSpec): Promise<Sink
 }
 
 /** The partitions whose LSO verify waits for and judges: every output and dead-letter partition, and the progress partitions of the pipeline's sources. */
-export function transactionalPartitions(spec: PipelineSpec, layout: SinkLayout, all: PipelineSourcePartition[]): [string, number][] {
+export function transactionalPartitions(
+  spec: PipelineSpec,
+  layout: SinkLayout,
+  all: PipelineSourcePartition[],
+): [string, number][] {
   return [
     ...Array.from({ length: layout.outputPartitions }, (_, p): [string, number] => [spec.kafkaSink.topic, p]),
     ...Array.from({ length: layout.deadLetterPartitions }, (_, p): [string, number] => [spec.deadLetterTopic, p]),
@@ -124,13 +157,24 @@ export async function readSource(
   const p = src.id;
   const ledger = await lastLedgerRow(pool, spec.name, p);
   const marker =
-    p < progressPartitions ? await lastCommittedMarker(cluster, spec.progressTopic, p, await earliestOffset(cluster, spec.progressTopic, p)) : null;
+    p < progressPartitions
+      ? await lastCommittedMarker(cluster, spec.progressTopic, p, await earliestOffset(cluster, spec.progressTopic, p))
+      : null;
   const committedThrough = ledger?.end ?? null;
   const sourceEnd = await latestOffset(cluster, src.topic, src.partition, ISOLATION.READ_COMMITTED);
   // Everything the pipeline committed, transformed once, is what must be visible.
   const from = await firstEpochStart(pool, spec.name, p);
-  const records = committedThrough === null || from === null ? [] : await readRange(cluster, src.topic, src.partition, from, committedThrough, () => undefined);
-  return { ledgerEpoch: ledger?.epoch ?? null, markerEpoch: marker?.epoch ?? null, committedThrough, sourceEnd, records };
+  const records =
+    committedThrough === null || from === null
+      ? []
+      : await readRange(cluster, src.topic, src.partition, from, committedThrough, () => undefined);
+  return {
+    ledgerEpoch: ledger?.epoch ?? null,
+    markerEpoch: marker?.epoch ?? null,
+    committedThrough,
+    sourceEnd,
+    records,
+  };
 }
 
 async function firstEpochStart(pool: Pool, pipeline: string, partition: number): Promise<number | null> {
@@ -173,10 +217,16 @@ export async function hangingPartitions(cluster: KafkaCluster, partitions: [stri
 }
 
 /** Unassigned source partitions that hold records (no partition workflow reads them). */
-export async function unreadPartitions(cluster: KafkaCluster, unassigned: { topic: string; partition: number }[]): Promise<string[]> {
+export async function unreadPartitions(
+  cluster: KafkaCluster,
+  unassigned: { topic: string; partition: number }[],
+): Promise<string[]> {
   const unread: string[] = [];
   for (const u of unassigned) {
-    if ((await latestOffset(cluster, u.topic, u.partition, ISOLATION.READ_COMMITTED)) > (await earliestOffset(cluster, u.topic, u.partition)))
+    if (
+      (await latestOffset(cluster, u.topic, u.partition, ISOLATION.READ_COMMITTED)) >
+      (await earliestOffset(cluster, u.topic, u.partition))
+    )
       unread.push(`${u.topic}[${u.partition}]`);
   }
   return unread;
@@ -187,7 +237,9 @@ export async function readMysqlLeftovers(pool: Pool, spec: PipelineSpec, all: Pi
   const prefixes = all.map((s) => partitionGtridPrefix(spec.name, s.id));
   // The partitions' own branches, and those of the pipeline's partition groups (spec.parallelism).
   prefixes.push(pipelineGroupGtridPrefix(spec.name));
-  const prepared = (await recoverXids(pool, pipelineGtridPrefix(spec.name))).filter((x) => prefixes.some((pre) => x.gtrid.startsWith(pre)));
+  const prepared = (await recoverXids(pool, pipelineGtridPrefix(spec.name))).filter((x) =>
+    prefixes.some((pre) => x.gtrid.startsWith(pre)),
+  );
   const unapplied = await pendingEpochs(pool, spec.name);
   return { prepared, unapplied };
 }

@@ -28,7 +28,11 @@ export interface EpochActivityOptions {
 
 /** A dead worker is noticed by the heartbeat timeout; a hung one by start-to-close. */
 export function epochActivityOptions(spec: Pick<PipelineSpec, 'epoch'>): EpochActivityOptions {
-  const prepare: ActivityOptions = { startToCloseTimeout: spec.epoch.maxWaitMs + 120_000, heartbeatTimeout: '10s', retry };
+  const prepare: ActivityOptions = {
+    startToCloseTimeout: spec.epoch.maxWaitMs + 120_000,
+    heartbeatTimeout: '10s',
+    retry,
+  };
   return {
     prepare,
     advance: { ...prepare, startToCloseTimeout: spec.epoch.maxWaitMs + 180_000 },

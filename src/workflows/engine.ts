@@ -13,7 +13,15 @@
  *
  * Only offsets, ids and transaction handles enter history (and the spec, in each activity's input).
  */
-import { CancellationScope, allHandlersFinished, condition, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  allHandlersFinished,
+  condition,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import {
   advancePositions,
@@ -34,12 +42,27 @@ import {
   type Phase,
   type PreparedGroupEpoch,
 } from '../protocol';
-import { afterCommit, describe, move, nextStep, openEpoch, prepared as preparedState, type EpochState } from '../protocol/epoch';
+import {
+  afterCommit,
+  describe,
+  move,
+  nextStep,
+  openEpoch,
+  prepared as preparedState,
+  type EpochState,
+} from '../protocol/epoch';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
 import type { PipelineSpec } from '../spec';
 import { epochActivityOptions } from './activity-options';
 import { epochAttribute } from './epoch-attribute';
-import { addMembersSignal, controlSignal, controlUpdate, groupStatusQuery, type GroupStatus, type PartitionResult } from './interface';
+import {
+  addMembersSignal,
+  controlSignal,
+  controlUpdate,
+  groupStatusQuery,
+  type GroupStatus,
+  type PartitionResult,
+} from './interface';
 
 export type MemberState = PartitionState & { id: number };
 
@@ -104,7 +127,8 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
   /** Epochs in flight (at most two: e committing while e+1 prepares): their members and where each participant stands. */
   const inFlight = new Map<number, { members: string; epoch: EpochState }>();
 
-  const label = (e: number, covering: string) => (solo ? `epoch ${e}` : `group ${group} epoch ${e} (partitions ${covering})`);
+  const label = (e: number, covering: string) =>
+    solo ? `epoch ${e}` : `group ${group} epoch ${e} (partitions ${covering})`;
   const shownEpoch = epochAttribute();
   const running = (p: Phase) => p === 'preparing' || p === 'committing';
   const setPhase = (to: Phase) => {
@@ -149,7 +173,9 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
       inFlight: flight.map((f) => ({ groupEpoch: f.e, members: f.members, step: describe(f.epoch) })),
     };
   });
-  setHandler(controlUpdate, (action) => (control = applyControl(control, action)), { validator: (action) => validateControl(action, control) });
+  setHandler(controlUpdate, (action) => (control = applyControl(control, action)), {
+    validator: (action) => validateControl(action, control),
+  });
   setHandler(controlSignal, (action) => {
     try {
       validateControl(action, control);
@@ -160,15 +186,33 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
   });
   if (!solo) {
     setHandler(addMembersSignal, (added) => {
-      for (const m of added) if (!members.some((x) => x.id === m.id) && !joins.some((x) => x.id === m.id)) joins.push(m);
+      for (const m of added)
+        if (!members.some((x) => x.id === m.id) && !joins.some((x) => x.id === m.id)) joins.push(m);
     });
   }
 
   const reconciled = await acts.reconcileMembers.executeWithOptions(
-    { ...opts.admin, summary: solo ? `reconcile partition ${group}` : `reconcile group ${group}: partitions ${members.map((m) => m.id).join(' ')}` },
-    [{ ...unit, members, ...(input.carried ? { expected: input.carried.members.map(({ id, epoch, offset }) => ({ id, epoch, offset })) } : {}) }],
+    {
+      ...opts.admin,
+      summary: solo
+        ? `reconcile partition ${group}`
+        : `reconcile group ${group}: partitions ${members.map((m) => m.id).join(' ')}`,
+    },
+    [
+      {
+        ...unit,
+        members,
+        ...(input.carried
+          ? { expected: input.carried.members.map(({ id, epoch, offset }) => ({ id, epoch, offset })) }
+          : {}),
+      },
+    ],
   );
-  state = reconciled.positions.map((p) => ({ ...(carried.get(p.id) ?? zeroState(p)), epoch: p.epoch, offset: p.offset }));
+  state = reconciled.positions.map((p) => ({
+    ...(carried.get(p.id) ?? zeroState(p)),
+    epoch: p.epoch,
+    offset: p.offset,
+  }));
   if (solo) {
     // A group of one's epoch is its partition's: its transactional ids and gtrid are numbered by it.
     groupEpoch = state[0]!.epoch;
@@ -192,9 +236,13 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
     const covering = describeMembers(state);
     track(groupEpoch, covering, openEpoch(groupEpoch, staged));
     return acts.prepareMembers
-      .executeWithOptions({ ...opts.prepare, summary: `${label(groupEpoch, covering)}: prepare${solo ? ` from offset ${state[0]!.offset}` : ''}` }, [
-        { ...unit, members, groupEpoch, positions: positions(), noWait: control.drain },
-      ])
+      .executeWithOptions(
+        {
+          ...opts.prepare,
+          summary: `${label(groupEpoch, covering)}: prepare${solo ? ` from offset ${state[0]!.offset}` : ''}`,
+        },
+        [{ ...unit, members, groupEpoch, positions: positions(), noWait: control.drain }],
+      )
       .then((r) => {
         settle(groupEpoch, r);
         return r;
@@ -202,7 +250,11 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
   };
   /** Moves epoch p by its commit's outcomes (src/protocol/epoch.ts); an outcome the table does not allow fails the workflow task loudly. */
   const committed = (p: PreparedGroupEpoch, c: GroupCommitResult): EpochState => {
-    const after = afterCommit(inFlight.get(p.groupEpoch)?.epoch ?? preparedState(p.groupEpoch, staged), c.kafka, c.mysql);
+    const after = afterCommit(
+      inFlight.get(p.groupEpoch)?.epoch ?? preparedState(p.groupEpoch, staged),
+      c.kafka,
+      c.mysql,
+    );
     track(p.groupEpoch, describeMembers(p.members), after);
     return after;
   };
@@ -211,22 +263,27 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
     const covering = describeMembers(p.members);
     lastError = redoReason(solo ? `epoch ${p.groupEpoch}` : `group ${group} epoch ${p.groupEpoch}`, split);
     await CancellationScope.nonCancellable(() =>
-      acts.redoMembers.executeWithOptions({ ...opts.commit, summary: `${label(p.groupEpoch, covering)}: redo Kafka side` }, [
-        { ...unit, members, prepared: p },
-      ]),
+      acts.redoMembers.executeWithOptions(
+        { ...opts.commit, summary: `${label(p.groupEpoch, covering)}: redo Kafka side` },
+        [{ ...unit, members, prepared: p }],
+      ),
     );
     const f = inFlight.get(p.groupEpoch);
     if (f) track(p.groupEpoch, f.members, move(f.epoch, 'kafka', 'redone', { committedEverywhere: false }));
   };
   /** Commits p (and, overlapping, prepares the next epoch). If that fails for good, p — decided — is still committed before the failure ends the unit. */
-  const commit = async (p: PreparedGroupEpoch, overlapNext: boolean): Promise<GroupCommitResult & { next?: GroupPrepareResult }> => {
+  const commit = async (
+    p: PreparedGroupEpoch,
+    overlapNext: boolean,
+  ): Promise<GroupCommitResult & { next?: GroupPrepareResult }> => {
     setPhase('committing');
     const covering = describeMembers(p.members);
     const commitOnly = () =>
       CancellationScope.nonCancellable(() =>
-        acts.commitMembers.executeWithOptions({ ...opts.commit, summary: `${label(p.groupEpoch, covering)}: commit (EndTxn ∥ XA COMMIT)` }, [
-          { ...unit, members, prepared: p },
-        ]),
+        acts.commitMembers.executeWithOptions(
+          { ...opts.commit, summary: `${label(p.groupEpoch, covering)}: commit (EndTxn ∥ XA COMMIT)` },
+          [{ ...unit, members, prepared: p }],
+        ),
       );
     if (!overlapNext) return commitOnly();
     const after = advancePositions(positions(), p);
@@ -234,7 +291,10 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
     try {
       const a = await CancellationScope.nonCancellable(() =>
         acts.advanceMembers.executeWithOptions(
-          { ...opts.advance, summary: `${label(p.groupEpoch, covering)}: commit, and prepare epoch ${p.groupEpoch + 1}` },
+          {
+            ...opts.advance,
+            summary: `${label(p.groupEpoch, covering)}: commit, and prepare epoch ${p.groupEpoch + 1}`,
+          },
           [{ ...unit, members, prepared: p, positions: positions(), noWait: control.drain }],
         ),
       );
@@ -260,7 +320,10 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
         joins = [];
         setPhase('preparing');
         const r = await acts.reconcileMembers.executeWithOptions(
-          { ...opts.admin, summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}` },
+          {
+            ...opts.admin,
+            summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}`,
+          },
           [{ ...unit, members: joining, joining: true }],
         );
         members = [...members, ...joining];
@@ -299,7 +362,12 @@ export async function runEngine(input: EngineInput, hooks: EngineHooks): Promise
       state = state.map((s) => {
         const m = r.members.find((x) => x.id === s.id);
         if (!m) return s;
-        return { ...afterEpoch(s, m), id: s.id, redos: s.redos + (redone ? 1 : 0), mysqlRedos: s.mysqlRedos + (c.mysql === 'redone' ? 1 : 0) };
+        return {
+          ...afterEpoch(s, m),
+          id: s.id,
+          redos: s.redos + (redone ? 1 : 0),
+          mysqlRedos: s.mysqlRedos + (c.mysql === 'redone' ? 1 : 0),
+        };
       });
       groupEpoch = r.groupEpoch + 1;
       shownEpoch.committed(groupEpoch);

@@ -4,11 +4,23 @@
  * added to the source while it runs join at an epoch boundary (addMembersSignal). Runs recorded
  * before ONE_ENGINE_PATCH replay the legacy loop (src/workflows/legacy/group.ts).
  */
-import { CancellationScope, ContinueAsNew, continueAsNew, getExternalWorkflowHandle, patched } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  ContinueAsNew,
+  continueAsNew,
+  getExternalWorkflowHandle,
+  patched,
+} from '@temporalio/workflow';
 import type { GroupInput } from '../protocol';
 import { pipelineWorkflowId } from '../spec';
 import { runEngine } from './engine';
-import { failureOf, partitionEndedSignal, partitionsEndedSignal, type PartitionEnd, type PartitionResult } from './interface';
+import {
+  failureOf,
+  partitionEndedSignal,
+  partitionsEndedSignal,
+  type PartitionEnd,
+  type PartitionResult,
+} from './interface';
 import { GROUP_ENDS_PATCH, runGroup } from './legacy/group';
 import { ONE_ENGINE_PATCH } from './partition';
 
@@ -19,7 +31,8 @@ export async function groupWorkflow(input: GroupInput): Promise<PartitionResult[
   const tell = (ends: PartitionEnd[]) =>
     CancellationScope.nonCancellable(async () => {
       const pipeline = getExternalWorkflowHandle(pipelineWorkflowId(spec.name));
-      if (engine || patched(GROUP_ENDS_PATCH)) await pipeline.signal(partitionsEndedSignal, ends).catch(() => undefined);
+      if (engine || patched(GROUP_ENDS_PATCH))
+        await pipeline.signal(partitionsEndedSignal, ends).catch(() => undefined);
       else await Promise.all(ends.map((end) => pipeline.signal(partitionEndedSignal, end).catch(() => undefined)));
     });
   let ids = input.members.map((m) => m.id);
@@ -38,7 +51,13 @@ export async function groupWorkflow(input: GroupInput): Promise<PartitionResult[
           },
           {
             continueAsNew: (c) =>
-              continueAsNew<typeof groupWorkflow>({ spec, group, members: c.all, state: { groupEpoch: c.groupEpoch, members: c.members }, control: c.control }),
+              continueAsNew<typeof groupWorkflow>({
+                spec,
+                group,
+                members: c.all,
+                state: { groupEpoch: c.groupEpoch, members: c.members },
+                control: c.control,
+              }),
             membersNow,
           },
         )

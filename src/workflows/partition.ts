@@ -3,7 +3,13 @@
  * of one. Runs recorded before ONE_ENGINE_PATCH — and runs without a SourceRef, started before
  * source discovery — replay the legacy loop (src/workflows/legacy/partition.ts).
  */
-import { CancellationScope, ContinueAsNew, continueAsNew, getExternalWorkflowHandle, patched } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  ContinueAsNew,
+  continueAsNew,
+  getExternalWorkflowHandle,
+  patched,
+} from '@temporalio/workflow';
 import type { PartitionInput } from '../protocol';
 import { pipelineWorkflowId } from '../spec';
 import { partitionState, runEngine } from './engine';
@@ -47,7 +53,14 @@ export async function partitionWorkflow(input: PartitionInput): Promise<Partitio
           ...(input.control ? { control: input.control } : {}),
         },
         {
-          continueAsNew: (c) => continueAsNew<typeof partitionWorkflow>({ spec, partition, source, state: partitionState(c.members[0]!), control: c.control }),
+          continueAsNew: (c) =>
+            continueAsNew<typeof partitionWorkflow>({
+              spec,
+              partition,
+              source,
+              state: partitionState(c.members[0]!),
+              control: c.control,
+            }),
         },
       );
       result = r!;

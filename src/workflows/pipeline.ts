@@ -47,10 +47,25 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities';
 import { applyControl, validateControl, type Control, type ControlAction, type SourceRef } from '../protocol';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
-import { SPEC_DEFAULTS, groupOf, groupWorkflowId, partitionWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
+import {
+  SPEC_DEFAULTS,
+  groupOf,
+  groupWorkflowId,
+  partitionWorkflowId,
+  runnerWorkflowId,
+  type PipelineSpec,
+} from '../spec';
 import { PIPELINE_ACTIVITY_OPTIONS } from './activity-options';
 import { groupWorkflow } from './group';
-import { addMembersSignal, controlSignal, failureOf, partitionEndedSignal, partitionsEndedSignal, type PartitionEnd, type PartitionResult } from './interface';
+import {
+  addMembersSignal,
+  controlSignal,
+  failureOf,
+  partitionEndedSignal,
+  partitionsEndedSignal,
+  type PartitionEnd,
+  type PartitionResult,
+} from './interface';
 import { partitionWorkflow } from './partition';
 
 /** A source partition of the pipeline: its id and where it reads (src/mysql/sources.ts). */
@@ -134,7 +149,13 @@ export async function pipelineWorkflow(spec: PipelineSpec, carry?: PipelineCarry
     children.push(
       await startChild(partitionWorkflow, {
         workflowId: partitionWorkflowId(spec.name, partition),
-        args: [{ spec, partition, control: pendingControls.reduce(applyControl, { paused: false, drain: false, stop: false }) }],
+        args: [
+          {
+            spec,
+            partition,
+            control: pendingControls.reduce(applyControl, { paused: false, drain: false, stop: false }),
+          },
+        ],
         parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
         typedSearchAttributes: [
           { key: SEARCH_ATTRIBUTES.pipeline, value: spec.name },
@@ -180,7 +201,13 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
     lastControl,
     sources: [...started.values()].map((s) => {
       const e = ended.get(s.id);
-      return { id: s.id, topic: s.topic, partition: s.partition, workflowId: idOf(s.id), ...(e ? { ended: e.result?.reason ?? `failed: ${e.error}` } : {}) };
+      return {
+        id: s.id,
+        topic: s.topic,
+        partition: s.partition,
+        workflowId: idOf(s.id),
+        ...(e ? { ended: e.result?.reason ?? `failed: ${e.error}` } : {}),
+      };
     }),
     ...(missingTopics.length ? { missingTopics } : {}),
   }));

@@ -25,10 +25,18 @@ export const openDeps = (): Promise<Deps> => openConnections(loadSettings(), 'on
 const ROOT = join(__dirname, '..', '..');
 
 /** A worker in its own process (so a test can SIGKILL it), with optional fault injection. */
-export function spawnWorker(taskQueue: string, env: Record<string, string> = {}): ChildProcess & { exited: Promise<number | null>; stderrText: string } {
+export function spawnWorker(
+  taskQueue: string,
+  env: Record<string, string> = {},
+): ChildProcess & { exited: Promise<number | null>; stderrText: string } {
   const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'worker.ts')], {
     cwd: ROOT,
-    env: { ...process.env, ONCEFLOW_TASK_QUEUE: taskQueue, ONCEFLOW_TRANSFORMS: join(ROOT, 'examples', 'flink-compare', 'transforms.ts'), ...env },
+    env: {
+      ...process.env,
+      ONCEFLOW_TASK_QUEUE: taskQueue,
+      ONCEFLOW_TRANSFORMS: join(ROOT, 'examples', 'flink-compare', 'transforms.ts'),
+      ...env,
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';
@@ -36,9 +44,14 @@ export function spawnWorker(taskQueue: string, env: Record<string, string> = {})
     stderr += d.toString();
     if (stderr.length > 20000) stderr = stderr.slice(-10000);
   });
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? -1 : null))));
+  const exited = new Promise<number | null>((resolve) =>
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? -1 : null))),
+  );
   // defineProperty, not Object.assign: assign would copy the getter's value ('') once.
-  return Object.defineProperties(child, { exited: { value: exited }, stderrText: { get: () => stderr } }) as ChildProcess & {
+  return Object.defineProperties(child, {
+    exited: { value: exited },
+    stderrText: { get: () => stderr },
+  }) as ChildProcess & {
     exited: Promise<number | null>;
     stderrText: string;
   };
@@ -46,7 +59,12 @@ export function spawnWorker(taskQueue: string, env: Record<string, string> = {})
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function waitUntil<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs: number, everyMs = 200): Promise<T> {
+export async function waitUntil<T>(
+  what: string,
+  fn: () => Promise<T | undefined | false>,
+  timeoutMs: number,
+  everyMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

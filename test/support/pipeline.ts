@@ -1,7 +1,13 @@
 /** Test helpers around one pipeline run on the real services. */
 import type { WorkflowHandle } from '@temporalio/client';
 import { startPipeline, controlPipeline } from '../../src/client';
-import { compareSpec, makeEvents, produceValues, resetPipeline, type InputSet } from '../../examples/flink-compare/scenario';
+import {
+  compareSpec,
+  makeEvents,
+  produceValues,
+  resetPipeline,
+  type InputSet,
+} from '../../examples/flink-compare/scenario';
 import type { PipelineInput, PipelineSpec } from '../../src/spec';
 import type { CompareOptions } from '../../examples/flink-compare/transform';
 import { verifyPipeline, type VerifyReport } from '../../src/verify';
@@ -39,7 +45,10 @@ export async function prepareScenario(
   const base = compareSpec({
     name,
     source: { topic: `${name}.in` },
-    kafkaSink: { topic: `${name}.out`, ...(opts.transactionTimeoutMs ? { transactionTimeoutMs: opts.transactionTimeoutMs } : {}) },
+    kafkaSink: {
+      topic: `${name}.out`,
+      ...(opts.transactionTimeoutMs ? { transactionTimeoutMs: opts.transactionTimeoutMs } : {}),
+    },
     epoch: { maxRecords: 100, maxWaitMs: 500, ...opts.epoch },
     ...(opts.epochsPerRun ? { epochsPerRun: opts.epochsPerRun } : {}),
     ...(opts.parallelism ? { parallelism: opts.parallelism } : {}),
@@ -63,7 +72,10 @@ export async function drainAndWait(deps: Deps, s: Scenario, handle: WorkflowHand
 }
 
 export async function verify(deps: Deps, s: Scenario): Promise<VerifyReport> {
-  return verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: compareTransforms() }, s.spec);
+  return verifyPipeline(
+    { cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: compareTransforms() },
+    s.spec,
+  );
 }
 
 export function failedChecks(r: VerifyReport): string {

@@ -48,7 +48,12 @@ export async function scanProducerRecords(
     let hw = -1;
     for (;;) {
       fetches++;
-      const f = await fetchProducerRecords(cluster, { topic: args.topic, partition: args.partition, fromOffset: offset, maxBytes });
+      const f = await fetchProducerRecords(cluster, {
+        topic: args.topic,
+        partition: args.partition,
+        fromOffset: offset,
+        maxBytes,
+      });
       hw = f.highWatermark;
       for (const r of f.records) {
         if (r.producerId !== String(args.producerId) || r.producerEpoch !== args.producerEpoch) continue;

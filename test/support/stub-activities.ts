@@ -22,9 +22,15 @@ import {
 import type { Activities } from '../../src/activities';
 
 /** The activities of the legacy loop of an ungrouped partition (src/workflows/legacy/partition.ts; runs without a SourceRef still take it). */
-export type PartitionActivities = Pick<Activities, 'reconcile' | 'prepareEpoch' | 'advanceEpoch' | 'commitEpoch' | 'abortPrepared' | 'redoKafka'>;
+export type PartitionActivities = Pick<
+  Activities,
+  'reconcile' | 'prepareEpoch' | 'advanceEpoch' | 'commitEpoch' | 'abortPrepared' | 'redoKafka'
+>;
 /** The activities of the engine's loop (src/workflows/engine.ts). */
-export type EngineActivities = Pick<Activities, 'reconcileMembers' | 'prepareMembers' | 'advanceMembers' | 'commitMembers' | 'redoMembers'>;
+export type EngineActivities = Pick<
+  Activities,
+  'reconcileMembers' | 'prepareMembers' | 'advanceMembers' | 'commitMembers' | 'redoMembers'
+>;
 
 type Args<K extends keyof Activities> = Parameters<Activities[K]>[0];
 
@@ -56,7 +62,8 @@ export function partitionStubs(script: PartitionScript) {
   const calls: string[] = [];
   const args: { name: keyof PartitionActivities; args: unknown }[] = [];
   const aborted = new Set(script.aborted ?? []);
-  const mysqlOutcome = (p: PreparedEpoch) => ((script.mysqlRedone ?? []).includes(p.epoch) ? ('redone' as const) : ('committed' as const));
+  const mysqlOutcome = (p: PreparedEpoch) =>
+    (script.mysqlRedone ?? []).includes(p.epoch) ? ('redone' as const) : ('committed' as const);
   const log = (name: keyof PartitionActivities, a: unknown, line: string) => {
     calls.push(line);
     args.push({ name, args: a });
@@ -66,10 +73,20 @@ export function partitionStubs(script: PartitionScript) {
     const end = Math.min(offset + script.perEpoch, script.sourceEnd);
     if (end <= offset) return { kind: 'empty', offset };
     const kafka = { transactionalId: `stub.${epoch % 2}`, producerId: 100, producerEpoch: epoch, markerOffset: epoch };
-    return { kind: 'prepared', epoch, start: offset, end, records: end - offset, deadLetters: 0, kafka, xid: `xid-${epoch}` };
+    return {
+      kind: 'prepared',
+      epoch,
+      start: offset,
+      end,
+      records: end - offset,
+      deadLetters: 0,
+      kafka,
+      xid: `xid-${epoch}`,
+    };
   };
   const kafkaOutcome = (p: PreparedEpoch) => (aborted.has(p.epoch) ? ('aborted' as const) : ('committed' as const));
-  const describeNext = (n: PrepareResult | undefined) => (!n ? 'withdrawn' : n.kind === 'empty' ? 'empty' : `${n.epoch}@${n.start}`);
+  const describeNext = (n: PrepareResult | undefined) =>
+    !n ? 'withdrawn' : n.kind === 'empty' ? 'empty' : `${n.epoch}@${n.start}`;
 
   const activities: PartitionActivities = {
     async reconcile(a) {
@@ -142,7 +159,15 @@ export function engineStubs(script: EngineScript) {
     const members = positions
       .map((p) => ({ p, end: Math.min(p.offset + script.perEpoch, script.sourceEnd[p.id] ?? 0) }))
       .filter(({ p, end }) => end > p.offset)
-      .map(({ p, end }) => ({ id: p.id, epoch: p.epoch, start: p.offset, end, records: end - p.offset, deadLetters: 0, markerOffset: p.epoch }));
+      .map(({ p, end }) => ({
+        id: p.id,
+        epoch: p.epoch,
+        start: p.offset,
+        end,
+        records: end - p.offset,
+        deadLetters: 0,
+        markerOffset: p.epoch,
+      }));
     if (!members.length) return { kind: 'empty' };
     return {
       kind: 'prepared',
@@ -152,10 +177,16 @@ export function engineStubs(script: EngineScript) {
       xid: `xid-${groupEpoch}`,
     };
   };
-  const kafkaOutcome = (p: PreparedGroupEpoch) => (aborted.has(p.groupEpoch) ? ('aborted' as const) : ('committed' as const));
-  const mysqlOutcome = (p: PreparedGroupEpoch) => ((script.mysqlRedone ?? []).includes(p.groupEpoch) ? ('redone' as const) : ('committed' as const));
+  const kafkaOutcome = (p: PreparedGroupEpoch) =>
+    aborted.has(p.groupEpoch) ? ('aborted' as const) : ('committed' as const);
+  const mysqlOutcome = (p: PreparedGroupEpoch) =>
+    (script.mysqlRedone ?? []).includes(p.groupEpoch) ? ('redone' as const) : ('committed' as const);
   const describeNext = (n: GroupPrepareResult | undefined) =>
-    !n ? 'withdrawn' : n.kind === 'empty' ? 'empty' : showPositions(n.members.map((m) => ({ id: m.id, epoch: m.epoch, offset: m.start })));
+    !n
+      ? 'withdrawn'
+      : n.kind === 'empty'
+        ? 'empty'
+        : showPositions(n.members.map((m) => ({ id: m.id, epoch: m.epoch, offset: m.start })));
 
   const activities: EngineActivities = {
     async reconcileMembers(a) {
@@ -164,7 +195,10 @@ export function engineStubs(script: EngineScript) {
         a,
         `reconcile ${a.joining ? `joining ${a.members.map((m) => m.id).join(' ')}` : a.expected ? `expected=${showPositions(a.expected)}` : 'fresh'}`,
       );
-      const positions = (!a.joining && script.reconcile?.(a)) || a.expected || a.members.map((m) => ({ id: m.id, epoch: 0, offset: 0 }));
+      const positions =
+        (!a.joining && script.reconcile?.(a)) ||
+        a.expected ||
+        a.members.map((m) => ({ id: m.id, epoch: 0, offset: 0 }));
       return { positions };
     },
     async prepareMembers(a) {
@@ -175,7 +209,10 @@ export function engineStubs(script: EngineScript) {
       await script.duringAdvance?.(a);
       const kafka = kafkaOutcome(a.prepared);
       // As src/activities/advance.ts: the next epoch starts where this one's members end, and is withdrawn inside when this one must be redone.
-      const next = kafka === 'aborted' ? undefined : prepared(a.prepared.groupEpoch + 1, advancePositions(a.positions, a.prepared));
+      const next =
+        kafka === 'aborted'
+          ? undefined
+          : prepared(a.prepared.groupEpoch + 1, advancePositions(a.positions, a.prepared));
       log('advanceMembers', a, `advance ${a.prepared.groupEpoch} → ${describeNext(next)}`);
       return { kafka, mysql: mysqlOutcome(a.prepared), ...(next ? { next } : {}) };
     },

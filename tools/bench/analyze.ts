@@ -21,7 +21,13 @@ export interface Percentiles {
 
 export function percentiles(values: number[]): Percentiles {
   const s = [...values].sort((a, b) => a - b);
-  return { n: s.length, p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[s.length - 1] ?? NaN };
+  return {
+    n: s.length,
+    p50: percentile(s, 50),
+    p90: percentile(s, 90),
+    p99: percentile(s, 99),
+    max: s[s.length - 1] ?? NaN,
+  };
 }
 
 function p50p99(values: number[]): { p50: number; p99: number } {
@@ -65,7 +71,14 @@ export interface SlowCycles {
   startsSec: number[];
 }
 
-type Cycle = { startedAt: number; cycle: number; prepare: number; temporal: number; kafkaCommit: number; mysqlCommit: number } & PrepareSplit;
+type Cycle = {
+  startedAt: number;
+  cycle: number;
+  prepare: number;
+  temporal: number;
+  kafkaCommit: number;
+  mysqlCommit: number;
+} & PrepareSplit;
 
 function slowestCycles(cycles: Cycle[]): SlowCycles | undefined {
   if (!cycles.length) return undefined;
@@ -75,8 +88,14 @@ function slowestCycles(cycles: Cycle[]): SlowCycles | undefined {
   const slow = unique.slice(0, Math.max(1, Math.ceil(unique.length * SLOWEST_SHARE)));
   // Every part of a Cycle but its start time.
   const keys = (Object.keys(slow[0]!) as (keyof Cycle)[]).filter((k) => k !== 'startedAt');
-  const meanMs = Object.fromEntries(keys.map((k) => [k, slow.reduce((a, c) => a + c[k], 0) / slow.length])) as SlowCycles['meanMs'];
-  return { cycles: slow.length, meanMs, startsSec: slow.map((c) => Math.round((c.startedAt - first) / 100) / 10).sort((a, b) => a - b) };
+  const meanMs = Object.fromEntries(
+    keys.map((k) => [k, slow.reduce((a, c) => a + c[k], 0) / slow.length]),
+  ) as SlowCycles['meanMs'];
+  return {
+    cycles: slow.length,
+    meanMs,
+    startsSec: slow.map((c) => Math.round((c.startedAt - first) / 100) / 10).sort((a, b) => a - b),
+  };
 }
 
 /** Length of the union of [start, end) intervals clipped to [from, to). */
@@ -153,7 +172,15 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
         perCycle.cycleMs.push(cycle);
         perCycle.prepareMs.push(p.ms);
         perCycle.temporalMs.push(temporal);
-        allCycles.push({ startedAt: p.startedAt, cycle, prepare: p.ms, temporal, kafkaCommit, mysqlCommit, ...p.split });
+        allCycles.push({
+          startedAt: p.startedAt,
+          cycle,
+          prepare: p.ms,
+          temporal,
+          kafkaCommit,
+          mysqlCommit,
+          ...p.split,
+        });
       }
     }
   }
@@ -184,7 +211,8 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
   };
   const slowest = slowestCycles(allCycles);
   if (slowest) split.slowest = slowest;
-  split.coordinationMs = split.temporalMs + split.initMs + split.xaPrepareMs + split.kafkaCommitMs + split.mysqlCommitMs;
+  split.coordinationMs =
+    split.temporalMs + split.initMs + split.xaPrepareMs + split.kafkaCommitMs + split.mysqlCommitMs;
   return split;
 }
 

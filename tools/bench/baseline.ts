@@ -35,7 +35,10 @@ export interface BaselineBatch {
 
 async function main() {
   const settings = loadSettings();
-  const kafka = new Kafka({ ...kafkaClientConfig(settings.kafka, 'onceflow-bench-baseline'), logLevel: logLevel.ERROR });
+  const kafka = new Kafka({
+    ...kafkaClientConfig(settings.kafka, 'onceflow-bench-baseline'),
+    logLevel: logLevel.ERROR,
+  });
   const pool = createPool({ ...settings.mysql, connectionLimit: 8 });
   const producer = kafka.producer({ allowAutoTopicCreation: false });
   await producer.connect();
@@ -49,7 +52,9 @@ async function main() {
       await pool.end();
     },
     (raw) => {
-      void run(raw as BaselineArgs).catch((e) => send({ type: 'error', message: e instanceof Error ? (e.stack ?? e.message) : String(e) }));
+      void run(raw as BaselineArgs).catch((e) =>
+        send({ type: 'error', message: e instanceof Error ? (e.stack ?? e.message) : String(e) }),
+      );
     },
   );
   send({ type: 'ready' });
@@ -80,7 +85,13 @@ async function main() {
           headers: {},
           timestamp: m.timestamp,
         }));
-        const ctx = { pipeline: spec.name, partition: batch.partition, epoch: 0, attempt: 1, options: spec.transformOptions ?? {} };
+        const ctx = {
+          pipeline: spec.name,
+          partition: batch.partition,
+          epoch: 0,
+          attempt: 1,
+          options: spec.transformOptions ?? {},
+        };
         const applied = await applyTransform(spec, transform, records, ctx, tables);
         const mysql = () => inLocalTransaction(pool, (conn) => writeRows(conn, applied.rows, tables, dialect));
         // In chunks: one partition's fetched batch (up to 1 MiB) transformed can exceed the
@@ -98,7 +109,13 @@ async function main() {
         resolveOffset(batch.lastOffset());
         await commitOffsetsIfNecessary();
         await heartbeat();
-        const event: BaselineBatch = { kind: 'batch', partition: batch.partition, records: records.length, readAt, doneAt: Date.now() };
+        const event: BaselineBatch = {
+          kind: 'batch',
+          partition: batch.partition,
+          records: records.length,
+          readAt,
+          doneAt: Date.now(),
+        };
         send({ type: 'event', event });
       },
     });

@@ -18,7 +18,11 @@ export interface Usage {
 }
 
 export type ToChild = { type: 'mark' } | { type: 'stop' } | { type: 'start'; args: unknown };
-export type FromChild = { type: 'ready' } | { type: 'usage'; usage: Usage } | { type: 'event'; event: unknown } | { type: 'error'; message: string };
+export type FromChild =
+  | { type: 'ready' }
+  | { type: 'usage'; usage: Usage }
+  | { type: 'event'; event: unknown }
+  | { type: 'error'; message: string };
 
 /** Child side: answers 'mark' and 'stop' with CPU and memory figures; `onStop` closes the engine. */
 export function serveUsage(onStop: () => Promise<void>, onStart?: (args: unknown) => void): void {

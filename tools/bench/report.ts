@@ -12,8 +12,13 @@ const f0 = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en
 const f1 = (x: number) => (Number.isFinite(x) ? x.toFixed(1) : '–');
 const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '–');
 /** A ratio next to its target: three decimals where two would round it onto the target (0.897 is not 0.90). */
-const fT = (x: number, target: number) => (Number.isFinite(x) && f2(x) === f2(target) && x !== target ? x.toFixed(3) : f2(x));
-const engineExtra = (e: { loopDelayP99Ms?: number; loopDelayMaxMs?: number; servicesCpuMsPer1k?: { temporal: number; kafka: number; mariadb: number } }) =>
+const fT = (x: number, target: number) =>
+  Number.isFinite(x) && f2(x) === f2(target) && x !== target ? x.toFixed(3) : f2(x);
+const engineExtra = (e: {
+  loopDelayP99Ms?: number;
+  loopDelayMaxMs?: number;
+  servicesCpuMsPer1k?: { temporal: number; kafka: number; mariadb: number };
+}) =>
   `${e.loopDelayP99Ms === undefined ? '–' : `${f0(e.loopDelayP99Ms)} / ${f0(e.loopDelayMaxMs ?? NaN)}`} | ${e.servicesCpuMsPer1k ? `${f1(e.servicesCpuMsPer1k.temporal)} / ${f1(e.servicesCpuMsPer1k.kafka)} / ${f1(e.servicesCpuMsPer1k.mariadb)}` : '–'}`;
 const locks = (e: { rowLockWaits?: number; rowLockWaitMs?: number }) =>
   e.rowLockWaits === undefined ? '–' : `${f0(e.rowLockWaits)} (${f0(e.rowLockWaitMs ?? NaN)})`;
@@ -70,10 +75,14 @@ export function svgChart(r: BenchResult, before?: BenchResult): string {
     const p = prev?.get(b.label);
     if (p !== undefined) {
       parts.push(`<rect x="${left}" y="${y}" width="${((p / max) * barW).toFixed(1)}" height="8" fill="#cccccc"/>`);
-      parts.push(`<text x="${left + (p / max) * barW + 4}" y="${y + 8}" fill="#777" font-size="10">before ${f0(p)}</text>`);
+      parts.push(
+        `<text x="${left + (p / max) * barW + 4}" y="${y + 8}" fill="#777" font-size="10">before ${f0(p)}</text>`,
+      );
     }
     const by = p !== undefined ? y + 10 : y;
-    parts.push(`<rect x="${left}" y="${by}" width="${((b.value / max) * barW).toFixed(1)}" height="16" fill="${color}"/>`);
+    parts.push(
+      `<rect x="${left}" y="${by}" width="${((b.value / max) * barW).toFixed(1)}" height="16" fill="${color}"/>`,
+    );
     parts.push(`<text x="${left + (b.value / max) * barW + 4}" y="${by + 12}">${f0(b.value)}</text>`);
   });
   parts.push('</svg>');
@@ -104,16 +113,21 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     `Run of ${r.date} (${r.label ?? 'no label'}): \`${r.command}\` — ${r.machine.cpus} cores (${r.machine.model}), Node ${r.machine.node}; ` +
       `load average (1/5/15 min) ${ld(r.machine.loadBefore)} before, ${ld(r.machine.loadAfter)} after. ` +
       `Data: ${r.options.records.toLocaleString('en-US')} records of ~${r.options.recordBytes} B over ${r.options.partitions} partitions; raw results in \`bench/results/\`.` +
-      (r.workerMaxConcurrentActivities !== undefined ? ` Worker activity slots (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES): ${r.workerMaxConcurrentActivities}.` : ''),
+      (r.workerMaxConcurrentActivities !== undefined
+        ? ` Worker activity slots (ONCEFLOW_MAX_CONCURRENT_ACTIVITIES): ${r.workerMaxConcurrentActivities}.`
+        : ''),
   );
   L.push('', `![records/s](${svgName})`, '');
   const bC = before ? new Map(before.C.map((c) => [cLabel(c, c.mysqlMode === undefined), c])) : undefined;
   const bracketed = r.C.some((c) => c.bracketB);
-  const bCell = (c?: { bracketB?: [number, number] }) => (bracketed ? ` ${c?.bracketB ? c.bracketB.map(f0).join(' · ') : ''} |` : '');
+  const bCell = (c?: { bracketB?: [number, number] }) =>
+    bracketed ? ` ${c?.bracketB ? c.bracketB.map(f0).join(' · ') : ''} |` : '';
   L.push(
     `| run | records/s | C/B |${bracketed ? ' B before · after |' : ''} C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`,
   );
-  L.push(`|---|---:|---:|${bracketed ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`);
+  L.push(
+    `|---|---:|---:|${bracketed ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`,
+  );
   const empty = before ? ' | |' : '';
   L.push(
     `| A plain — ProducerPerformance acks=all | ${f0(r.A.plain.recordsPerSec)} | |${bCell()} | | | | | | | | |${before ? ` ${f0(before.A.plain.recordsPerSec)} | |` : ''}`,
@@ -131,8 +145,15 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
         (before ? ` ${b ? f0(b.recordsPerSec) : '–'} | ${b ? f2(b.vsB) : '–'} |` : ''),
     );
   }
-  L.push('', 'records/s = records ÷ (first record read → last output committed). Worker CPU = CPU time of the engine process ÷ its wall time while measured.');
-  if (r.B.gaugeMs !== undefined) L.push('', `${GAUGE_NOTE}: B ${gaugeOf(r.B)}; the C runs in the order of the table ${r.C.map(gaugeOf).join(', ')}.`);
+  L.push(
+    '',
+    'records/s = records ÷ (first record read → last output committed). Worker CPU = CPU time of the engine process ÷ its wall time while measured.',
+  );
+  if (r.B.gaugeMs !== undefined)
+    L.push(
+      '',
+      `${GAUGE_NOTE}: B ${gaugeOf(r.B)}; the C runs in the order of the table ${r.C.map(gaugeOf).join(', ')}.`,
+    );
   if (bracketed && r.Bruns?.length) {
     L.push(
       '',
@@ -220,7 +241,8 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   L.push('|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|');
   for (const l of r.latency) {
     const all = l.seen >= l.records;
-    const met = (x: number, t: number) => (Number.isFinite(x) && all ? verdict(x <= t) : `**missed**${all ? '' : ' (not all seen)'}`);
+    const met = (x: number, t: number) =>
+      Number.isFinite(x) && all ? verdict(x <= t) : `**missed**${all ? '' : ' (not all seen)'}`;
     L.push(
       `| ${l.engine === 'B' ? 'B at-least-once' : `C onceflow${groupsOf(l)}${l.workers ? `, ${l.workers} worker processes (${l.parallelism ? 'groups' : 'partitions'} each prepared: ${l.placement?.map((x) => x.join('+') || 'none').join(' | ')})` : ''}${l.verified === undefined ? '' : l.verified ? ' (verified exactly once)' : ' (**verification FAILED**)'}`} | ${f0(l.seen)}/${f0(l.records)}${l.timedOut ? ` (backlog ${f0(l.backlog ?? NaN)} after ${f0((l.limitMs ?? NaN) / 1000)} s)` : ''} | ${f0(l.latencyMs.p50)} | ${f0(l.latencyMs.p90)} | ${f0(l.latencyMs.p99)} | ${f0(l.latencyMs.max)} | ${met(l.latencyMs.p50, T.latencyP50Ms)} | ${met(l.latencyMs.p99, T.latencyP99Ms)} | ${l.warmupLatencyMs ? `${f0(l.warmupLatencyMs.p50)} / ${f0(l.warmupLatencyMs.p99)}` : ''} | ${l.epochIntervalMs !== undefined ? f0(l.epochIntervalMs) : ''} | ${f2(l.cpuCores)} | ${f0(l.peakRssMb)} |`,
     );
@@ -285,7 +307,11 @@ type ScaleRunR = NonNullable<BenchResult['scale']>['runs'][number];
  * the reference count (the series' first), the first row; for any other, the mean of the
  * reference-count rows just before and just after it (just before only, without the bracket).
  */
-export function scaleReference(rows: ScaleRunR[], j: number, figure: (s: ScaleRunR) => number): { value: number; of: number[] } {
+export function scaleReference(
+  rows: ScaleRunR[],
+  j: number,
+  figure: (s: ScaleRunR) => number,
+): { value: number; of: number[] } {
   const isRef = (x: ScaleRunR) => x.partitions === rows[0]!.partitions;
   const of = isRef(rows[j]!)
     ? [rows[0]!]
@@ -313,7 +339,8 @@ export function scaleSection(r: BenchResult): string[] {
     .filter((x) => x.length > 0);
   const ref0 = series[0]![0]!;
   const seriesOf = (s: ScaleRunR) => series.find((x) => x.includes(s))!;
-  const ratio = (s: ScaleRunR, figure: (x: ScaleRunR) => number) => figure(s) / scaleReference(seriesOf(s), seriesOf(s).indexOf(s), figure).value;
+  const ratio = (s: ScaleRunR, figure: (x: ScaleRunR) => number) =>
+    figure(s) / scaleReference(seriesOf(s), seriesOf(s).indexOf(s), figure).value;
   const bRate = (x: ScaleRunR) => x.B.recordsPerSec;
   const cRate = (x: ScaleRunR) => x.C.recordsPerSec;
   const cTemporal = (x: ScaleRunR) => x.C.servicesCpuMsPer1k.temporal;
@@ -339,7 +366,9 @@ export function scaleSection(r: BenchResult): string[] {
     const lb = s.again
       ? undefined
       : (s.latency.find((l) => l.engine === 'B') ??
-        sc.runs.find((x) => x.partitions === s.partitions && !x.parallelism && !x.again)?.latency.find((l) => l.engine === 'B'));
+        sc.runs
+          .find((x) => x.partitions === s.partitions && !x.parallelism && !x.again)
+          ?.latency.find((l) => l.engine === 'B'));
     const lcs = s.latency.find((l) => l.engine === 'C');
     const problems = [
       ...(s.C.verified ? [] : [`throughput run: ${s.C.failedChecks.join('; ')}`]),
@@ -356,10 +385,15 @@ export function scaleSection(r: BenchResult): string[] {
     if (j < 0) continue;
     const top = runs[j]!;
     const name = top.parallelism ? `with ${top.parallelism} groups` : 'ungrouped';
-    const [refC, refT] = [cRate, cTemporal].map((f) => scaleReference(runs, j, f)) as [ReturnType<typeof scaleReference>, ReturnType<typeof scaleReference>];
+    const [refC, refT] = [cRate, cTemporal].map((f) => scaleReference(runs, j, f)) as [
+      ReturnType<typeof scaleReference>,
+      ReturnType<typeof scaleReference>,
+    ];
     const [tp, cpu, b] = [cRate(top) / refC.value, cTemporal(top) / refT.value, ratio(top, bRate)];
     const of = (r: { of: number[] }, f: (x: number) => string) =>
-      r.of.length > 1 ? ` (the mean of the ${ref.partitions}-partition runs just before and after it: ${r.of.map(f).join(' and ')})` : '';
+      r.of.length > 1
+        ? ` (the mean of the ${ref.partitions}-partition runs just before and after it: ${r.of.map(f).join(' and ')})`
+        : '';
     verdicts.push(
       `- Target (${name}): at ${top.partitions} partitions C ≥ ${T.scaleThroughput}× its ${ref.partitions}-partition records/s${of(refC, f0)} — ${fT(tp, T.scaleThroughput)}×: ${verdict(tp >= T.scaleThroughput)} (B, the at-least-once pipe on the same topics: ${f2(b)}×).`,
       `- Target (${name}): at ${top.partitions} partitions Temporal CPU per 1,000 records ≤ ${T.scaleTemporalCpu}× the ${ref.partitions}-partition figure${of(refT, f1)} — ${fT(cpu, T.scaleTemporalCpu)}×: ${verdict(cpu <= T.scaleTemporalCpu)}.`,

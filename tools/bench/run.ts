@@ -26,10 +26,25 @@ import { recoverXids, rollbackXid } from '../../src/mysql/branch';
 import { dropPipelineTables } from '../../src/mysql/stage';
 import { pipelineGtridPrefix } from '../../src/mysql/xid';
 import { compareSpec, makeEvents, produceRecords } from '../../examples/flink-compare/scenario';
-import { groupWorkflowId, partitionWorkflowId, pipelineWorkflowId, type EpochBounds, type PipelineSpec } from '../../src/spec';
+import {
+  groupWorkflowId,
+  partitionWorkflowId,
+  pipelineWorkflowId,
+  type EpochBounds,
+  type PipelineSpec,
+} from '../../src/spec';
 import { readAll, verifyPipeline } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
-import { activeSpan, commitStartWait, epochSplit, percentiles, temporalCost, type EpochSplit, type Percentiles, type TemporalCost } from './analyze';
+import {
+  activeSpan,
+  commitStartWait,
+  epochSplit,
+  percentiles,
+  temporalCost,
+  type EpochSplit,
+  type Percentiles,
+  type TemporalCost,
+} from './analyze';
 import { COMMIT_ACTIVITIES, committedEpochs, type HistoryEventLike } from '../../src/history';
 import type { BaselineArgs, BaselineBatch } from './baseline';
 import type { FromChild, ToChild, Usage } from './ipc';
@@ -168,14 +183,27 @@ const sameEpoch = (a: Record<string, unknown>, b: Record<string, unknown>) => {
 export function cVariants(opts: BenchOptions): CVariant[] {
   const out: CVariant[] = [
     ...opts.epochSizes.map((n): CVariant => ({ label: `epoch.maxRecords ${n}`, epoch: { maxRecords: n } })),
-    ...opts.directEpochSizes.map((n): CVariant => ({ label: `epoch.maxRecords ${n}, MySQL direct`, epoch: { maxRecords: n }, mysqlMode: 'direct' })),
-    ...opts.noEagerEpochSizes.map((n): CVariant => ({ label: `epoch.maxRecords ${n}, no eager activity dispatch`, epoch: { maxRecords: n }, eager: false })),
+    ...opts.directEpochSizes.map((n): CVariant => ({
+      label: `epoch.maxRecords ${n}, MySQL direct`,
+      epoch: { maxRecords: n },
+      mysqlMode: 'direct',
+    })),
+    ...opts.noEagerEpochSizes.map((n): CVariant => ({
+      label: `epoch.maxRecords ${n}, no eager activity dispatch`,
+      epoch: { maxRecords: n },
+      eager: false,
+    })),
     ...(opts.extraVariants ?? []),
   ];
   const lat = opts.latencyEpoch ?? DEFAULT_LATENCY_EPOCH;
   const par = opts.latencyParallelism;
   const i = out.findIndex(
-    (v) => (v.mysqlMode ?? 'staged') === 'staged' && v.eager !== false && !v.specPadBytes && v.parallelism === par && sameEpoch(v.epoch, lat),
+    (v) =>
+      (v.mysqlMode ?? 'staged') === 'staged' &&
+      v.eager !== false &&
+      !v.specPadBytes &&
+      v.parallelism === par &&
+      sameEpoch(v.epoch, lat),
   );
   if (i >= 0) out[i] = { ...out[i]!, latencySettings: true };
   else
@@ -200,21 +228,31 @@ export function parseVariants(raw: string | undefined): CVariant[] {
   } catch (e) {
     throw new Error(`BENCH_C_VARIANTS is not JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
-  if (!Array.isArray(v)) throw new Error('BENCH_C_VARIANTS must be a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?, specPadBytes?}');
+  if (!Array.isArray(v))
+    throw new Error(
+      'BENCH_C_VARIANTS must be a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?, specPadBytes?}',
+    );
   return v.map((x: unknown, i): CVariant => {
     const o = x as Record<string, unknown>;
-    if (!o || typeof o !== 'object' || typeof o.label !== 'string' || !o.label) throw new Error(`BENCH_C_VARIANTS[${i}]: needs a non-empty "label"`);
+    if (!o || typeof o !== 'object' || typeof o.label !== 'string' || !o.label)
+      throw new Error(`BENCH_C_VARIANTS[${i}]: needs a non-empty "label"`);
     if (!o.epoch || typeof o.epoch !== 'object' || Array.isArray(o.epoch))
       throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): needs "epoch", an object merged into the spec's epoch`);
     if (o.mysqlMode !== undefined && o.mysqlMode !== 'staged' && o.mysqlMode !== 'direct')
       throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): mysqlMode is 'staged' or 'direct'`);
-    if (o.eager !== undefined && typeof o.eager !== 'boolean') throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): eager is true or false`);
+    if (o.eager !== undefined && typeof o.eager !== 'boolean')
+      throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): eager is true or false`);
     if (o.parallelism !== undefined && !groupCount(o.parallelism))
       throw new Error(
         `BENCH_C_VARIANTS[${i}] (${o.label}): parallelism is the number of partition groups, an integer ≥ 1, got ${JSON.stringify(o.parallelism)}`,
       );
-    if (o.specPadBytes !== undefined && !(typeof o.specPadBytes === 'number' && Number.isInteger(o.specPadBytes) && o.specPadBytes >= 0))
-      throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): specPadBytes is a number of bytes, an integer ≥ 0, got ${JSON.stringify(o.specPadBytes)}`);
+    if (
+      o.specPadBytes !== undefined &&
+      !(typeof o.specPadBytes === 'number' && Number.isInteger(o.specPadBytes) && o.specPadBytes >= 0)
+    )
+      throw new Error(
+        `BENCH_C_VARIANTS[${i}] (${o.label}): specPadBytes is a number of bytes, an integer ≥ 0, got ${JSON.stringify(o.specPadBytes)}`,
+      );
     const known = new Set(['label', 'epoch', 'mysqlMode', 'eager', 'parallelism', 'specPadBytes']);
     const extra = Object.keys(o).filter((k) => !known.has(k));
     if (extra.length) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): unknown field(s) ${extra.join(', ')}`);
@@ -234,7 +272,8 @@ function parseGroups(name: string, raw: string | undefined, fallback: number | u
   if (raw === undefined) return fallback;
   if (!raw.trim()) return undefined;
   const n = Number(raw.trim());
-  if (!groupCount(n)) throw new Error(`${name} is a number of partition groups, an integer ≥ 1 (empty: none), got '${raw}'`);
+  if (!groupCount(n))
+    throw new Error(`${name} is a number of partition groups, an integer ≥ 1 (empty: none), got '${raw}'`);
   return n;
 }
 
@@ -246,7 +285,8 @@ function parseEpoch(name: string, raw: string | undefined, fallback: Record<stri
   } catch (e) {
     throw new Error(`${name} is not JSON: ${e instanceof Error ? e.message : String(e)}`);
   }
-  if (!v || typeof v !== 'object' || Array.isArray(v)) throw new Error(`${name} must be a JSON object merged into the spec's epoch, e.g. {"maxRecords":5000}`);
+  if (!v || typeof v !== 'object' || Array.isArray(v))
+    throw new Error(`${name} must be a JSON object merged into the spec's epoch, e.g. {"maxRecords":5000}`);
   return v as Record<string, unknown>;
 }
 
@@ -372,7 +412,13 @@ export interface ScaleRun {
   records: number;
   /** B at this partition count (B has no groups: a grouped row carries the ungrouped row's B) */
   B: EngineRun;
-  C: EngineRun & { split: EpochSplit; verified: boolean; failedChecks: string[]; commitStartWaitMs?: Percentiles & { mean: number }; temporal?: TemporalCost };
+  C: EngineRun & {
+    split: EpochSplit;
+    verified: boolean;
+    failedChecks: string[];
+    commitStartWaitMs?: Percentiles & { mean: number };
+    temporal?: TemporalCost;
+  };
   /** B and C; a grouped row's has C only (B is the ungrouped row's) */
   latency: LatencyRun[];
 }
@@ -417,7 +463,8 @@ export interface BenchResult {
   targets?: typeof TARGETS;
 }
 
-const optional = <K extends string>(k: K, v: number | undefined) => (v === undefined ? {} : ({ [k]: v } as Record<K, number>));
+const optional = <K extends string>(k: K, v: number | undefined) =>
+  v === undefined ? {} : ({ [k]: v } as Record<K, number>);
 
 export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptions {
   const num = (k: string, d: number) => (env[k] ? Number(env[k]) : d);
@@ -559,7 +606,11 @@ class Workers {
   /** The partitions (or groups) each process prepared epochs of. */
   placement(): number[][] {
     return this.all.map((c) =>
-      [...new Set((c.events as ObservedEvent[]).flatMap((e) => (e.kind === 'prepared' ? [e.group ?? e.partition] : [])))].sort((a, b) => a - b),
+      [
+        ...new Set(
+          (c.events as ObservedEvent[]).flatMap((e) => (e.kind === 'prepared' ? [e.group ?? e.partition] : [])),
+        ),
+      ].sort((a, b) => a - b),
     );
   }
 
@@ -633,7 +684,10 @@ function machineCpu(): { busyMs: number; totalMs: number } {
 }
 
 /** Cores busy between two readings: the machine's, and each service's. */
-function cpuBetween(a: { machine: ReturnType<typeof machineCpu>; services: ServiceCpu; at: number }, b: typeof a): NonNullable<LatencyRun['feedCpu']> {
+function cpuBetween(
+  a: { machine: ReturnType<typeof machineCpu>; services: ServiceCpu; at: number },
+  b: typeof a,
+): NonNullable<LatencyRun['feedCpu']> {
   const wall = b.at - a.at;
   const cores = (k: keyof ServiceCpu) => (b.services[k] - a.services[k]) / wall;
   return {
@@ -729,12 +783,23 @@ export function cpuGauge(): Gauge {
 }
 
 async function rowLocks(pool: Pool): Promise<LockStatus> {
-  const [rows] = await pool.query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time')");
-  const get = (n: string) => Number((rows as { Variable_name: string; Value: string }[]).find((r) => r.Variable_name === n)?.Value ?? NaN);
+  const [rows] = await pool.query(
+    "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_row_lock_waits', 'Innodb_row_lock_time')",
+  );
+  const get = (n: string) =>
+    Number((rows as { Variable_name: string; Value: string }[]).find((r) => r.Variable_name === n)?.Value ?? NaN);
   return { waits: get('Innodb_row_lock_waits'), ms: get('Innodb_row_lock_time') };
 }
 
-function engineRun(records: number, firstAt: number, lastAt: number, startedAt: number, doneAt: number, u: Usage, probes: [Probe, Probe]): EngineRun {
+function engineRun(
+  records: number,
+  firstAt: number,
+  lastAt: number,
+  startedAt: number,
+  doneAt: number,
+  u: Usage,
+  probes: [Probe, Probe],
+): EngineRun {
   const [a, b] = probes;
   const per1k = (k: keyof ServiceCpu) => ((b.cpu[k] - a.cpu[k]) / records) * 1000;
   const active = (lastAt - firstAt) / 1000;
@@ -771,7 +836,10 @@ function specFor(
     // Fields unknown to the spec (a variant's) reach its validation, which names them; so does a parallelism above its limit.
     epoch: { ...BASE_EPOCH, ...epoch } as Partial<EpochBounds>,
     ...(parallelism !== undefined ? { parallelism } : {}),
-    transformOptions: { table: `t_${name.replace(/[^a-z0-9]/g, '_')}`, ...(padBytes ? { pad: 'x'.repeat(padBytes) } : {}) },
+    transformOptions: {
+      table: `t_${name.replace(/[^a-z0-9]/g, '_')}`,
+      ...(padBytes ? { pad: 'x'.repeat(padBytes) } : {}),
+    },
   });
   return { ...spec, mysqlSink: { ...spec.mysqlSink, mode } };
 }
@@ -818,15 +886,25 @@ function watchOutputs(cluster: KafkaCluster, topic: string, partitions: number) 
   };
 }
 
-async function sourceAppendTimes(cluster: KafkaCluster, topic: string, partitions: number): Promise<Map<string, number>> {
+async function sourceAppendTimes(
+  cluster: KafkaCluster,
+  topic: string,
+  partitions: number,
+): Promise<Map<string, number>> {
   const out = new Map<string, number>();
   for (let p = 0; p < partitions; p++) {
-    for (const r of await readAll(cluster, topic, p, ISOLATION.READ_COMMITTED)) out.set(`${p}:${r.offset}`, Number(r.timestamp));
+    for (const r of await readAll(cluster, topic, p, ISOLATION.READ_COMMITTED))
+      out.set(`${p}:${r.offset}`, Number(r.timestamp));
   }
   return out;
 }
 
-async function waitFor(what: string, fn: () => boolean, timeoutMs: number, check: () => void = () => undefined): Promise<void> {
+async function waitFor(
+  what: string,
+  fn: () => boolean,
+  timeoutMs: number,
+  check: () => void = () => undefined,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!fn()) {
     check();
@@ -839,10 +917,12 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const log = opts.log ?? ((l: string) => process.stderr.write(`[bench] ${l}\n`));
   const settings = loadSettings();
   const libs = toolPaths().kafkaLibs;
-  if (!libs || !existsSync(libs)) throw new Error('the Kafka jars (ONCEFLOW_KAFKA_LIBS) were not found; run scripts/services.sh up first');
+  if (!libs || !existsSync(libs))
+    throw new Error('the Kafka jars (ONCEFLOW_KAFKA_LIBS) were not found; run scripts/services.sh up first');
   const latencyEpoch = opts.latencyEpoch ?? DEFAULT_LATENCY_EPOCH;
   const scaleP = opts.scalePartitions ?? [];
-  for (const p of scaleP) if (!Number.isInteger(p) || p < 1) throw new Error(`BENCH_SCALE_PARTITIONS: '${p}' is not a partition count`);
+  for (const p of scaleP)
+    if (!Number.isInteger(p) || p < 1) throw new Error(`BENCH_SCALE_PARTITIONS: '${p}' is not a partition count`);
   const variants = cVariants(opts);
   // Every spec is validated before anything is measured: a variant's unknown field fails now, not after A and B.
   for (const v of variants) specFor('bench-check', 'bench-check', v.epoch, v.mysqlMode, v.parallelism);
@@ -862,7 +942,10 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   let bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
   if (!bundle || !existsSync(bundle)) {
     bundle = join(mkdtempSync(join(tmpdir(), 'onceflow-bench-')), 'workflow-bundle.js');
-    const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', 'bundle-workflows.ts'), bundle], { cwd: ROOT, stdio: 'inherit' });
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', 'bundle-workflows.ts'), bundle], {
+      cwd: ROOT,
+      stdio: 'inherit',
+    });
     if (r.status !== 0) throw new Error('bundling the workflows failed');
   }
   const connections = await openConnections(settings, 'onceflow-bench');
@@ -945,7 +1028,10 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
     }
 
     const bestC = Math.max(...C.map((c) => c.recordsPerSec));
-    const rate = opts.latencyRate > 0 ? opts.latencyRate : Math.max(100, Math.round((0.5 * Math.min(bestC, B.recordsPerSec)) / 100) * 100);
+    const rate =
+      opts.latencyRate > 0
+        ? opts.latencyRate
+        : Math.max(100, Math.round((0.5 * Math.min(bestC, B.recordsPerSec)) / 100) * 100);
     const latency: LatencyRun[] = [];
     const warmup = opts.latencyWarmupSeconds ?? 0;
     for (const engine of ['B', 'C'] as const) {
@@ -1064,7 +1150,13 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       date: new Date().toISOString(),
       ...(opts.label ? { label: opts.label } : {}),
       command: 'npm run bench',
-      machine: { cpus: cpus().length, model: cpus()[0]?.model ?? '?', node: process.version, loadBefore, loadAfter: loadavg() },
+      machine: {
+        cpus: cpus().length,
+        model: cpus()[0]?.model ?? '?',
+        node: process.version,
+        loadBefore,
+        loadAfter: loadavg(),
+      },
       options: {
         records: opts.records,
         partitions: opts.partitions,
@@ -1080,7 +1172,13 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         ...(latencyParallelism ? { latencyParallelism } : {}),
         scalePartitions: scaleP,
         ...(scaleGroups ? { scaleParallelism: scaleGroups } : {}),
-        ...(scale ? { scaleRecords: scale.records, scaleLatencySeconds: scale.latencySeconds, ...(scale.bracket ? { scaleBracket: true } : {}) } : {}),
+        ...(scale
+          ? {
+              scaleRecords: scale.records,
+              scaleLatencySeconds: scale.latencySeconds,
+              ...(scale.bracket ? { scaleBracket: true } : {}),
+            }
+          : {}),
         ...(opts.bracketB ? { bracketB: true } : {}),
         perfTransactionMs: opts.perfTransactionMs,
         ...(opts.label ? { label: opts.label } : {}),
@@ -1107,7 +1205,9 @@ function latencyLine(l: LatencyRun): string {
 }
 
 async function cleanup(deps: Deps, id: string, specs: PipelineSpec[]): Promise<void> {
-  const topics = (await deps.admin.listTopics()).filter((t) => t.startsWith(`${id}.`) || t.startsWith(`${id}-`) || t.startsWith(`onceflow.progress.${id}`));
+  const topics = (await deps.admin.listTopics()).filter(
+    (t) => t.startsWith(`${id}.`) || t.startsWith(`${id}-`) || t.startsWith(`onceflow.progress.${id}`),
+  );
   if (topics.length) await deps.admin.deleteTopics({ topics, timeout: 60_000 }).catch(() => undefined);
   for (const s of specs) {
     await dropPipelineTables(deps.pool, s);
@@ -1141,13 +1241,20 @@ async function runBaseline(deps: Deps, spec: PipelineSpec, n: number, partitions
 
 async function startWorker(deps: Deps, taskQueue: string, eager = true): Promise<Child> {
   // The child inherits this process's environment, ONCEFLOW_MAX_CONCURRENT_ACTIVITIES included.
-  const child = new Child('worker.ts', { ONCEFLOW_TASK_QUEUE: taskQueue, ONCEFLOW_WORKFLOW_BUNDLE: deps.bundle, ONCEFLOW_BENCH_EAGER: eager ? '1' : '0' });
+  const child = new Child('worker.ts', {
+    ONCEFLOW_TASK_QUEUE: taskQueue,
+    ONCEFLOW_WORKFLOW_BUNDLE: deps.bundle,
+    ONCEFLOW_BENCH_EAGER: eager ? '1' : '0',
+  });
   await child.ready();
   return child;
 }
 
 async function verify(deps: Deps, spec: PipelineSpec): Promise<{ ok: boolean; failed: string[] }> {
-  const r = await verifyPipeline({ cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: compareTransforms() }, spec);
+  const r = await verifyPipeline(
+    { cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: compareTransforms() },
+    spec,
+  );
   return { ok: r.ok, failed: r.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`) };
 }
 
@@ -1163,7 +1270,12 @@ const runnerIds = (spec: PipelineSpec, partitions: number): string[] =>
  * group workflows, per committed *group* epoch, counted in their histories (`epochs`, the
  * members' epochs, is then not used).
  */
-async function historyCost(deps: Deps, spec: PipelineSpec, partitions: number, epochs: number): Promise<TemporalCost | undefined> {
+async function historyCost(
+  deps: Deps,
+  spec: PipelineSpec,
+  partitions: number,
+  epochs: number,
+): Promise<TemporalCost | undefined> {
   try {
     const runs: HistoryEventLike[][] = [];
     for (const wid of runnerIds(spec, partitions)) {
@@ -1192,7 +1304,13 @@ interface COutcome {
   temporal?: TemporalCost;
 }
 
-async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions: number, eager = true): Promise<COutcome> {
+async function runOnceflow(
+  deps: Deps,
+  spec: PipelineSpec,
+  n: number,
+  partitions: number,
+  eager = true,
+): Promise<COutcome> {
   const child = await startWorker(deps, `${spec.name}-tq`, eager);
   const locks0 = await probe(deps.pool, true);
   child.send({ type: 'mark' });
@@ -1215,7 +1333,10 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions
   const temporal = await historyCost(deps, spec, partitions, epochs);
   return {
     run: {
-      ...engineRun(records, firstAt, lastAt, startedAt, doneAt, u, [locks0, { ...locks1, cpu: { ...locks1.cpu, temporal: temporalAfterTail } }]),
+      ...engineRun(records, firstAt, lastAt, startedAt, doneAt, u, [
+        locks0,
+        { ...locks1, cpu: { ...locks1.cpu, temporal: temporalAfterTail } },
+      ]),
       temporalTailCpuMs: temporalAfterTail - locks1.cpu.temporal,
     },
     split: epochSplit(events),
@@ -1227,7 +1348,12 @@ async function runOnceflow(deps: Deps, spec: PipelineSpec, n: number, partitions
 }
 
 /** Ends a pipeline that would not stop: its workflows terminated, its worker killed, its prepared XA branches rolled back (so cleanup can drop its tables). */
-async function abandonPipeline(deps: Deps, spec: PipelineSpec, partitions: number, engine: Child | Workers): Promise<void> {
+async function abandonPipeline(
+  deps: Deps,
+  spec: PipelineSpec,
+  partitions: number,
+  engine: Child | Workers,
+): Promise<void> {
   await deps.client.workflow
     .getHandle(pipelineWorkflowId(spec.name))
     .terminate('bench: did not stop in time')
@@ -1243,7 +1369,8 @@ async function abandonPipeline(deps: Deps, spec: PipelineSpec, partitions: numbe
     await Promise.race([new Promise((r) => child.proc.once('exit', r)), limit(10_000)]);
   }
   // Partitions' and groups' branches alike ('of:<pipeline>:<p>:…', 'of:<pipeline>:g<g>:…').
-  for (const x of await recoverXids(deps.pool, pipelineGtridPrefix(spec.name)).catch(() => [])) await rollbackXid(deps.pool, x).catch(() => undefined);
+  for (const x of await recoverXids(deps.pool, pipelineGtridPrefix(spec.name)).catch(() => []))
+    await rollbackXid(deps.pool, x).catch(() => undefined);
 }
 
 interface LatencyParams {
@@ -1267,7 +1394,12 @@ interface LatencyParams {
 const END_LIMIT_MS = 120_000;
 
 /** Waits until every partition (through its group's workflow when grouped) reconciled and polls its first epoch (at most `limitMs`). */
-async function partitionsPolling(deps: Deps, spec: PipelineSpec, partitions: number, limitMs: number): Promise<boolean> {
+async function partitionsPolling(
+  deps: Deps,
+  spec: PipelineSpec,
+  partitions: number,
+  limitMs: number,
+): Promise<boolean> {
   const deadline = Date.now() + limitMs;
   const ready = new Set<number>();
   while (Date.now() < deadline) {
@@ -1310,7 +1442,10 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       child = new Child('baseline.ts', {});
       await child.ready();
       child.send({ type: 'mark' });
-      child.send({ type: 'start', args: { spec, groupId: `${spec.name}-group`, partitions: P } satisfies BaselineArgs });
+      child.send({
+        type: 'start',
+        args: { spec, groupId: `${spec.name}-group`, partitions: P } satisfies BaselineArgs,
+      });
     } else {
       const n = p.workers ?? 1;
       child =
@@ -1323,7 +1458,8 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     const running = child;
     watcher = watchOutputs(deps.cluster, spec.kafkaSink.topic, P);
     if (engine === 'C') {
-      if (!(await partitionsPolling(deps, spec, P, 120_000))) deps.log(`latency ${name}: not every partition workflow was polling after 120 s; feeding anyway`);
+      if (!(await partitionsPolling(deps, spec, P, 120_000)))
+        deps.log(`latency ${name}: not every partition workflow was polling after 120 s; feeding anyway`);
       await sleep(1000);
     } else await sleep(3000); // group join / first fetch
     const producer = deps.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
@@ -1335,7 +1471,11 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       const due = Math.min(total, Math.floor(((Date.now() - t0) / 1000) * rate));
       if (due > sent) {
         const slice = values.slice(sent, due);
-        await producer.send({ topic: source, acks: -1, messages: slice.map((v, k) => ({ key: v.key, value: v.value, partition: (sent + k) % P })) });
+        await producer.send({
+          topic: source,
+          acks: -1,
+          messages: slice.map((v, k) => ({ key: v.key, value: v.value, partition: (sent + k) % P })),
+        });
         sent = due;
       }
       await sleep(5);
@@ -1351,7 +1491,9 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
     await w.stop();
     const seen = w.visible.size;
     const timedOut = seen < total;
-    const drainMs = timedOut ? Date.now() - fedAt : Math.max(0, [...w.visible.values()].reduce((a, b) => Math.max(a, b), 0) - fedAt);
+    const drainMs = timedOut
+      ? Date.now() - fedAt
+      : Math.max(0, [...w.visible.values()].reduce((a, b) => Math.max(a, b), 0) - fedAt);
     let verified: boolean | undefined;
     let failedChecks: string[] | undefined;
     let ended: LatencyRun['ended'];
@@ -1365,7 +1507,9 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
         epochs = results.reduce((a, r) => a + r.state.committedEpochs, 0);
       } else {
         ended = 'terminated';
-        deps.log(`latency ${name}: the pipeline did not end within ${END_LIMIT_MS / 1000} s after ${timedOut ? 'stop' : 'drain'}; terminated`);
+        deps.log(
+          `latency ${name}: the pipeline did not end within ${END_LIMIT_MS / 1000} s after ${timedOut ? 'stop' : 'drain'}; terminated`,
+        );
         await abandonPipeline(deps, spec, P, running);
       }
     }
@@ -1407,12 +1551,16 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       seen,
       latencyMs: percentiles(lat),
       ...(warmupSeconds > 0 ? { warmupSeconds, warmupLatencyMs: percentiles(warm) } : {}),
-      latencyByWindow: [...byWindow.entries()].filter(([, v]) => v?.length).map(([k, v]) => ({ fromSec: k * LATENCY_WINDOW_S, ...percentiles(v) })),
+      latencyByWindow: [...byWindow.entries()]
+        .filter(([, v]) => v?.length)
+        .map(([k, v]) => ({ fromSec: k * LATENCY_WINDOW_S, ...percentiles(v) })),
       limitMs,
       timedOut,
       backlog: total - seen,
       drainMs,
-      ...(engine === 'C' ? { epoch: { ...spec.epoch }, ...(spec.parallelism ? { parallelism: spec.parallelism } : {}) } : {}),
+      ...(engine === 'C'
+        ? { epoch: { ...spec.epoch }, ...(spec.parallelism ? { parallelism: spec.parallelism } : {}) }
+        : {}),
       ...(running instanceof Workers ? { workers: running.all.length, placement: running.placement() } : {}),
       ...(split ? { epochIntervalMs: split.cycleMs, split, commitStartWaitMs: commitStartWait(events) } : {}),
       ...(temporal ? { temporal } : {}),

@@ -18,7 +18,10 @@ async function main() {
     taskQueue,
     transforms: compareTransforms(),
     observe: (event) => send({ type: 'event', event }),
-    worker: { ...(bundle ? { workflowBundle: { codePath: bundle } } : {}), ...(eager ? {} : { maxEagerActivityReservationsPerWorkflowTask: 0 }) },
+    worker: {
+      ...(bundle ? { workflowBundle: { codePath: bundle } } : {}),
+      ...(eager ? {} : { maxEagerActivityReservationsPerWorkflowTask: 0 }),
+    },
   });
   const running = h.run();
   serveUsage(async () => {

@@ -27,7 +27,12 @@ export interface RangeStats {
 }
 
 export interface Audit {
-  totals: RangeStats & { poison: number; deadLetters: number; deadLettersWithReason: number; duplicateInputIds: number };
+  totals: RangeStats & {
+    poison: number;
+    deadLetters: number;
+    deadLettersWithReason: number;
+    duplicateInputIds: number;
+  };
   /** Stats over the epochs (fromEpoch, toEpoch] of one partition. */
   range(partition: number, fromEpochExclusive: number, toEpochInclusive: number): RangeStats;
 }
@@ -62,7 +67,12 @@ export function ledgerCopier(pool: Pool, pipeline: string) {
   };
 }
 
-export async function auditRecords(cluster: KafkaCluster, spans: EpochSpans, spec: PipelineSpec, partitions: number): Promise<Audit> {
+export async function auditRecords(
+  cluster: KafkaCluster,
+  spans: EpochSpans,
+  spec: PipelineSpec,
+  partitions: number,
+): Promise<Audit> {
   const parts: PartitionAudit[] = [];
   const ids = new Map<string, number>();
   let deadLetters = 0;
@@ -109,7 +119,15 @@ export async function auditRecords(cluster: KafkaCluster, spans: EpochSpans, spe
     }
     return s;
   };
-  const totals = { records: 0, duplicates: 0, missing: 0, poison: 0, deadLetters, deadLettersWithReason: withReason, duplicateInputIds: 0 };
+  const totals = {
+    records: 0,
+    duplicates: 0,
+    missing: 0,
+    poison: 0,
+    deadLetters,
+    deadLettersWithReason: withReason,
+    duplicateInputIds: 0,
+  };
   for (const a of parts) {
     const s = stats(a, () => true);
     totals.records += s.records;
@@ -207,7 +225,8 @@ function consoleConsume(kafkaLibs: string, brokers: string[], topic: string, par
     child.on('error', reject);
     child.on('exit', () => {
       const lines = out.split('\n').filter((l) => l.startsWith('{'));
-      if (!/Processed a total of \d+ messages/.test(err)) reject(new Error(`console consumer on ${topic}[${partition}] did not finish: ${err}`));
+      if (!/Processed a total of \d+ messages/.test(err))
+        reject(new Error(`console consumer on ${topic}[${partition}] did not finish: ${err}`));
       else resolve(lines);
     });
   });

@@ -16,7 +16,8 @@ export const GROWTH_LIMIT = 1.5;
 export const MIN_GROWTH_SPAN_S = 30 * 60;
 
 /** True when the samples span long enough to judge growth (else only the rule bounds apply). */
-export const growthJudged = (samples: Sample[]): boolean => samples.length >= 6 && (samples.at(-1)?.atS ?? 0) - (samples[0]?.atS ?? 0) >= MIN_GROWTH_SPAN_S;
+export const growthJudged = (samples: Sample[]): boolean =>
+  samples.length >= 6 && (samples.at(-1)?.atS ?? 0) - (samples[0]?.atS ?? 0) >= MIN_GROWTH_SPAN_S;
 
 const max = (xs: number[]) => xs.reduce((a, b) => Math.max(a, b), 0);
 
@@ -47,7 +48,11 @@ export function boundedStateChecks(samples: Sample[], o: { partitions: number; m
   const ledgerMax = max(samples.map((s) => s.ledgerRows));
   const stagedMax = max(samples.map((s) => s.stagedRows));
   const rules: Check[] = [
-    { name: 'ledger rows within the pruning rule', ok: samples.length > 0 && ledgerMax <= ledgerBound, detail: `max ${ledgerMax}, bound ${ledgerBound}` },
+    {
+      name: 'ledger rows within the pruning rule',
+      ok: samples.length > 0 && ledgerMax <= ledgerBound,
+      detail: `max ${ledgerMax}, bound ${ledgerBound}`,
+    },
     {
       name: 'staged rows within two epochs per partition',
       ok: samples.length > 0 && stagedMax <= stagedBound,
@@ -57,7 +62,9 @@ export function boundedStateChecks(samples: Sample[], o: { partitions: number; m
   if (!growthJudged(samples)) return rules;
   // History is bounded by continue-as-new: each partition's current run must have been
   // restarted (its event count fell) at least once during the soak.
-  const restarted = samples[0]!.historyEvents.map((_, p) => samples.some((s, i) => i > 0 && s.historyEvents[p]! < samples[i - 1]!.historyEvents[p]!));
+  const restarted = samples[0]!.historyEvents.map((_, p) =>
+    samples.some((s, i) => i > 0 && s.historyEvents[p]! < samples[i - 1]!.historyEvents[p]!),
+  );
   return [
     ...rules,
     {

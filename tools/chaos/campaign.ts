@@ -32,7 +32,15 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
   const env = await openCampaign(o);
   const { log, spec, name, client } = env;
   const { values } = makeEvents(Math.ceil(o.records * (o.inputMultiplier ?? 5)), o.seed, o.poisonEvery);
-  const feeder = new InputFeeder(env.settings.kafka, spec.source.topic, o.partitions, values, o.ratePerSecond, o.records, log);
+  const feeder = new InputFeeder(
+    env.settings.kafka,
+    spec.source.topic,
+    o.partitions,
+    values,
+    o.ratePerSecond,
+    o.records,
+    log,
+  );
   const reports = new WorkerReports();
   const freezer = new ServiceFreezer();
   // The ledger keeps only its first and last epochs: copy its rows as they appear, for the audit.
@@ -61,12 +69,18 @@ export async function runCampaign(o: CampaignOptions): Promise<CampaignResult> {
     workers.start();
     const handle = await startPipeline(client, spec, env.taskQueue);
     feeder.start();
-    await waitFor('every partition to commit a first epoch', async () => (await ledger.ledgerMax()).size === o.partitions, 120_000);
+    await waitFor(
+      'every partition to commit a first epoch',
+      async () => (await ledger.ledgerMax()).size === o.partitions,
+      120_000,
+    );
     await waitFor('both workers to be ready', async () => reports.ready.size === o.workers, 60_000);
     stuck = await runFaults(env, plan, faults, injector, ledger, () => feeder.produced);
     injector.arm([]);
     if (!stuck) {
-      log(`faults done; producing the rest of the input (${Math.max(0, o.records - feeder.produced)} records) and draining`);
+      log(
+        `faults done; producing the rest of the input (${Math.max(0, o.records - feeder.produced)} records) and draining`,
+      );
       await feeder.finish();
       await controlPipeline(client, name, 'drain');
       if (!(await drained(handle.result(), 15 * 60_000))) stuck = 'the pipeline did not drain within 15 minutes';
@@ -143,7 +157,10 @@ async function runFaults(
 /** Whether the pipeline's workflow ended within `timeoutMs`. */
 async function drained(result: Promise<unknown>, timeoutMs: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
-  const ended = await Promise.race([result.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs)))]);
+  const ended = await Promise.race([
+    result.then(() => true),
+    new Promise<boolean>((r) => (timer = setTimeout(() => r(false), timeoutMs))),
+  ]);
   clearTimeout(timer);
   return ended;
 }

@@ -14,7 +14,10 @@ import type { StackOptions } from './stack';
 
 /** The node whose transaction coordinator owns `transactionalId`: asked of FindCoordinator each time, never the worker's remembered answer. */
 export async function transactionCoordinator(cluster: KafkaCluster, transactionalId: string): Promise<number> {
-  const broker = await cluster.raw.findGroupCoordinator({ groupId: transactionalId, coordinatorType: COORDINATOR.TRANSACTION });
+  const broker = await cluster.raw.findGroupCoordinator({
+    groupId: transactionalId,
+    coordinatorType: COORDINATOR.TRANSACTION,
+  });
   return Number(broker.nodeId);
 }
 
@@ -50,7 +53,12 @@ export function quorumLeader(kafkaLibs: string, brokers: string[]): Promise<numb
       (err, stdout, stderr) => {
         const m = /LeaderId:\s+(\d+)/.exec(stdout);
         if (m) resolve(Number(m[1]));
-        else reject(new Error(`kafka-metadata-quorum describe --status gave no leader: ${err ? String(err) : ''} ${stderr.slice(-500)}`));
+        else
+          reject(
+            new Error(
+              `kafka-metadata-quorum describe --status gave no leader: ${err ? String(err) : ''} ${stderr.slice(-500)}`,
+            ),
+          );
       },
     );
   });
@@ -92,5 +100,7 @@ export async function clusterWhole(admin: Admin, nodes: number, topics: string[]
   const c = await admin.describeCluster();
   if (c.brokers.length < nodes) return false;
   const md = await admin.fetchTopicMetadata({ topics });
-  return md.topics.every((t) => t.partitions.every((p) => p.leader >= 0 && p.isr.length >= Math.min(nodes, p.replicas.length)));
+  return md.topics.every((t) =>
+    t.partitions.every((p) => p.leader >= 0 && p.isr.length >= Math.min(nodes, p.replicas.length)),
+  );
 }

@@ -50,7 +50,11 @@ export class InputFeeder {
     private readonly minimum: number,
     private readonly log: (s: string) => void,
   ) {
-    this.kafka = new Kafka({ ...kafkaClientConfig(kafka, 'onceflow-chaos-input'), logLevel: logLevel.NOTHING, retry: { retries: 3 } });
+    this.kafka = new Kafka({
+      ...kafkaClientConfig(kafka, 'onceflow-chaos-input'),
+      logLevel: logLevel.NOTHING,
+      retry: { retries: 3 },
+    });
   }
 
   /**

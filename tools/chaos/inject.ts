@@ -81,7 +81,8 @@ export class Injector {
     for (let tries = 0; tries < 5 && !rec.injected; tries++) {
       // The controller is asked before the epoch is picked and armed (a JVM start, seconds under
       // load: the partition would pass the epoch meanwhile), so the kill follows the hit at once.
-      if (f.kind === 'kafka-controller-kill') this.controllerNow = await quorumLeader(env.kafkaLibsDir!, env.settings.kafka.brokers).catch(() => undefined);
+      if (f.kind === 'kafka-controller-kill')
+        this.controllerNow = await quorumLeader(env.kafkaLibsDir!, env.settings.kafka.brokers).catch(() => undefined);
       // A grouped pipeline's hits name the group epoch and the group; a partition's name its own epoch.
       const { epoch: e, hitAs } = grouped
         ? await this.groupTarget(f.partition)
@@ -118,7 +119,13 @@ export class Injector {
   }
 
   /** Injects a fault; resolves when the injection returned, with how long the fault lasts from its start (cuts and freezes outlast it). */
-  private async inject(kind: PlannedFault['kind'], worker: number, f: PlannedFault, rec?: FaultRecord, epoch?: number): Promise<number> {
+  private async inject(
+    kind: PlannedFault['kind'],
+    worker: number,
+    f: PlannedFault,
+    rec?: FaultRecord,
+    epoch?: number,
+  ): Promise<number> {
     const { stack, proxies } = this.env;
     switch (kind) {
       case 'kafka-txn-coordinator-kill':
@@ -171,7 +178,12 @@ export class Injector {
   }
 
   /** A cluster kind: SIGKILL of the node it targets, then `services.sh up` of that node. */
-  private async killNode(kind: ClusterKind, f: PlannedFault, rec: FaultRecord | undefined, epoch: number): Promise<void> {
+  private async killNode(
+    kind: ClusterKind,
+    f: PlannedFault,
+    rec: FaultRecord | undefined,
+    epoch: number,
+  ): Promise<void> {
     const { stack } = this.env;
     const { node, why } = await this.clusterTarget(kind, f, epoch);
     const service = nodeServices(stack).get(node) ?? this.services0.get(node) ?? `kafka-${node}`;
@@ -196,13 +208,22 @@ export class Injector {
   }
 
   /** The node a cluster kind kills, asked of the cluster at the moment of the fault. */
-  private async clusterTarget(kind: ClusterKind, f: PlannedFault, epoch: number): Promise<{ node: number; why: string }> {
+  private async clusterTarget(
+    kind: ClusterKind,
+    f: PlannedFault,
+    epoch: number,
+  ): Promise<{ node: number; why: string }> {
     const { spec, name, grouped, cluster, admin, kafkaLibsDir, settings } = this.env;
     const retry = <T>(fn: () => Promise<T>) => retryUntil(fn, 30_000);
     if (kind === 'kafka-txn-coordinator-kill') {
       const slots = spec.kafkaSink.transactionalIdPool;
-      const tid = grouped ? groupTransactionalId(name, groupOf(spec, f.partition), epoch % slots) : transactionalId(name, f.partition, epoch % slots);
-      return { node: await retry(() => transactionCoordinator(cluster, tid)), why: `transaction coordinator of ${tid} (epoch ${epoch})` };
+      const tid = grouped
+        ? groupTransactionalId(name, groupOf(spec, f.partition), epoch % slots)
+        : transactionalId(name, f.partition, epoch % slots);
+      return {
+        node: await retry(() => transactionCoordinator(cluster, tid)),
+        why: `transaction coordinator of ${tid} (epoch ${epoch})`,
+      };
     }
     if (kind === 'kafka-leader-kill') {
       // Odd faults hit the source partition's leader, even ones the output partition's.
@@ -215,7 +236,10 @@ export class Injector {
     const asked = this.controllerNow;
     this.controllerNow = undefined;
     if (asked !== undefined) return { node: asked, why: 'active KRaft controller (metadata quorum leader)' };
-    return { node: await retry(() => quorumLeader(kafkaLibsDir!, settings.kafka.brokers)), why: 'active KRaft controller (metadata quorum leader)' };
+    return {
+      node: await retry(() => quorumLeader(kafkaLibsDir!, settings.kafka.brokers)),
+      why: 'active KRaft controller (metadata quorum leader)',
+    };
   }
 }
 
@@ -224,7 +248,14 @@ export class Injector {
  * partition value the hit may carry, and a commit stalled past the transaction timeout `T` for a
  * txn-timeout (alone) or before a redo.start (which needs one to happen).
  */
-function stepRules(f: PlannedFault, point: FaultPoint, e: number, hitAs: number[], stallAs: number, T: number): string[] {
+function stepRules(
+  f: PlannedFault,
+  point: FaultPoint,
+  e: number,
+  hitAs: number[],
+  stallAs: number,
+  T: number,
+): string[] {
   const at = (p: number) => `@epoch=${e}@partition=${p}@attempt=1`;
   const action =
     f.kind === 'worker-kill'

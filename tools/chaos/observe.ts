@@ -20,9 +20,11 @@ export interface FaultLine {
   at: number;
 }
 
-const FAULT_RE = /^\[faults\] (SIGKILL|throw|stall=\d+|freeze=\d+|split=\w+) at (\S+) epoch=(\d+) partition=(\d+) attempt=(\d+) pid=(\d+)/;
+const FAULT_RE =
+  /^\[faults\] (SIGKILL|throw|stall=\d+|freeze=\d+|split=\w+) at (\S+) epoch=(\d+) partition=(\d+) attempt=(\d+) pid=(\d+)/;
 /** The worker's log line of a prepare attempt failed by src/kafka/landed.ts. */
-const LANDED_RE = /error: ApplicationFailure: (Kafka acknowledged a send without|acknowledged records missing from the log)/;
+const LANDED_RE =
+  /error: ApplicationFailure: (Kafka acknowledged a send without|acknowledged records missing from the log)/;
 
 export type Evidence = Required<CampaignResult['evidence']>;
 
@@ -92,7 +94,12 @@ export class WorkerReports {
 }
 
 /** What a long run must keep bounded, read from the services and the workers' own reports. */
-export async function takeSample(env: CampaignEnv, started: number, produced: () => number, workerStats: WorkerReports['workerStats']): Promise<Sample> {
+export async function takeSample(
+  env: CampaignEnv,
+  started: number,
+  produced: () => number,
+  workerStats: WorkerReports['workerStats'],
+): Promise<Sample> {
   const { client, pool, admin, spec, name, o } = env;
   const history = await Promise.all(
     env.runnerIds.map(async (id) => {
@@ -100,7 +107,8 @@ export async function takeSample(env: CampaignEnv, started: number, produced: ()
       return { events: d.historyLength, bytes: d.historySize ?? 0 };
     }),
   );
-  const count = async (sql: string, params: unknown[]) => Number((await pool.query<RowDataPacket[]>(sql, params))[0][0]!.n);
+  const count = async (sql: string, params: unknown[]) =>
+    Number((await pool.query<RowDataPacket[]>(sql, params))[0][0]!.n);
   const tables = [spec.transformOptions!.table as string, 'onceflow_ledger', 'onceflow_staged'];
   const [sizes] = await pool.query<RowDataPacket[]>(
     `SELECT COALESCE(SUM(data_length + index_length), 0) AS n FROM information_schema.tables WHERE table_schema = DATABASE() AND (table_name IN (?) OR table_name LIKE 'onceflow_stage%')`,
@@ -116,8 +124,12 @@ export async function takeSample(env: CampaignEnv, started: number, produced: ()
     atS: Math.round((Date.now() - started) / 1000),
     produced: produced(),
     committedRecords: Number(committed[0][0]!.n),
-    workerRssMb: Array.from({ length: o.workers }, (_, i) => (workerStats[i] ? Math.round(workerStats[i]!.rssMb) : null)),
-    loopDelayP99Ms: Array.from({ length: o.workers }, (_, i) => (workerStats[i] ? Math.round(workerStats[i]!.loopP99Ms * 10) / 10 : null)),
+    workerRssMb: Array.from({ length: o.workers }, (_, i) =>
+      workerStats[i] ? Math.round(workerStats[i]!.rssMb) : null,
+    ),
+    loopDelayP99Ms: Array.from({ length: o.workers }, (_, i) =>
+      workerStats[i] ? Math.round(workerStats[i]!.loopP99Ms * 10) / 10 : null,
+    ),
     historyEvents: history.map((h) => h.events),
     historyBytes: history.map((h) => h.bytes),
     ledgerRows: await count('SELECT COUNT(*) AS n FROM onceflow_ledger WHERE pipeline = ?', [name]),

@@ -10,7 +10,16 @@ export type Preset = 'full' | 'short' | 'soak' | 'soak-short' | 'cluster';
 
 export function presetOptions(preset: Preset, seed: number, log: (s: string) => void): CampaignOptions {
   const home = process.env.ONCEFLOW_HOME || join(homedir(), '.cache', 'onceflow');
-  const common = { seed, partitions: 4, workers: 2, transactionTimeoutMs: 10_000, maxRecords: 500, log, recoveryTimeoutMs: 240_000, recoveryBoundMs: 30_000 };
+  const common = {
+    seed,
+    partitions: 4,
+    workers: 2,
+    transactionTimeoutMs: 10_000,
+    maxRecords: 500,
+    log,
+    recoveryTimeoutMs: 240_000,
+    recoveryBoundMs: 30_000,
+  };
   if (preset === 'soak' || preset === 'soak-short') {
     const long = preset === 'soak';
     return {
@@ -97,7 +106,13 @@ export function presetOptions(preset: Preset, seed: number, log: (s: string) => 
 export function withParallelism(o: CampaignOptions, parallelism: number | undefined): CampaignOptions {
   if (parallelism === undefined) return o;
   if (!Number.isInteger(parallelism) || parallelism < 1 || parallelism > o.partitions) {
-    throw new Error(`--parallelism must be an integer from 1 to the campaign's ${o.partitions} partitions, got ${parallelism}`);
+    throw new Error(
+      `--parallelism must be an integer from 1 to the campaign's ${o.partitions} partitions, got ${parallelism}`,
+    );
   }
-  return { ...o, parallelism, command: `${o.command.replace(/ --seed \d+$/, '')} --parallelism ${parallelism} --seed ${o.seed}` };
+  return {
+    ...o,
+    parallelism,
+    command: `${o.command.replace(/ --seed \d+$/, '')} --parallelism ${parallelism} --seed ${o.seed}`,
+  };
 }

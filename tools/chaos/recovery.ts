@@ -46,7 +46,8 @@ export class LedgerProbe {
     // moves on only after the commit activity returned); asked before XA RECOVER, so a branch
     // counted here was of a committed group epoch when it was listed.
     const groupNext = new Map<number, number>();
-    if (env.grouped) for (let g = 0; g < env.spec.parallelism!; g++) groupNext.set(g, (await env.groupStatus(g)).groupEpoch);
+    if (env.grouped)
+      for (let g = 0; g < env.spec.parallelism!; g++) groupNext.set(g, (await env.groupStatus(g)).groupEpoch);
     const prepared = await recoverXids(env.pool, pipelineGtridPrefix(env.name));
     return prepared
       .filter((x) => {
@@ -94,7 +95,13 @@ export class FaultWindow {
  * Waits until every affected partition committed an epoch that was prepared after the fault, and
  * records the recovery on `rec`; the reason the campaign is stuck if one did not within the recovery timeout.
  */
-export async function awaitRecovery(env: CampaignEnv, ledger: LedgerProbe, f: PlannedFault, rec: FaultRecord, win: FaultWindow): Promise<string | undefined> {
+export async function awaitRecovery(
+  env: CampaignEnv,
+  ledger: LedgerProbe,
+  f: PlannedFault,
+  rec: FaultRecord,
+  win: FaultWindow,
+): Promise<string | undefined> {
   const { partitions } = win;
   let progressed = new Map<number, number>();
   const deadline = win.t0 + env.o.recoveryTimeoutMs;
@@ -119,7 +126,11 @@ export async function awaitRecovery(env: CampaignEnv, ledger: LedgerProbe, f: Pl
     return stuck;
   }
   rec.recoveryMs = Date.now() - win.t0;
-  rec.affected = partitions.map((p) => ({ partition: p, afterEpoch: win.before.get(p) ?? -1, throughEpoch: progressed.get(p)! }));
+  rec.affected = partitions.map((p) => ({
+    partition: p,
+    afterEpoch: win.before.get(p) ?? -1,
+    throughEpoch: progressed.get(p)!,
+  }));
   return undefined;
 }
 
@@ -136,7 +147,9 @@ export async function afterRecovery(
   const dangling = await retryDb(ledger.danglingNow);
   rec.danglingAfter = dangling.stays.length;
   if (dangling.transient.length)
-    log(`#${f.n} ${f.kind}: prepared branch of a committed epoch seen once, gone 3 s later (unexplained): ${dangling.transient.join(', ')}`);
+    log(
+      `#${f.n} ${f.kind}: prepared branch of a committed epoch seen once, gone 3 s later (unexplained): ${dangling.transient.join(', ')}`,
+    );
   if (dangling.stays.length) {
     rec.note += `prepared branches of committed epochs after recovery: ${dangling.stays.join(', ')}; `;
     log(`#${f.n} ${f.kind}: ${rec.note}`);
@@ -147,8 +160,19 @@ export async function afterRecovery(
   if (env.nodes > 1) {
     // The next node is killed only once every node is back in every ISR: 2 of 3 live at worst.
     const t = Date.now();
-    const topics = [spec.source.topic, spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic, '__transaction_state', '__consumer_offsets'];
-    const whole = await waitFor('the cluster to be whole again', () => clusterWhole(env.admin, env.nodes, topics), 180_000).then(
+    const topics = [
+      spec.source.topic,
+      spec.kafkaSink.topic,
+      spec.deadLetterTopic,
+      spec.progressTopic,
+      '__transaction_state',
+      '__consumer_offsets',
+    ];
+    const whole = await waitFor(
+      'the cluster to be whole again',
+      () => clusterWhole(env.admin, env.nodes, topics),
+      180_000,
+    ).then(
       () => true,
       () => false,
     );

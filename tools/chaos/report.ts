@@ -31,7 +31,8 @@ const KIND_TEXT: Record<string, string> = {
     "SIGKILL of the node that is the transaction coordinator of the hit epoch's transactional id (FindCoordinator, type TRANSACTION), then `services.sh up` of that node",
   'kafka-leader-kill':
     "SIGKILL of the leader of the hit partition's source partition (odd faults) or output partition (even faults), then `services.sh up` of that node",
-  'kafka-controller-kill': 'SIGKILL of the active KRaft controller (the metadata quorum leader, from DescribeQuorum), then `services.sh up` of that node',
+  'kafka-controller-kill':
+    'SIGKILL of the active KRaft controller (the metadata quorum leader, from DescribeQuorum), then `services.sh up` of that node',
 };
 
 export function renderReport(r: CampaignResult): string {
@@ -39,7 +40,11 @@ export function renderReport(r: CampaignResult): string {
   const v = r.verify;
   const out: string[] = [];
   const cluster = (o.kafkaNodes ?? 1) > 1;
-  out.push(cluster ? `# Cluster campaign: ${o.kafkaNodes} Kafka nodes, a node killed at every protocol step` : '# Reliability: the fault campaign');
+  out.push(
+    cluster
+      ? `# Cluster campaign: ${o.kafkaNodes} Kafka nodes, a node killed at every protocol step`
+      : '# Reliability: the fault campaign',
+  );
   out.push('');
   if (cluster) {
     out.push(
@@ -100,7 +105,9 @@ export function renderReport(r: CampaignResult): string {
     'Records, duplicates and missing are counted per source record over the epochs each fault touched (from the last epoch committed before it to the first epoch prepared after it and committed); dangling = XA branches of already committed epochs still prepared right after recovery. Recovery = time from injection until every affected partition committed an epoch that was prepared after the injection (for a service restart it includes the restart itself). After end = the same, counted from the end of the fault (a restart returned, a freeze or cut was lifted); the recovery bound applies to it.',
   );
   out.push('');
-  out.push('| fault kind | injected | where | records in touched epochs | duplicates | missing | dangling XA | longest recovery | longest after end |');
+  out.push(
+    '| fault kind | injected | where | records in touched epochs | duplicates | missing | dangling XA | longest recovery | longest after end |',
+  );
   out.push('|---|---:|---|---:|---:|---:|---:|---:|---:|');
   for (const k of r.kinds) {
     out.push(
@@ -130,15 +137,23 @@ export function renderReport(r: CampaignResult): string {
   out.push(`| dangling XA branches (XA RECOVER) | ${v.totals.preparedXaBranches} |`);
   out.push(`| hanging transactions (partitions with LSO < high watermark) | ${v.totals.hangingPartitions} |`);
   out.push(`| aborted copies visible to read_uncommitted | ${v.totals.abortedCopies} |`);
-  out.push(`| worker processes killed with SIGKILL / restarted | ${r.evidence.workerSigkills} / ${r.evidence.workerRestarts} |`);
-  out.push(`| Kafka redos / MySQL redos / rolled-back branches | ${r.evidence.redosKafka} / ${r.evidence.redosMysql} / ${r.evidence.rolledBackBranches} |`);
+  out.push(
+    `| worker processes killed with SIGKILL / restarted | ${r.evidence.workerSigkills} / ${r.evidence.workerRestarts} |`,
+  );
+  out.push(
+    `| Kafka redos / MySQL redos / rolled-back branches | ${r.evidence.redosKafka} / ${r.evidence.redosMysql} / ${r.evidence.rolledBackBranches} |`,
+  );
   if (r.evidence.kafkaSplits !== undefined)
-    out.push(`| Kafka transactions split (committed on some partitions, aborted on others), detected and repaired | ${r.evidence.kafkaSplits} epochs |`);
+    out.push(
+      `| Kafka transactions split (committed on some partitions, aborted on others), detected and repaired | ${r.evidence.kafkaSplits} epochs |`,
+    );
   out.push(`| sink throws | ${r.evidence.sinkThrows} |`);
   out.push(`| proxied sockets reset by cuts | ${r.evidence.proxyResets} |`);
   out.push(`| input sends retried (broker down) | ${r.evidence.inputSendRetries} |`);
   if (r.evidence.landedCheckFailures !== undefined)
-    out.push(`| prepare attempts failed by the acknowledgement/log check (src/kafka/landed.ts), then redone | ${r.evidence.landedCheckFailures} |`);
+    out.push(
+      `| prepare attempts failed by the acknowledgement/log check (src/kafka/landed.ts), then redone | ${r.evidence.landedCheckFailures} |`,
+    );
   if (r.input) {
     out.push(`| input acknowledged by the harness's producer (kafkajs, idempotent, acks -1) | ${r.input.acked} |`);
     out.push(`| input in the source topic (read back; what the checks judge) | ${r.input.inLog} |`);
@@ -156,7 +171,9 @@ export function renderReport(r: CampaignResult): string {
   );
   out.push('## Every fault');
   out.push('');
-  out.push('| # | kind | trigger | partition / epoch | worker | injected at | recovery | records | dup | missing | note |');
+  out.push(
+    '| # | kind | trigger | partition / epoch | worker | injected at | recovery | records | dup | missing | note |',
+  );
   out.push('|---:|---|---|---|---:|---|---:|---:|---:|---:|---|');
   for (const f of r.faults) {
     const where = f.trigger === 'random' ? 'all' : `${f.partition} / ${f.epoch ?? '—'}`;
@@ -198,7 +215,9 @@ export function renderReport(r: CampaignResult): string {
   out.push(
     "- The schedule (`tools/chaos/schedule.ts`) is drawn from the seed. A fault at a named protocol step is armed as a rule in the workers' faults file (`ONCEFLOW_FAULTS_FILE`, src/faults.ts) for the next-but-one epoch of a partition: `crash` for a worker kill, otherwise a short stall whose log line tells the campaign that the worker is at that step — then the service restart or network cut is injected while the epoch sits there. `redo.start` is reached by first stalling that epoch's commit past the transaction timeout.",
   );
-  out.push('- One fault at a time; the next is injected only after the pipeline made progress again. Worker processes that die are restarted after 0.5 s.');
+  out.push(
+    '- One fault at a time; the next is injected only after the pipeline made progress again. Worker processes that die are restarted after 0.5 s.',
+  );
   out.push(
     "- The verdict is `verifyPipeline` (docs/design.md §8) plus a per-record audit (`tools/chaos/audit.ts`) and, as an oracle that shares no code with onceflow's read path, Kafka's own Java console consumer reading every output partition with `isolation.level=read_committed`.",
   );
@@ -229,7 +248,8 @@ export function spliceReport(doc: string, part: 'campaign' | 'soak' | 'cluster',
     text: doc.slice(x.at + x.m.length, i + 1 < found.length ? found[i + 1]!.at : doc.length).replace(/^\n/, ''),
   }));
   const sections = parts.map((p) => (p.k === part ? { ...p, text: body } : p));
-  if (part !== 'campaign' && !sections.some((p) => p.k === part)) sections.push({ k: part, m: MARKERS[part], text: body });
+  if (part !== 'campaign' && !sections.some((p) => p.k === part))
+    sections.push({ k: part, m: MARKERS[part], text: body });
   const top = part === 'campaign' ? body : head;
   return [top.trimEnd(), ...sections.map((p) => `${p.m}\n${p.text.trimEnd()}`)].join('\n\n') + '\n';
 }
@@ -237,7 +257,9 @@ export function spliceReport(doc: string, part: 'campaign' | 'soak' | 'cluster',
 /** The soak's section: samples over a long run with faults every few minutes, and its verdict. */
 /** What a passing soak may claim about its state: growth is judged only over a long enough run. */
 export function soakVerdict(samples: Sample[]): string {
-  return growthJudged(samples) ? 'state bounded' : `ledger and staging within their rules; growth not judged (run shorter than ${MIN_GROWTH_SPAN_S / 60} min)`;
+  return growthJudged(samples)
+    ? 'state bounded'
+    : `ledger and staging within their rules; growth not judged (run shorter than ${MIN_GROWTH_SPAN_S / 60} min)`;
 }
 
 export function renderSoak(r: CampaignResult): string {
@@ -281,13 +303,18 @@ export function renderSoak(r: CampaignResult): string {
   checksSection(
     out,
     r.checks,
-    r.judgedBy && `The bounded-state checks below were computed from this run's samples afterwards, by code \`${r.judgedBy}\` (\`--from\` its saved result).`,
+    r.judgedBy &&
+      `The bounded-state checks below were computed from this run's samples afterwards, by code \`${r.judgedBy}\` (\`--from\` its saved result).`,
   );
   return out.join('\n');
 }
 
 /** The "Checks" section of a report: a note on who judged (a re-judged saved result), then each check. */
-function checksSection(out: string[], checks: { ok: boolean; name: string; detail: string }[], judgedNote: string | undefined): void {
+function checksSection(
+  out: string[],
+  checks: { ok: boolean; name: string; detail: string }[],
+  judgedNote: string | undefined,
+): void {
   out.push('## Checks', '');
   if (judgedNote) out.push(judgedNote, '');
   for (const c of checks) out.push(`- ${c.ok ? 'PASS' : '**FAIL**'} ${c.name}: ${c.detail}`);

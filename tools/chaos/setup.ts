@@ -70,7 +70,9 @@ export async function openCampaign(o: CampaignOptions): Promise<CampaignEnv> {
   const faultsFile = join(logDir, 'faults.rules');
   writeFileSync(faultsFile, '');
 
-  log(`seed ${o.seed}: bringing up the isolated stack in ${o.runDir} (ports ${ports.temporal}, ${ports.kafka}, ${ports.mysql})`);
+  log(
+    `seed ${o.seed}: bringing up the isolated stack in ${o.runDir} (ports ${ports.temporal}, ${ports.kafka}, ${ports.mysql})`,
+  );
   await services(stack, ['up']);
   const envFile = join(o.runDir, 'services.env');
   const settings = loadSettings({ ONCEFLOW_SERVICES_ENV: envFile });
@@ -82,7 +84,10 @@ export async function openCampaign(o: CampaignOptions): Promise<CampaignEnv> {
   const admin = kafka.admin();
   await admin.connect();
   const pool = createPool({ ...settings.mysql, connectionLimit: 4, dateStrings: true });
-  const cluster = await connectCluster({ ...kafkaClientConfig(settings.kafka, 'onceflow-chaos'), logLevel: logLevel.NOTHING });
+  const cluster = await connectCluster({
+    ...kafkaClientConfig(settings.kafka, 'onceflow-chaos'),
+    logLevel: logLevel.NOTHING,
+  });
   const kafkaLibsDir = toolPaths({ ONCEFLOW_SERVICES_ENV: envFile }).kafkaLibs;
   const client = await connectClient(settings);
 
@@ -114,7 +119,13 @@ export async function openCampaign(o: CampaignOptions): Promise<CampaignEnv> {
     membersOf: (g) => Array.from({ length: o.partitions }, (_, p) => p).filter((p) => groupOf(spec, p) === g),
     runnerIds: [...new Set(Array.from({ length: o.partitions }, (_, p) => runnerWorkflowId(spec, p)))],
     groupStatus: (g) => client.workflow.getHandle(runnerWorkflowId(spec, g)).query<GroupStatus, []>('status'),
-    closeClients: async () => void (await Promise.allSettled([admin.disconnect(), pool.end(), cluster.disconnect(), client.connection.close()])),
+    closeClients: async () =>
+      void (await Promise.allSettled([
+        admin.disconnect(),
+        pool.end(),
+        cluster.disconnect(),
+        client.connection.close(),
+      ])),
   };
 }
 
@@ -123,7 +134,10 @@ async function workflowBundle(logDir: string): Promise<string> {
   let bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
   if (!bundle) {
     bundle = join(logDir, 'workflow-bundle.js');
-    const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('WARN') });
+    const { code } = await bundleWorkflowCode({
+      workflowsPath: require.resolve('../../src/workflows'),
+      logger: new DefaultLogger('WARN'),
+    });
     writeFileSync(bundle, code);
   }
   return bundle;
@@ -158,7 +172,12 @@ async function createTopicsAhead(admin: Admin, spec: PipelineSpec, partitions: n
   await createTopicsReady(admin, [
     { topic: spec.kafkaSink.topic, numPartitions: partitions, replicationFactor: -1 },
     { topic: spec.deadLetterTopic, numPartitions: partitions, replicationFactor: -1 },
-    { topic: spec.progressTopic, numPartitions: partitions, replicationFactor: -1, configEntries: PROGRESS_TOPIC_CONFIG },
+    {
+      topic: spec.progressTopic,
+      numPartitions: partitions,
+      replicationFactor: -1,
+      configEntries: PROGRESS_TOPIC_CONFIG,
+    },
   ]);
   await sleep(5000);
 }

@@ -39,7 +39,8 @@ export function cleanEnv(): NodeJS.ProcessEnv {
   // ONCEFLOW_HOME and the Kafka version carry over (`ONCEFLOW_KAFKA_VERSION=4.4.0 npm test` runs the
   // campaign's stacks on Kafka 4 too; a run directory keeps the version it was formatted with, so
   // use a separate ONCEFLOW_HOME for another version); every address and setting is the stack's.
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('ONCEFLOW_') || k === 'ONCEFLOW_HOME' || k === 'ONCEFLOW_KAFKA_VERSION') env[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if (!k.startsWith('ONCEFLOW_') || k === 'ONCEFLOW_HOME' || k === 'ONCEFLOW_KAFKA_VERSION') env[k] = v;
   return env;
 }
 
@@ -61,7 +62,11 @@ export function servicesEnv(o: StackOptions): NodeJS.ProcessEnv {
 /** Runs `scripts/services.sh <args>` against the isolated stack; rejects with its output on failure. */
 export function services(o: StackOptions, args: string[]): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', [join(ROOT, 'scripts', 'services.sh'), ...args], { cwd: ROOT, env: servicesEnv(o), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', [join(ROOT, 'scripts', 'services.sh'), ...args], {
+      cwd: ROOT,
+      env: servicesEnv(o),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     const keep = (d: Buffer) => {
       out = (out + d.toString()).slice(-4000);
@@ -69,7 +74,9 @@ export function services(o: StackOptions, args: string[]): Promise<void> {
     child.stdout.on('data', keep);
     child.stderr.on('data', keep);
     child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`services.sh ${args.join(' ')} exited with ${code}:\n${out}`))));
+    child.on('exit', (code) =>
+      code === 0 ? resolve() : reject(new Error(`services.sh ${args.join(' ')} exited with ${code}:\n${out}`)),
+    );
   });
 }
 
@@ -125,10 +132,18 @@ export class ServiceFreezer {
   }
 }
 
-export function startProxies(o: StackOptions): { kafka: TcpProxy[]; mysql: TcpProxy[]; start(): Promise<void>; close(): Promise<void> } {
+export function startProxies(o: StackOptions): {
+  kafka: TcpProxy[];
+  mysql: TcpProxy[];
+  start(): Promise<void>;
+  close(): Promise<void>;
+} {
   const p = stackPorts(o);
   // No Kafka proxies for a cluster (the proxied listeners are single-node only).
-  const kafka = (o.kafkaNodes ?? 1) > 1 ? [] : Array.from({ length: o.workers }, (_, i) => new TcpProxy(`kafka-${i}`, p.kafkaProxy(i), p.kafkaListener(i)));
+  const kafka =
+    (o.kafkaNodes ?? 1) > 1
+      ? []
+      : Array.from({ length: o.workers }, (_, i) => new TcpProxy(`kafka-${i}`, p.kafkaProxy(i), p.kafkaListener(i)));
   const mysql = Array.from({ length: o.workers }, (_, i) => new TcpProxy(`mysql-${i}`, p.mysqlProxy(i), p.mysql));
   const all = [...kafka, ...mysql];
   return {

@@ -136,7 +136,11 @@ function campaignChecks(o: CampaignOptions, j: Judged): Check[] {
       detail: `${faults.filter((f) => f.injected).length} of ${plan.length}`,
     },
     kindCoverageCheck(kinds, faults, o.mode),
-    { name: 'the pipeline recovered after every fault and drained', ok: j.stuck === undefined, detail: j.stuck ?? 'yes' },
+    {
+      name: 'the pipeline recovered after every fault and drained',
+      ok: j.stuck === undefined,
+      detail: j.stuck ?? 'yes',
+    },
     recoveryBoundCheck(faults, o.recoveryBoundMs),
     {
       name: 'per-record audit: one output or dead letter per source record',
@@ -178,7 +182,11 @@ function campaignChecks(o: CampaignOptions, j: Judged): Check[] {
         evidence.sinkThrows > 0,
       detail: `${verify.totals.abortedCopies} aborted copies visible to read_uncommitted, ${evidence.workerSigkills} worker SIGKILLs, ${evidence.sinkThrows} sink throws, ${evidence.redosKafka} Kafka redos`,
     },
-    { name: `at least ${o.records} input records`, ok: verify.totals.sourceRecords >= o.records, detail: `${verify.totals.sourceRecords}` },
+    {
+      name: `at least ${o.records} input records`,
+      ok: verify.totals.sourceRecords >= o.records,
+      detail: `${verify.totals.sourceRecords}`,
+    },
     inputCheck(input),
     ...(o.mode === 'soak' ? boundedStateChecks(j.samples, o) : []),
   ];
@@ -192,7 +200,10 @@ function recoveryBoundCheck(faults: FaultRecord[], boundMs: number): Check {
     ok: late.length === 0,
     detail: late.length
       ? late
-          .map((f) => `#${f.n} ${f.kind} @ ${f.trigger}: ${f.recoveryMs === undefined ? 'never' : `${((afterEndMs(f) ?? 0) / 1000).toFixed(1)} s`}`)
+          .map(
+            (f) =>
+              `#${f.n} ${f.kind} @ ${f.trigger}: ${f.recoveryMs === undefined ? 'never' : `${((afterEndMs(f) ?? 0) / 1000).toFixed(1)} s`}`,
+          )
           .join('; ')
       : `longest ${(worst / 1000).toFixed(1)} s`,
   };
@@ -216,7 +227,11 @@ function inputCheck(input: LandedInput | undefined): Check {
  * Each planned kind injected at least 5× (every-step, cluster) or once (cover, soak) — or as
  * often as it was scheduled, if that is fewer (the cluster campaign's single stalled commit).
  */
-export function kindCoverageCheck(kinds: KindSummary[], faults: Pick<FaultRecord, 'kind'>[], mode: CampaignOptions['mode']): Check {
+export function kindCoverageCheck(
+  kinds: KindSummary[],
+  faults: Pick<FaultRecord, 'kind'>[],
+  mode: CampaignOptions['mode'],
+): Check {
   const minEach = mode === 'every-step' || mode === 'cluster' ? 5 : 1;
   const scheduled = new Map<FaultKind, number>();
   for (const f of faults) scheduled.set(f.kind, (scheduled.get(f.kind) ?? 0) + 1);
@@ -225,16 +240,24 @@ export function kindCoverageCheck(kinds: KindSummary[], faults: Pick<FaultRecord
   return {
     name: mode === 'soak' ? 'every planned fault kind injected' : `every fault kind injected at least ${minEach}×`,
     ok: planned.every((k) => k.injected >= need(k)),
-    detail: planned.map((k) => `${k.kind} ${k.injected}${need(k) < minEach ? ` (${scheduled.get(k.kind)} scheduled)` : ''}`).join(', '),
+    detail: planned
+      .map((k) => `${k.kind} ${k.injected}${need(k) < minEach ? ` (${scheduled.get(k.kind)} scheduled)` : ''}`)
+      .join(', '),
   };
 }
 
 /** How long after the fault ended its partitions took to progress again. */
-export const afterEndMs = (f: FaultRecord): number | undefined => (f.recoveryMs === undefined ? undefined : Math.max(0, f.recoveryMs - (f.faultMs ?? 0)));
+export const afterEndMs = (f: FaultRecord): number | undefined =>
+  f.recoveryMs === undefined ? undefined : Math.max(0, f.recoveryMs - (f.faultMs ?? 0));
 
 const TRIGGER_ORDER: string[] = [...POINTS, 'random'];
 
-function summarize(faults: FaultRecord[], ev: CampaignResult['evidence'], audit: CampaignResult['audit'], planned: Set<FaultKind>): KindSummary[] {
+function summarize(
+  faults: FaultRecord[],
+  ev: CampaignResult['evidence'],
+  audit: CampaignResult['audit'],
+  planned: Set<FaultKind>,
+): KindSummary[] {
   // The single-node kinds always (their report lists each); the cluster kinds when planned.
   const kinds: FaultKind[] = [
     ...(planned.has(CLUSTER_KINDS[0]) ? CLUSTER_KINDS.filter((k) => planned.has(k)) : INJECTED_KINDS),

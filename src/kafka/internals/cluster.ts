@@ -94,19 +94,34 @@ export async function leaderIdOf(cluster: KafkaCluster, topic: string, partition
 export async function byLeader<P extends { topic: string; partition: number }>(
   cluster: KafkaCluster,
   parts: P[],
-): Promise<{ nodeId: string; broker: any; mine: (P & { i: number })[]; topics: { topic: string; parts: (P & { i: number })[] }[] }[]> {
+): Promise<
+  {
+    nodeId: string;
+    broker: any;
+    mine: (P & { i: number })[];
+    topics: { topic: string; parts: (P & { i: number })[] }[];
+  }[]
+> {
   const leaders = await Promise.all(parts.map((p) => leaderIdOf(cluster, p.topic, p.partition)));
   return Promise.all(
     [...new Set(leaders)].map(async (nodeId) => {
       const mine = parts.map((p, i) => ({ ...p, i })).filter((_, i) => leaders[i] === nodeId);
-      const topics = [...new Set(mine.map((p) => p.topic))].map((topic) => ({ topic, parts: mine.filter((p) => p.topic === topic) }));
+      const topics = [...new Set(mine.map((p) => p.topic))].map((topic) => ({
+        topic,
+        parts: mine.filter((p) => p.topic === topic),
+      }));
       return { nodeId, broker: await cluster.raw.findBroker({ nodeId }), mine, topics };
     }),
   );
 }
 
 /** Latest offset of a partition: the LSO for read_committed, the high watermark for read_uncommitted. */
-export async function latestOffset(cluster: KafkaCluster, topic: string, partition: number, isolation: 0 | 1): Promise<number> {
+export async function latestOffset(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  isolation: 0 | 1,
+): Promise<number> {
   return listOffset(cluster, topic, partition, '-1', isolation);
 }
 
@@ -119,8 +134,19 @@ export async function earliestOffset(cluster: KafkaCluster, topic: string, parti
  * The first offset of a partition whose record timestamp is at or after `ms` (ListOffsets by
  * time), or the high watermark when no record is that new.
  */
-export async function offsetForTime(cluster: KafkaCluster, topic: string, partition: number, ms: number): Promise<number> {
-  const offset = await listOffset(cluster, topic, partition, String(Math.max(0, Math.floor(ms))), ISOLATION.READ_UNCOMMITTED);
+export async function offsetForTime(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  ms: number,
+): Promise<number> {
+  const offset = await listOffset(
+    cluster,
+    topic,
+    partition,
+    String(Math.max(0, Math.floor(ms))),
+    ISOLATION.READ_UNCOMMITTED,
+  );
   return offset >= 0 ? offset : latestOffset(cluster, topic, partition, ISOLATION.READ_UNCOMMITTED);
 }
 
@@ -131,12 +157,23 @@ export async function partitionCount(cluster: KafkaCluster, topic: string): Prom
   return cluster.raw.findTopicPartitionMetadata(topic).length;
 }
 
-async function listOffset(cluster: KafkaCluster, topic: string, partition: number, timestamp: string, isolation: 0 | 1): Promise<number> {
+async function listOffset(
+  cluster: KafkaCluster,
+  topic: string,
+  partition: number,
+  timestamp: string,
+  isolation: 0 | 1,
+): Promise<number> {
   const res = await onLeader<any>(cluster, topic, partition, (broker) =>
-    broker.listOffsets({ replicaId: -1, isolationLevel: isolation, topics: [{ topic, partitions: [{ partition, timestamp }] }] }),
+    broker.listOffsets({
+      replicaId: -1,
+      isolationLevel: isolation,
+      topics: [{ topic, partitions: [{ partition, timestamp }] }],
+    }),
   );
   const p = res.responses?.[0]?.partitions?.[0];
-  if (!p || (p.errorCode && p.errorCode !== 0)) throw new Error(`listOffsets ${topic}[${partition}] failed (${p?.errorCode})`);
+  if (!p || (p.errorCode && p.errorCode !== 0))
+    throw new Error(`listOffsets ${topic}[${partition}] failed (${p?.errorCode})`);
   return Number(p.offset);
 }
 

@@ -58,11 +58,17 @@ async function fetchOne(
         maxWaitTime: args.maxWaitMs,
         minBytes: 1,
         maxBytes: args.maxBytes,
-        topics: [{ topic: args.topic, partitions: [{ partition: args.partition, fetchOffset: String(args.fromOffset), maxBytes: args.maxBytes }] }],
+        topics: [
+          {
+            topic: args.topic,
+            partitions: [{ partition: args.partition, fetchOffset: String(args.fromOffset), maxBytes: args.maxBytes }],
+          },
+        ],
       });
     } catch (e: any) {
       // onLeader refreshes before it asks again after a settling answer; the other moved answers refresh here.
-      if (refreshOn.includes(e?.type) && !LEADER_SETTLING.includes(e?.type)) await cluster.raw.refreshMetadata().catch(() => undefined);
+      if (refreshOn.includes(e?.type) && !LEADER_SETTLING.includes(e?.type))
+        await cluster.raw.refreshMetadata().catch(() => undefined);
       throw e;
     }
   });
@@ -95,7 +101,11 @@ export async function fetchPartitions(
       await fetchConnection(broker);
       const topics = grouped.map(({ topic, parts: ps }) => ({
         topic,
-        partitions: ps.map((p) => ({ partition: p.partition, fetchOffset: String(p.fromOffset), maxBytes: opts.maxBytes })),
+        partitions: ps.map((p) => ({
+          partition: p.partition,
+          fetchOffset: String(p.fromOffset),
+          maxBytes: opts.maxBytes,
+        })),
       }));
       let response: any;
       try {
@@ -162,12 +172,18 @@ function fetchResult(topic: string, fromOffset: number, pd: any): FetchResult {
  * (read_uncommitted fetches carry no aborted-transaction list: only control records go.)
  */
 export function withoutAborted<
-  M extends { offset: string | number; isControlRecord?: boolean; key?: Buffer | null; batchContext: { producerId: string | number; inTransaction: boolean } },
+  M extends {
+    offset: string | number;
+    isControlRecord?: boolean;
+    key?: Buffer | null;
+    batchContext: { producerId: string | number; inTransaction: boolean };
+  },
 >(messages: M[], aborted: { producerId: string | number; firstOffset: string | number }[] | null | undefined): M[] {
   const pending = [...(aborted ?? [])].sort((a, b) => Number(a.firstOffset) - Number(b.firstOffset));
   const open = new Set<string>();
   return messages.filter((m) => {
-    while (pending.length && Number(pending[0]!.firstOffset) <= Number(m.offset)) open.add(String(pending.shift()!.producerId));
+    while (pending.length && Number(pending[0]!.firstOffset) <= Number(m.offset))
+      open.add(String(pending.shift()!.producerId));
     const producer = String(m.batchContext.producerId);
     if (m.isControlRecord) {
       // An ABORT marker (control type 0) ends that producer's aborted transaction.
@@ -220,7 +236,10 @@ export async function fetchProducerRecords(
   args: { topic: string; partition: number; fromOffset: number; maxBytes: number; values?: boolean },
 ): Promise<ProducerFetch> {
   const { values, ...req } = args;
-  const pd = await fetchOne(cluster, { ...req, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED }, [...LEADER_MOVED, 'FENCED_LEADER_EPOCH']);
+  const pd = await fetchOne(cluster, { ...req, maxWaitMs: 0, isolation: ISOLATION.READ_UNCOMMITTED }, [
+    ...LEADER_MOVED,
+    'FENCED_LEADER_EPOCH',
+  ]);
   const within: any[] = new Batch(args.topic, String(args.fromOffset), pd).messagesWithinOffset;
   const records: ProducerRecord[] = [];
   const controls: ControlRecord[] = [];

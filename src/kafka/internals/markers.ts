@@ -71,9 +71,18 @@ export function decodeWriteTxnMarkers(payload: Buffer): { topic: string; partiti
  * coordinator of docs/cluster-run9.md sent: a leader refuses an older one
  * (TRANSACTION_COORDINATOR_FENCED), and the real coordinator's epoch is at least that.
  */
-export async function forceSplit(cluster: KafkaCluster, h: TxnHandle, commitParts: { topic: string; partition: number }[]): Promise<void> {
+export async function forceSplit(
+  cluster: KafkaCluster,
+  h: TxnHandle,
+  commitParts: { topic: string; partition: number }[],
+): Promise<void> {
   const { partitions } = await describeProducers(cluster, commitParts);
-  const coordinatorEpoch = Math.max(0, ...partitions.flatMap((p) => p.producers.filter((x) => x.producerId === h.producerId).map((x) => x.coordinatorEpoch)));
+  const coordinatorEpoch = Math.max(
+    0,
+    ...partitions.flatMap((p) =>
+      p.producers.filter((x) => x.producerId === h.producerId).map((x) => x.coordinatorEpoch),
+    ),
+  );
   await Promise.all(
     (await byLeader(cluster, commitParts)).map(async ({ nodeId, broker, topics }) => {
       const answer = await broker.connectionPool.send({
@@ -88,7 +97,9 @@ export async function forceSplit(cluster: KafkaCluster, h: TxnHandle, commitPart
       for (const a of answer as { topic: string; partition: number; errorCode: number }[]) {
         if (a.errorCode !== 0) {
           const e = createErrorFromCode(a.errorCode);
-          throw Object.assign(e, { message: `WriteTxnMarkers to broker ${nodeId} for ${a.topic}[${a.partition}]: ${e.message}` });
+          throw Object.assign(e, {
+            message: `WriteTxnMarkers to broker ${nodeId} for ${a.topic}[${a.partition}]: ${e.message}`,
+          });
         }
       }
     }),

@@ -112,13 +112,18 @@ export async function describeProducers(
     await Promise.all(
       (await byLeader(cluster, pending)).map(async ({ nodeId, broker, mine, topics: grouped }) => {
         if (broker.versions && !broker.versions[DESCRIBE_PRODUCERS]) {
-          throw new Error(`Kafka broker ${nodeId} does not support DescribeProducers (Kafka 3.0 or later is needed to check an epoch's writes before commit)`);
+          throw new Error(
+            `Kafka broker ${nodeId} does not support DescribeProducers (Kafka 3.0 or later is needed to check an epoch's writes before commit)`,
+          );
         }
         const topics = grouped.map(({ topic, parts: ps }) => ({ topic, partitions: ps.map((p) => p.partition) }));
         requests++;
         const answer: DescribedPartition[] = await broker.connectionPool.send({
           request: describeProducersRequest(topics),
-          response: { decode: async (payload: Buffer) => decodeDescribeProducers(payload), parse: async (x: DescribedPartition[]) => x },
+          response: {
+            decode: async (payload: Buffer) => decodeDescribeProducers(payload),
+            parse: async (x: DescribedPartition[]) => x,
+          },
         });
         for (const p of mine) {
           const a = answer.find((x) => x.topic === p.topic && x.partition === p.partition);
@@ -128,7 +133,9 @@ export async function describeProducers(
             moved.push(p); // unknown partition, no leader, not the leader
           else {
             const e = createErrorFromCode(a.errorCode);
-            throw Object.assign(e, { message: `DescribeProducers ${p.topic}[${p.partition}]: ${a.errorMessage ?? e.message}` });
+            throw Object.assign(e, {
+              message: `DescribeProducers ${p.topic}[${p.partition}]: ${a.errorMessage ?? e.message}`,
+            });
           }
         }
       }),

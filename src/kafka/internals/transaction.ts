@@ -32,7 +32,13 @@ export class PreparedTransaction {
     transactionTimeoutMs: number,
   ) {
     const ns = cluster.logger.namespace('onceflow.txn');
-    this.eos = createEosManager({ logger: ns, cluster: eosCluster(cluster), transactionTimeout: transactionTimeoutMs, transactional: true, transactionalId });
+    this.eos = createEosManager({
+      logger: ns,
+      cluster: eosCluster(cluster),
+      transactionTimeout: transactionTimeoutMs,
+      transactional: true,
+      transactionalId,
+    });
     this.producer = createMessageProducer({
       logger: ns,
       cluster: cluster.raw,
@@ -65,7 +71,12 @@ export class PreparedTransaction {
   async send(
     topicMessages: {
       topic: string;
-      messages: { key?: Buffer | string | null; value: Buffer | string | null; partition?: number; headers?: Record<string, string | Buffer> }[];
+      messages: {
+        key?: Buffer | string | null;
+        value: Buffer | string | null;
+        partition?: number;
+        headers?: Record<string, string | Buffer>;
+      }[];
     }[],
   ): Promise<ProducedOffsets[]> {
     if (!this.began) throw new Error('transaction not begun');
@@ -79,7 +90,9 @@ export class PreparedTransaction {
   async sendOffsets(groupId: string, offsets: { topic: string; partition: number; offset: number }[]): Promise<void> {
     const topics = [...new Set(offsets.map((o) => o.topic))].map((topic) => ({
       topic,
-      partitions: offsets.filter((o) => o.topic === topic).map((o) => ({ partition: o.partition, offset: String(o.offset) })),
+      partitions: offsets
+        .filter((o) => o.topic === topic)
+        .map((o) => ({ partition: o.partition, offset: String(o.offset) })),
     }));
     await this.eos.sendOffsets({ consumerGroupId: groupId, topics });
   }
@@ -95,7 +108,8 @@ function eosCluster(cluster: KafkaCluster): object {
   return {
     refreshMetadataIfNecessary: () => cluster.raw.refreshMetadataIfNecessary(),
     findControllerBroker: () => cluster.raw.findControllerBroker(),
-    findGroupCoordinator: ({ groupId, coordinatorType }: { groupId: string; coordinatorType: 0 | 1 }) => cluster.coordinator(groupId, coordinatorType),
+    findGroupCoordinator: ({ groupId, coordinatorType }: { groupId: string; coordinatorType: 0 | 1 }) =>
+      cluster.coordinator(groupId, coordinatorType),
   };
 }
 

@@ -117,11 +117,18 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
       control,
       lastError,
       runEpochs,
-      inFlight: flight.map((f) => ({ epoch: f.groupEpoch, kafka: '', mysql: '', step: `group ${group} epoch ${f.groupEpoch} (${f.members}): ${f.step}` })),
+      inFlight: flight.map((f) => ({
+        epoch: f.groupEpoch,
+        kafka: '',
+        mysql: '',
+        step: `group ${group} epoch ${f.groupEpoch} (${f.members}): ${f.step}`,
+      })),
       ...(lastCommitAt !== undefined ? { lastCommitAt } : {}),
     };
   });
-  setHandler(controlUpdate, (action) => (control = applyControl(control, action)), { validator: (action) => validateControl(action, control) });
+  setHandler(controlUpdate, (action) => (control = applyControl(control, action)), {
+    validator: (action) => validateControl(action, control),
+  });
   setHandler(controlSignal, (action) => {
     try {
       validateControl(action, control);
@@ -137,7 +144,16 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
   const carried = new Map((input.state?.members ?? []).map((m) => [m.id, m]));
   const reconciled = await acts.reconcileGroup.executeWithOptions(
     { ...opts.admin, summary: `reconcile group ${group}: partitions ${members.map((m) => m.id).join(' ')}` },
-    [{ spec, group, members, ...(input.state ? { expected: input.state.members.map(({ id, epoch, offset }) => ({ id, epoch, offset })) } : {}) }],
+    [
+      {
+        spec,
+        group,
+        members,
+        ...(input.state
+          ? { expected: input.state.members.map(({ id, epoch, offset }) => ({ id, epoch, offset })) }
+          : {}),
+      },
+    ],
   );
   state = reconciled.positions.map((p) => ({ ...(carried.get(p.id) ?? zero(p)), epoch: p.epoch, offset: p.offset }));
   if (!input.state) upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }]);
@@ -147,9 +163,10 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
     const covering = describeMembers(state);
     inFlight.set(groupEpoch, { members: covering, step: 'preparing' });
     return acts.prepareGroup
-      .executeWithOptions({ ...opts.prepare, summary: `group ${group} epoch ${groupEpoch}: prepare (partitions ${covering})` }, [
-        { spec, group, members, groupEpoch, positions: positions(), noWait: control.drain },
-      ])
+      .executeWithOptions(
+        { ...opts.prepare, summary: `group ${group} epoch ${groupEpoch}: prepare (partitions ${covering})` },
+        [{ spec, group, members, groupEpoch, positions: positions(), noWait: control.drain }],
+      )
       .then((r) => {
         settle(groupEpoch, r);
         return r;
@@ -160,15 +177,19 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
     else inFlight.delete(e);
   };
   /** Commits p (and, overlapping, prepares the next group epoch). If that fails for good, p — decided — is still committed before the failure ends the group. */
-  const commitAndMaybeNext = async (p: PreparedGroupEpoch, overlapNext: boolean): Promise<GroupCommitResult & { next?: GroupPrepareResult }> => {
+  const commitAndMaybeNext = async (
+    p: PreparedGroupEpoch,
+    overlapNext: boolean,
+  ): Promise<GroupCommitResult & { next?: GroupPrepareResult }> => {
     setPhase('committing');
     inFlight.set(p.groupEpoch, { members: describeMembers(p.members), step: 'committing' });
     const covering = describeMembers(p.members);
     const commitOnly = () =>
       CancellationScope.nonCancellable(() =>
-        acts.commitGroup.executeWithOptions({ ...opts.commit, summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering})` }, [
-          { spec, group, members, prepared: p },
-        ]),
+        acts.commitGroup.executeWithOptions(
+          { ...opts.commit, summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering})` },
+          [{ spec, group, members, prepared: p }],
+        ),
       );
     if (!overlapNext) return commitOnly();
     const after = advancePositions(positions(), p);
@@ -176,7 +197,10 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
     try {
       const a = await CancellationScope.nonCancellable(() =>
         acts.advanceGroup.executeWithOptions(
-          { ...opts.advance, summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering}), prepare epoch ${p.groupEpoch + 1}` },
+          {
+            ...opts.advance,
+            summary: `group ${group} epoch ${p.groupEpoch}: commit (partitions ${covering}), prepare epoch ${p.groupEpoch + 1}`,
+          },
           [{ spec, group, members, prepared: p, positions: positions(), noWait: control.drain }],
         ),
       );
@@ -194,7 +218,10 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
     lastError = redoReason(`group ${group} epoch ${p.groupEpoch}`, split);
     return CancellationScope.nonCancellable(() =>
       acts.redoGroupKafka.executeWithOptions(
-        { ...opts.commit, summary: `group ${group} epoch ${p.groupEpoch}: redo Kafka side (partitions ${describeMembers(p.members)})` },
+        {
+          ...opts.commit,
+          summary: `group ${group} epoch ${p.groupEpoch}: redo Kafka side (partitions ${describeMembers(p.members)})`,
+        },
         [{ spec, group, members, prepared: p }],
       ),
     );
@@ -212,7 +239,10 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
         joins = [];
         setPhase('preparing');
         const r = await acts.reconcileGroup.executeWithOptions(
-          { ...opts.admin, summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}` },
+          {
+            ...opts.admin,
+            summary: `reconcile partitions ${joining.map((m) => m.id).join(' ')} joining group ${group}`,
+          },
           [{ spec, group, members: joining, joining: true }],
         );
         members = [...members, ...joining];
@@ -251,7 +281,12 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
         const m = r.members.find((x) => x.id === s.id);
         if (!m) return s;
         const after = afterEpoch(s, m);
-        return { ...after, id: s.id, redos: s.redos + (c.kafka === 'aborted' ? 1 : 0), mysqlRedos: s.mysqlRedos + (c.mysql === 'redone' ? 1 : 0) };
+        return {
+          ...after,
+          id: s.id,
+          redos: s.redos + (c.kafka === 'aborted' ? 1 : 0),
+          mysqlRedos: s.mysqlRedos + (c.mysql === 'redone' ? 1 : 0),
+        };
       });
       groupEpoch = r.groupEpoch + 1;
       shownEpoch.committed(groupEpoch);
@@ -260,7 +295,13 @@ export async function runGroup(input: GroupInput, membersNow: (ids: number[]) =>
     if (!next && (runEpochs >= spec.epochsPerRun || workflowInfo().continueAsNewSuggested)) {
       await condition(allHandlersFinished);
       const carry: GroupState = { groupEpoch, members: state };
-      return continueAsNew<typeof groupWorkflow>({ spec, group, members: [...members, ...joins], state: carry, control });
+      return continueAsNew<typeof groupWorkflow>({
+        spec,
+        group,
+        members: [...members, ...joins],
+        state: carry,
+        control,
+      });
     }
   }
 }

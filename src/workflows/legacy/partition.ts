@@ -38,7 +38,14 @@ import {
   type PrepareResult,
   type PreparedEpoch,
 } from '../../protocol';
-import { afterCommit, describe, nextStep, openEpoch, prepared as preparedEpoch, type EpochState } from '../../protocol/epoch';
+import {
+  afterCommit,
+  describe,
+  nextStep,
+  openEpoch,
+  prepared as preparedEpoch,
+  type EpochState,
+} from '../../protocol/epoch';
 import { SEARCH_ATTRIBUTES } from '../../search-attributes';
 import { epochActivityOptions } from '../activity-options';
 import { epochAttribute } from '../epoch-attribute';
@@ -89,7 +96,8 @@ export const ADVANCE_EPOCH_PATCH = 'advance-epoch-v1';
  * may still carry it, and their runs — replayed, or continued as new — keep the two-activity
  * loop they ran (ADVANCE_EPOCH_PATCH is not even asked then, as it was not when they ran).
  */
-const twoActivityLoop = (spec: PipelineSpec): boolean => (spec.epoch as { commitWithNextPrepare?: unknown }).commitWithNextPrepare === false;
+const twoActivityLoop = (spec: PipelineSpec): boolean =>
+  (spec.epoch as { commitWithNextPrepare?: unknown }).commitWithNextPrepare === false;
 
 export async function runPartition(input: PartitionInput): Promise<PartitionResult> {
   const { spec, partition } = input;
@@ -107,7 +115,15 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
   /** The split the last commit found, if any (the redo's reason says so). */
   let lastSplit: KafkaSplit | undefined;
   let runEpochs = 0;
-  let state: PartitionState = input.state ?? { epoch: 0, offset: 0, committedEpochs: 0, records: 0, deadLetters: 0, redos: 0, mysqlRedos: 0 };
+  let state: PartitionState = input.state ?? {
+    epoch: 0,
+    offset: 0,
+    committedEpochs: 0,
+    records: 0,
+    deadLetters: 0,
+    redos: 0,
+    mysqlRedos: 0,
+  };
 
   const shownEpoch = epochAttribute();
   const running = (p: Phase) => p === 'preparing' || p === 'committing';
@@ -133,7 +149,12 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
     control,
     lastError,
     runEpochs,
-    inFlight: [...inFlight.values()].map((e) => ({ epoch: e.epoch, kafka: e.kafka, mysql: e.mysql, step: describe(e) })),
+    inFlight: [...inFlight.values()].map((e) => ({
+      epoch: e.epoch,
+      kafka: e.kafka,
+      mysql: e.mysql,
+      step: describe(e),
+    })),
     ...(lastCommitAt !== undefined ? { lastCommitAt } : {}),
   }));
   setHandler(
@@ -153,9 +174,10 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
     }
   });
 
-  const reconciled = await acts.reconcile.executeWithOptions({ ...opts.admin, summary: `reconcile partition ${partition}` }, [
-    { spec, partition, ...src, ...(input.state ? { expected: { epoch: state.epoch, offset: state.offset } } : {}) },
-  ]);
+  const reconciled = await acts.reconcile.executeWithOptions(
+    { ...opts.admin, summary: `reconcile partition ${partition}` },
+    [{ spec, partition, ...src, ...(input.state ? { expected: { epoch: state.epoch, offset: state.offset } } : {}) }],
+  );
   state = { ...state, epoch: reconciled.epoch, offset: reconciled.offset };
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.pipeline, value: spec.name },
@@ -168,7 +190,15 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
     inFlight.set(epoch, openEpoch(epoch, staged));
     return acts.prepareEpoch
       .executeWithOptions({ ...opts.prepare, summary: `epoch ${epoch}: prepare from offset ${offset}` }, [
-        { spec, partition, ...src, epoch, offset, noWait: control.drain, ...(afterCommitOf !== undefined ? { afterCommitOf } : {}) },
+        {
+          spec,
+          partition,
+          ...src,
+          epoch,
+          offset,
+          noWait: control.drain,
+          ...(afterCommitOf !== undefined ? { afterCommitOf } : {}),
+        },
       ])
       .then((r) => {
         if (r.kind === 'prepared') inFlight.set(epoch, preparedEpoch(epoch, staged));
@@ -225,9 +255,10 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
           next = undefined;
           if (n.kind === 'prepared') {
             inFlight.delete(n.epoch);
-            await acts.abortPrepared.executeWithOptions({ ...opts.commit, summary: `epoch ${n.epoch}: withdraw (epoch ${r.epoch} is redone first)` }, [
-              { spec, partition, ...src, prepared: n },
-            ]);
+            await acts.abortPrepared.executeWithOptions(
+              { ...opts.commit, summary: `epoch ${n.epoch}: withdraw (epoch ${r.epoch} is redone first)` },
+              [{ spec, partition, ...src, prepared: n }],
+            );
           }
         }
         await redoEpoch(r);
@@ -245,7 +276,12 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
   }
 
   /** Records commit outcomes in the epoch's state (kafka 'aborted' = the caller must redo). */
-  function committed(p: PreparedEpoch, kafka: KafkaCommitOutcome, mysql: MysqlCommitOutcome, split?: KafkaSplit): EpochState {
+  function committed(
+    p: PreparedEpoch,
+    kafka: KafkaCommitOutcome,
+    mysql: MysqlCommitOutcome,
+    split?: KafkaSplit,
+  ): EpochState {
     lastSplit = split;
     if (mysql === 'redone') state = { ...state, mysqlRedos: state.mysqlRedos + 1 };
     const after = afterCommit(inFlight.get(p.epoch) ?? preparedEpoch(p.epoch, staged), kafka, mysql);
@@ -263,9 +299,10 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
     setPhase('committing');
     inFlight.set(p.epoch + 1, openEpoch(p.epoch + 1, staged));
     const a = await CancellationScope.nonCancellable(() =>
-      acts.advanceEpoch.executeWithOptions({ ...opts.advance, summary: `epoch ${p.epoch}: commit, and prepare epoch ${p.epoch + 1} from offset ${p.end}` }, [
-        { spec, partition, ...src, prepared: p, noWait: control.drain },
-      ]),
+      acts.advanceEpoch.executeWithOptions(
+        { ...opts.advance, summary: `epoch ${p.epoch}: commit, and prepare epoch ${p.epoch + 1} from offset ${p.end}` },
+        [{ spec, partition, ...src, prepared: p, noWait: control.drain }],
+      ),
     ).catch(async (e: unknown) => {
       inFlight.delete(p.epoch + 1);
       if (nextStep(await commitEpoch(p)) === 'redo-kafka') await redoEpoch(p);
@@ -283,9 +320,15 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
     return CancellationScope.nonCancellable(async () => {
       const args = [{ spec, partition, ...src, prepared: p }] as const;
       const { kafka, mysql, split } = oneCommit
-        ? await acts.commitEpoch.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: commit (EndTxn ∥ XA COMMIT)` }, [...args])
+        ? await acts.commitEpoch.executeWithOptions(
+            { ...opts.commit, summary: `epoch ${p.epoch}: commit (EndTxn ∥ XA COMMIT)` },
+            [...args],
+          )
         : await Promise.all([
-            acts.commitKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: commit Kafka transaction` }, [...args]),
+            acts.commitKafka.executeWithOptions(
+              { ...opts.commit, summary: `epoch ${p.epoch}: commit Kafka transaction` },
+              [...args],
+            ),
             acts.commitMysql.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: XA COMMIT` }, [...args]),
           ]).then(([k, m]) => ({ kafka: k, mysql: m, split: undefined }));
       return committed(p, kafka, mysql, split);
@@ -296,7 +339,9 @@ export async function runPartition(input: PartitionInput): Promise<PartitionResu
     setPhase('redoing');
     lastError = redoReason(`epoch ${p.epoch}`, lastSplit);
     return CancellationScope.nonCancellable(async () => {
-      await acts.redoKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: redo Kafka side` }, [{ spec, partition, ...src, prepared: p }]);
+      await acts.redoKafka.executeWithOptions({ ...opts.commit, summary: `epoch ${p.epoch}: redo Kafka side` }, [
+        { spec, partition, ...src, prepared: p },
+      ]);
       state = { ...state, redos: state.redos + 1 };
     });
   }

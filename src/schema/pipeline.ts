@@ -28,11 +28,9 @@ function int(min: number, max: number | undefined, problem: (iss: { input?: unkn
 }
 const positive = () => int(1, undefined, (iss) => `must be a positive integer, got ${got(iss)}`);
 const topicName = () =>
-  z
-    .string()
-    .regex(TOPIC_RE, {
-      error: (iss) => `must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${got(iss)}`,
-    });
+  z.string().regex(TOPIC_RE, {
+    error: (iss) => `must be a Kafka topic name (letters, digits, '.', '_', '-'), got ${got(iss)}`,
+  });
 const identifier = () =>
   z.string().regex(IDENTIFIER_RE, { error: (iss) => `must match ${IDENTIFIER_RE}, got ${got(iss)}` });
 /** Column names: the prefix 'onceflow_' belongs to the staging tables' own columns. */

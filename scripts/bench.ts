@@ -10,10 +10,14 @@
  *     BENCH_EPOCHS (1000,5000,20000)     C runs at these epoch.maxRecords (staged, eager dispatch); empty: none
  *     BENCH_DIRECT_EPOCHS (1000)         C runs with mysqlSink.mode direct at these sizes; empty: none
  *     BENCH_NO_EAGER_EPOCHS (1000)       C runs by a worker that takes no activity task eagerly; empty: none
- *     BENCH_C_VARIANTS                   JSON array of more C runs: {label, epoch, mysqlMode?, eager?, parallelism?, specPadBytes?};
+ *     BENCH_C_VARIANTS                   JSON array of more C runs: {label, epoch, mysqlMode?, eager?, parallelism?, specPadBytes?, tree?};
  *                                        epoch is merged into the spec's epoch (unknown fields refused by the spec),
  *                                        parallelism = spec.parallelism, the number of partition groups (integer ≥ 1),
- *                                        specPadBytes = filler bytes added to the spec (a probe of what its size costs)
+ *                                        specPadBytes = filler bytes added to the spec (a probe of what its size costs),
+ *                                        tree = another checkout whose worker runs it (e.g. a git worktree of the
+ *                                        commit before a change: before and after in one run)
+ *     BENCH_DISTINCT (1)                 the B, C and latency runs again on data with (nearly) one row key per record
+ *                                        (slot_time a second of 2019), MariaDB CPU per 1,000 records beside B's; 0: not
  *     BENCH_PERF_TRANSACTION_MS (1000)   transaction duration of A's transactional ProducerPerformance run
  *     BENCH_BRACKET_B (1)                B again after every C run; each C/B is against the mean of the B runs just
  *                                        before and after it (0: one B at the start for every ratio)

@@ -10,13 +10,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
+import type { RowDataPacket } from 'mysql2/promise';
 import { Faults, parseFaults } from '../src/faults';
 import { ISOLATION } from '../src/kafka/internals';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { recoverXids, rollbackXid } from '../src/mysql/branch';
 import { lastLedgerRow } from '../src/mysql/ledger';
 import { epochGtrid, xidSql } from '../src/mysql/xid';
-import { pendingEpochs } from '../src/mysql/stage';
+import { pendingEpochs, STAGE_ROWS_TABLE } from '../src/mysql/stage';
 import { partitionWorkflowId } from '../src/spec';
 import { SEARCH_ATTRIBUTES } from '../src/search-attributes';
 import { readAll } from '../src/verify';
@@ -388,17 +389,29 @@ test(
   },
 );
 
+/** Rows of a pipeline's staged epochs, encoded (src/mysql/stage.ts). */
+async function encodedRows(pipeline: string): Promise<number> {
+  const [r] = await deps.pool.query<RowDataPacket[]>(
+    `SELECT COUNT(*) AS c FROM ${STAGE_ROWS_TABLE} WHERE pipeline = ?`,
+    [pipeline],
+  );
+  return Number(r[0]!.c);
+}
+
 test(
   'a worker killed after XA COMMIT and before the staged rows are applied: the next worker applies them, once',
   { timeout: 240_000 },
   async () => {
     const s = await prepareScenario(deps, { prefix: 'applykill', records: 400, partitions: 1 });
     const { report } = await killedThenRecovered(s, 'commit.mysql-committed@epoch=1@partition=0', async () => {
-      // Epoch 1 is committed in MySQL, its rows still staged: the tables lack them right now.
+      // Epoch 1 is committed in MySQL, its rows still staged (encoded): the tables lack them right now.
       assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), [{ partition: 0, epoch: 1 }]);
+      assert.ok((await encodedRows(s.spec.name)) > 0, 'the encoded copy of epoch 1 is there');
     });
+    // The next worker did not prepare epoch 1: it read the rows back from the encoded copy.
     assert.ok(report.ok, failedChecks(report));
     assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), []);
+    assert.equal(await encodedRows(s.spec.name), 0);
   },
 );
 

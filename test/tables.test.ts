@@ -15,7 +15,16 @@ import type { RowDataPacket } from 'mysql2/promise';
 import { Kafka, logLevel } from 'kafkajs';
 import { controlPipeline, startPipeline } from '../src/client';
 import { kafkaClientConfig } from '../src/kafka/client-config';
-import { detectDialect, quoteIdent, upsertSql } from '../src/mysql/sink';
+import { detectDialect, inLocalTransaction, quoteIdent, upsertSql } from '../src/mysql/sink';
+import {
+  applyStaged,
+  ensureStagedTable,
+  ensureStageTable,
+  pendingEpochs,
+  STAGE_ROWS_TABLE,
+  stageRows,
+  stageTableName,
+} from '../src/mysql/stage';
 import { definePipeline } from '../src/schema/pipeline';
 import type { PipelineSpec, TableSpec } from '../src/spec';
 import { TransformRegistry, type Transform } from '../src/transforms/registry';
@@ -311,5 +320,91 @@ test('newest-wins SQL on MariaDB: a greater version replaces every column, an eq
     );
   } finally {
     await deps.pool.query(`DROP TABLE IF EXISTS ${quoteIdent(name)}`);
+  }
+});
+
+test('staged apply on MariaDB: rows staged encoded are upserted once, from memory or read back; an epoch staged row by row by the version before is applied too', async () => {
+  const dialect = await detectDialect(deps.pool);
+  const name = uniqueName('staged_sql').replace(/[^a-z0-9]/g, '_');
+  const t: TableSpec = { name, columns: ['k', 'n'], onDuplicate: { kind: 'accumulate', columns: ['n'] } };
+  const tables = new Map([[name, t]]);
+  const pipeline = name;
+  await deps.pool.query(`CREATE TABLE ${quoteIdent(name)} (k VARCHAR(8) PRIMARY KEY, n BIGINT NOT NULL)`);
+  await ensureStagedTable(deps.pool);
+  const rowsOf = async () => {
+    const [r] = await deps.pool.query<RowDataPacket[]>(`SELECT k, n FROM ${quoteIdent(name)} ORDER BY k`);
+    return r.map((x) => [x.k, Number(x.n)]);
+  };
+  const encoded = async () => {
+    const [r] = await deps.pool.query<RowDataPacket[]>(
+      `SELECT COUNT(*) AS c FROM ${STAGE_ROWS_TABLE} WHERE pipeline = ?`,
+      [pipeline],
+    );
+    return Number(r[0]!.c);
+  };
+  const stage = async (epoch: number, ops: [string, number][]) =>
+    inLocalTransaction(deps.pool, (conn) =>
+      stageRows(
+        conn,
+        { pipeline, partition: 0, epoch },
+        ops.map(([k, n]) => ({ table: name, values: { k, n } })),
+        tables,
+      ),
+    );
+  try {
+    // Epoch 0 read back from the table (another worker commits it); same keys combined on the way in.
+    await stage(0, [
+      ['a', 1],
+      ['b', 2],
+      ['a', 3],
+    ]);
+    assert.equal(await encoded(), 1);
+    assert.deepEqual(await pendingEpochs(deps.pool, pipeline), [{ partition: 0, epoch: 0 }]);
+    assert.equal(await applyStaged(deps.pool, { pipeline, partition: 0, epoch: 0 }, [t], dialect), true);
+    assert.deepEqual(await rowsOf(), [
+      ['a', 4],
+      ['b', 2],
+    ]);
+    assert.equal(await encoded(), 0, 'the encoded copy goes with the apply');
+    assert.equal(await applyStaged(deps.pool, { pipeline, partition: 0, epoch: 0 }, [t], dialect), false, 'once');
+    assert.deepEqual(await rowsOf(), [
+      ['a', 4],
+      ['b', 2],
+    ]);
+    // Epoch 1 from memory: the rows the prepare kept, the encoded copy deleted all the same.
+    const kept = await stage(1, [['c', 5]]);
+    assert.equal(await applyStaged(deps.pool, { pipeline, partition: 0, epoch: 1 }, [t], dialect, kept), true);
+    assert.equal(await encoded(), 0);
+    assert.deepEqual(await rowsOf(), [
+      ['a', 4],
+      ['b', 2],
+      ['c', 5],
+    ]);
+    // Epoch 2 as the version before staged it: a row per row in onceflow_stage_<table>, then the claim.
+    await ensureStageTable(deps.pool, t);
+    await deps.pool.query(
+      `INSERT INTO ${quoteIdent(stageTableName(name))} (onceflow_pipeline, onceflow_partition, onceflow_epoch, onceflow_seq, k, n) VALUES (?, 0, 2, 0, 'a', 10), (?, 0, 2, 1, 'd', 1)`,
+      [pipeline, pipeline],
+    );
+    await deps.pool.query(`INSERT INTO onceflow_staged (pipeline, source_partition, epoch) VALUES (?, 0, 2)`, [
+      pipeline,
+    ]);
+    assert.equal(await applyStaged(deps.pool, { pipeline, partition: 0, epoch: 2 }, [t], dialect), true);
+    assert.deepEqual(await rowsOf(), [
+      ['a', 14],
+      ['b', 2],
+      ['c', 5],
+      ['d', 1],
+    ]);
+    const [left] = await deps.pool.query<RowDataPacket[]>(
+      `SELECT COUNT(*) AS c FROM ${quoteIdent(stageTableName(name))} WHERE onceflow_pipeline = ?`,
+      [pipeline],
+    );
+    assert.equal(Number(left[0]!.c), 0);
+    assert.deepEqual(await pendingEpochs(deps.pool, pipeline), []);
+  } finally {
+    await deps.pool.query(`DROP TABLE IF EXISTS ${quoteIdent(name)}, ${quoteIdent(stageTableName(name))}`);
+    for (const x of ['onceflow_staged', STAGE_ROWS_TABLE])
+      await deps.pool.query(`DELETE FROM ${x} WHERE pipeline = ?`, [pipeline]);
   }
 });

@@ -83,12 +83,28 @@ export interface InputSet {
   sums: Map<string, number>;
 }
 
+/**
+ * How many row keys (slot_time, key1, key2, key3) the events spread over: 'demo', the report's
+ * 432 (3 days × 6 minutes × 3 × 2 × 4), so an epoch's same-key rows merge into a few hundred;
+ * 'distinct', slot_time a second of 2019, so nearly every event has a key of its own (500,000
+ * events of seed 2019 have 499,814 keys) the way user data keyed by an id or a timestamp does.
+ */
+export type KeySpace = 'demo' | 'distinct';
+
+const YEAR_2019_MS = Date.UTC(2019, 0, 1);
+
 export function makeEvents(
   n: number,
   seed: number,
   poisonEvery = 0,
+  keys: KeySpace = 'demo',
 ): { values: (CompareEvent | string)[]; input: InputSet } {
   const rnd = prng(seed);
+  const slot =
+    keys === 'distinct'
+      ? () =>
+          new Date(YEAR_2019_MS + Math.floor(rnd() * 365 * 86_400) * 1000).toISOString().slice(0, 19).replace('T', ' ')
+      : () => `2019-11-0${1 + Math.floor(rnd() * 3)} 10:0${Math.floor(rnd() * 6)}`;
   const pick = <T>(xs: T[]) => xs[Math.floor(rnd() * xs.length)]!;
   const values: (CompareEvent | string)[] = [];
   const events: CompareEvent[] = [];
@@ -102,7 +118,7 @@ export function makeEvents(
     }
     const e: CompareEvent = {
       id: `e-${seed}-${i}`,
-      slot_time: `2019-11-0${1 + Math.floor(rnd() * 3)} 10:0${Math.floor(rnd() * 6)}`,
+      slot_time: slot(),
       key1: pick(['cn', 'us', 'de']),
       key2: pick(['web', 'app']),
       key3: pick(['a', 'b', 'c', 'd']),

@@ -133,8 +133,10 @@ export function committer(ctx: ActivityContext) {
     }
     await ctx.hit('commit.mysql-committed', at);
     if (committing.staged) move(committing, 'mysql', 'applied');
-    await applyEpoch(ctx, spec, lead.id, lead.epoch);
-    for (const m of p.members) await finishMysqlSide(ctx, spec, m.id, m.epoch, started, { applied: true });
+    const applyFrom = Date.now();
+    await applyEpoch(ctx, spec, lead.id, lead.epoch, p.xid);
+    const appliedMs = Date.now() - applyFrom;
+    for (const m of p.members) await finishMysqlSide(ctx, spec, m.id, m.epoch, started, { appliedMs });
     return 'committed';
   }
 

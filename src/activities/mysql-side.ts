@@ -5,7 +5,7 @@ import { commitBranch, recoverXids, rollbackXid } from '../mysql/branch';
 import { ER_DUP_ENTRY, sqlErrno } from '../mysql/errors';
 import { insertLedger, ledgerPruneDue, pruneLedger } from '../mysql/ledger';
 import { inLocalTransaction, writeRows } from '../mysql/sink';
-import { applyStaged, mysqlMode } from '../mysql/stage';
+import { applyStaged, mysqlMode, takeStaged } from '../mysql/stage';
 import { bqualToken, epochGtrid, xidFromString, xidToString } from '../mysql/xid';
 import type { MysqlCommitOutcome } from '../protocol';
 import type { PipelineSpec } from '../spec';
@@ -49,16 +49,25 @@ export async function rollbackGtrid(
   return out;
 }
 
-/** Applies an epoch's staged rows (staged runs only; once, however often called). */
+/**
+ * Applies an epoch's staged rows (staged runs only; once, however often called). `xid`: the
+ * decided branch, whose rows this worker may still hold from its prepare (takeStaged).
+ */
 export async function applyEpoch(
   ctx: ActivityContext,
   spec: PipelineSpec,
   partition: number,
   epoch: number,
+  xid?: string,
 ): Promise<boolean> {
-  return (
-    mysqlMode(spec) === 'staged' &&
-    applyStaged(ctx.pool, { pipeline: spec.name, partition, epoch }, spec.mysqlSink.tables)
+  if (mysqlMode(spec) !== 'staged') return false;
+  const rows = xid === undefined ? undefined : takeStaged(xid);
+  return applyStaged(
+    ctx.pool,
+    { pipeline: spec.name, partition, epoch },
+    spec.mysqlSink.tables,
+    await ctx.dialect(),
+    rows,
   );
 }
 
@@ -84,37 +93,21 @@ export async function commitDecided(
 }
 
 /**
- * XA COMMIT of the decided branch from any connection, then its staged rows into the tables.
- * A branch rolled back behind our back (gone, no ledger row) is redone in a local transaction.
+ * After an epoch's XA COMMIT: its staged rows into the tables (unless the caller applied them,
+ * in `appliedMs`: a group epoch's rows are applied once, under its first member); the ledger
+ * pruned now and then.
  */
-export async function commitMysqlSide(
-  ctx: ActivityContext,
-  spec: PipelineSpec,
-  partition: number,
-  p: { epoch: number; start: number; end: number; xid: string },
-  src: Src,
-): Promise<MysqlCommitOutcome> {
-  const started = Date.now();
-  const at = { partition, epoch: p.epoch };
-  await ctx.hit('commit.mysql', at);
-  const r = await commitDecided(ctx, p.xid, { pipeline: spec.name, partition, epoch: p.epoch });
-  if (r === 'gone') return redoMysqlSide(ctx, spec, partition, p, src);
-  await ctx.hit('commit.mysql-committed', at);
-  await finishMysqlSide(ctx, spec, partition, p.epoch, started);
-  return 'committed';
-}
-
-/** After an epoch's XA COMMIT: its staged rows into the tables; the ledger pruned now and then. */
 export async function finishMysqlSide(
   ctx: ActivityContext,
   spec: PipelineSpec,
   partition: number,
   epoch: number,
   started: number,
-  opts: { applied?: boolean } = {},
+  opts: { appliedMs?: number } = {},
 ): Promise<void> {
   const applyFrom = Date.now();
-  if (!opts.applied) await applyEpoch(ctx, spec, partition, epoch);
+  if (opts.appliedMs === undefined) await applyEpoch(ctx, spec, partition, epoch);
+  const applyMs = opts.appliedMs ?? Date.now() - applyFrom;
   if (ledgerPruneDue(epoch)) await pruneLedger(ctx.pool, spec.name, partition, epoch);
   ctx.observe({
     kind: 'committed',
@@ -124,7 +117,7 @@ export async function finishMysqlSide(
     side: 'mysql',
     ms: Date.now() - started,
     startedAt: started,
-    applyMs: Date.now() - applyFrom,
+    applyMs,
   });
 }
 

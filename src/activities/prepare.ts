@@ -11,7 +11,7 @@ import type { Marker } from '../kafka/progress';
 import { LOCK_WAIT_SEC, prepareBranch } from '../mysql/branch';
 import { insertLedger, ledgerRow } from '../mysql/ledger';
 import { writeRows, type RowOp } from '../mysql/sink';
-import { mysqlMode, stageRows } from '../mysql/stage';
+import { ensureStagedTableOnce, mysqlMode, rememberStaged, stageRows, type StagedRows } from '../mysql/stage';
 import { attemptBqual, xidToString } from '../mysql/xid';
 import type { GroupPrepareArgs, GroupPrepareResult, MemberEpoch } from '../protocol';
 import type { PipelineSpec } from '../spec';
@@ -186,12 +186,14 @@ export function preparer(ctx: ActivityContext) {
       const sent = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, { outputs, deadLetters }, parts));
       await ctx.hit('prepare.kafka-sent', at);
       const staged = mysqlMode(spec) === 'staged';
+      if (staged) await ensureStagedTableOnce(pool);
       const previous = args.afterCommitOf;
       if (!staged && previous)
         await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, previous.id, previous.epoch, givenUp));
       const dialect = await ctx.dialect();
       const lead = parts[0]!.m;
       let bodyDone = 0;
+      let stagedRows: StagedRows | undefined;
       // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
       await prepareBranch(
         pool,
@@ -200,7 +202,7 @@ export function preparer(ctx: ActivityContext) {
           // All members' rows at once (same keys combined); staged under the first member's
           // epoch, so they are applied once, together, after the XA COMMIT.
           if (staged)
-            await timed('mysqlMs', () =>
+            stagedRows = await timed('mysqlMs', () =>
               stageRows(conn, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch }, rows, tables),
             );
           else await timed('mysqlMs', () => writeRows(conn, rows, tables, dialect));
@@ -223,6 +225,8 @@ export function preparer(ctx: ActivityContext) {
         },
       );
       split.xaPrepareMs = Date.now() - bodyDone;
+      // Prepared: if this worker commits the epoch too, it upserts these rows without reading them back.
+      if (stagedRows) rememberStaged(xidToString(xid), stagedRows);
       const ms = Date.now() - started;
       for (const [i, { m }] of parts.entries()) {
         const r = taking[i]!.r;

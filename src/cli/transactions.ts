@@ -8,6 +8,7 @@ import type { Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
 import { ISOLATION, latestOffset, type KafkaCluster } from '../kafka/internals';
 import { partitionCounts } from '../kafka/topics';
+import { detectDialect } from '../mysql/sink';
 import { applyStaged, mysqlMode } from '../mysql/stage';
 import {
   carryOut,
@@ -175,7 +176,12 @@ export async function resolveInDoubt(
       ...(await carryOut(deps, spec, f, {
         apply: async (epoch) =>
           mysqlMode(spec) === 'staged' &&
-          applyStaged(deps.pool, { pipeline: spec.name, partition: p, epoch }, spec.mysqlSink.tables),
+          applyStaged(
+            deps.pool,
+            { pipeline: spec.name, partition: p, epoch },
+            spec.mysqlSink.tables,
+            await detectDialect(deps.pool),
+          ),
       })),
     );
   }

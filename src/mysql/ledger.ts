@@ -7,18 +7,31 @@ import { StaleEpoch } from '../errors';
 
 export const LEDGER_TABLE = 'onceflow_ledger';
 
-export async function ensureLedger(db: Pool): Promise<void> {
-  await db.query(`CREATE TABLE IF NOT EXISTS \`${LEDGER_TABLE}\` (
+/**
+ * CREATE TABLE IF NOT EXISTS of an onceflow table keyed by the ledger's key (pipeline,
+ * source_partition, epoch), then `more` key columns: the ledger, the claims and the staged rows
+ * (src/mysql/stage.ts).
+ */
+export function epochKeyedTableSql(name: string, columns: string[], more: string[] = []): string {
+  const key = ['pipeline', 'source_partition', 'epoch', ...more].join(', ');
+  return `CREATE TABLE IF NOT EXISTS \`${name}\` (
     pipeline VARCHAR(64) NOT NULL,
     source_partition INT NOT NULL,
     epoch BIGINT NOT NULL,
-    start_offset BIGINT NOT NULL,
-    end_offset BIGINT NOT NULL,
-    records INT NOT NULL,
-    redo TINYINT NOT NULL DEFAULT 0,
-    committed_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
-    PRIMARY KEY (pipeline, source_partition, epoch)
-  ) ENGINE=InnoDB`);
+    ${[...columns, `PRIMARY KEY (${key})`].join(',\n    ')}
+  ) ENGINE=InnoDB`;
+}
+
+export async function ensureLedger(db: Pool): Promise<void> {
+  await db.query(
+    epochKeyedTableSql(LEDGER_TABLE, [
+      'start_offset BIGINT NOT NULL',
+      'end_offset BIGINT NOT NULL',
+      'records INT NOT NULL',
+      'redo TINYINT NOT NULL DEFAULT 0',
+      'committed_at TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3)',
+    ]),
+  );
 }
 
 export interface LedgerRow {

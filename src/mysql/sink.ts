@@ -179,7 +179,16 @@ export async function writeRows(
   tables: Map<string, TableSpec>,
   dialect: Dialect,
 ): Promise<void> {
-  for (const [t, rows] of tableRows(ops, tables)) await insertChunked(conn, rows, (n) => upsertSql(t, n, dialect));
+  await writeTableRows(conn, tableRows(ops, tables), dialect);
+}
+
+/** Upserts rows already grouped, combined and ordered by tableRows, table after table. */
+export async function writeTableRows(
+  conn: PoolConnection,
+  rows: [TableSpec, SqlValue[][]][],
+  dialect: Dialect,
+): Promise<void> {
+  for (const [t, list] of rows) await insertChunked(conn, list, (n) => upsertSql(t, n, dialect));
 }
 
 function compareRows(a: SqlValue[], b: SqlValue[]): number {

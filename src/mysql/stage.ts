@@ -1,32 +1,49 @@
 /**
  * Staged MySQL writes (mysqlSink.mode 'staged', the default).
  *
- * The XA branch of an epoch does not touch the target tables: it inserts the epoch's combined
- * rows into a staging table per target table, under keys private to (pipeline, partition,
- * epoch), a row (pipeline, partition, epoch) into onceflow_staged, and its ledger row. After
- * XA COMMIT, `applyStaged` moves them into the targets in one short local transaction: it claims
- * the epoch by deleting its onceflow_staged row, upserts the staged rows with INSERT … SELECT and
- * deletes them. The claim makes the apply happen once, however often it is retried or raced.
- * (A table of its own rather than a ledger column: no ALTER of the ledger, whose metadata lock
- * waits for every prepared branch.)
+ * The XA branch of an epoch does not touch the target tables: it stores the epoch's combined
+ * rows, encoded, in a few LONGBLOB rows of `onceflow_stage_rows` under a key private to
+ * (pipeline, partition, epoch), a claim row (pipeline, partition, epoch) in onceflow_staged, and
+ * its ledger row. After XA COMMIT, `applyStaged` moves the rows into the targets in one short
+ * local transaction: it claims the epoch by deleting its onceflow_staged row, upserts the rows —
+ * the very statements B and direct mode use — and deletes the encoded copy. The claim makes the
+ * apply happen once, however often it is retried or raced. The committing worker usually still
+ * holds the rows it prepared (`rememberStaged`, keyed by the decided xid) and upserts them from
+ * memory; any other reads them back. (Tables of their own rather than a ledger column: no ALTER
+ * of the ledger, whose metadata lock waits for every prepared branch.)
  *
  * Why: a prepared XA branch keeps its row locks until XA COMMIT, one Temporal round trip after
  * XA PREPARE. With direct writes every partition that upserts the same keys queues behind
  * those locks, and a branch left prepared by a crash blocks every writer of those keys until
  * recovery. Staged, a prepared branch locks only its own staging rows and ledger row; the target
- * rows are locked only for the apply (milliseconds). The cost is a second write of each row and
- * a short window in which the ledger shows an epoch committed whose rows are not yet in the
+ * rows are locked only for the apply (milliseconds). The cost: the rows are written to the
+ * target once, plus one encoded copy per epoch (a few large rows, not a row per row), and a
+ * short window in which the ledger shows an epoch committed whose rows are not yet in the
  * targets (the same commit activity closes it; reconcile closes it after a crash).
+ *
+ * Runs of versions before the encoded copy staged row by row into `onceflow_stage_<table>`; an
+ * apply that finds no encoded rows moves those (`applyRowStaged`), so an epoch staged by the old
+ * code and committed by the new one is applied too.
  */
 import { createHash } from 'node:crypto';
 import type { Pool, PoolConnection, ResultSetHeader, RowDataPacket } from 'mysql2/promise';
 import type { PipelineSpec, TableSpec } from '../spec';
-import { inLocalTransaction, insertChunked, onDuplicateSql, quoteIdent, tableRows, type RowOp } from './sink';
+import {
+  inLocalTransaction,
+  onDuplicateSql,
+  quoteIdent,
+  tableRows,
+  writeTableRows,
+  type Dialect,
+  type RowOp,
+  type SqlValue,
+} from './sink';
 import { ER_NO_SUCH_TABLE, sqlErrno } from './errors';
-import { LEDGER_TABLE } from './ledger';
+import { epochKeyedTableSql, LEDGER_TABLE } from './ledger';
 import { SOURCES_TABLE } from './sources';
 
 export const STAGED_TABLE = 'onceflow_staged';
+export const STAGE_ROWS_TABLE = 'onceflow_stage_rows';
 
 const STAGE_PREFIX = 'onceflow_stage_';
 const KEY_COLUMNS = ['onceflow_pipeline', 'onceflow_partition', 'onceflow_epoch', 'onceflow_seq'] as const;
@@ -48,9 +65,11 @@ export function stageTableName(table: string): string {
 }
 
 /**
- * Creates the staging table of t if missing: the key columns, then t's columns with t's types
- * (CREATE … SELECT copies them), no other key. Must run after t exists. (The defaults only
- * satisfy strict mode for CREATE … SELECT; every staged row sets all four key columns.)
+ * Creates the row-by-row staging table of t if missing (the key columns, then t's columns with
+ * t's types, copied by CREATE … SELECT; no other key). This version stages encoded rows instead;
+ * the table is still made so a worker of the version before keeps working through a rolling
+ * upgrade, and it fails with ER_NO_SUCH_TABLE where t does not exist, which setup reports. (The
+ * defaults only satisfy strict mode for CREATE … SELECT; every staged row sets all four key columns.)
  */
 export async function ensureStageTable(db: Pool, t: TableSpec): Promise<void> {
   const cols = t.columns.map(quoteIdent).join(', ');
@@ -65,50 +84,173 @@ export async function ensureStageTable(db: Pool, t: TableSpec): Promise<void> {
   );
 }
 
+/** The claim table and the encoded rows' table (both created if missing, never altered). */
 export async function ensureStagedTable(db: Pool): Promise<void> {
-  await db.query(`CREATE TABLE IF NOT EXISTS \`${STAGED_TABLE}\` (
-    pipeline VARCHAR(64) NOT NULL,
-    source_partition INT NOT NULL,
-    epoch BIGINT NOT NULL,
-    PRIMARY KEY (pipeline, source_partition, epoch)
-  ) ENGINE=InnoDB`);
+  await db.query(epochKeyedTableSql(STAGED_TABLE, []));
+  await db.query(epochKeyedTableSql(STAGE_ROWS_TABLE, ['seq INT NOT NULL', 'body LONGBLOB NOT NULL'], ['seq']));
+}
+
+const madeStageTables = new WeakMap<Pool, Promise<void>>();
+
+/**
+ * ensureStagedTable once per pool in this process, before the first staged epoch: a pipeline
+ * started by a version before the encoded copy ran its setup without onceflow_stage_rows.
+ */
+export function ensureStagedTableOnce(db: Pool): Promise<void> {
+  let made = madeStageTables.get(db);
+  if (!made) {
+    made = ensureStagedTable(db).catch((e: unknown) => {
+      madeStageTables.delete(db);
+      throw e;
+    });
+    madeStageTables.set(db, made);
+  }
+  return made;
+}
+
+/** An epoch's rows as the apply upserts them: per table, combined and in lock order (tableRows). */
+export type StagedRows = [TableSpec, SqlValue[][]][];
+
+/** Bytes of encoded rows per LONGBLOB row: far below every server's max_allowed_packet (MySQL 5.7's 4 MiB). */
+const BODY_BYTES = 1 << 20;
+
+/**
+ * One value as JSON that decodes to the same SqlValue: strings, finite numbers and null as
+ * themselves; bigint, Date and Buffer tagged (a plain object is never a SqlValue). A number
+ * JSON cannot hold (NaN, ±Infinity) has no SQL value either: refused, never turned into NULL.
+ */
+const encodeValue = (v: SqlValue): unknown => {
+  if (typeof v === 'number' && !Number.isFinite(v))
+    throw new Error(`a row value is ${v}, which no SQL column holds; the transform must emit finite numbers`);
+  return typeof v === 'bigint'
+    ? { n: v.toString() }
+    : v instanceof Date
+      ? { d: v.getTime() }
+      : Buffer.isBuffer(v)
+        ? { x: v.toString('base64') }
+        : v;
+};
+
+const decodeValue = (v: unknown): SqlValue => {
+  if (v === null || typeof v === 'string' || typeof v === 'number') return v;
+  const o = v as { n?: string; d?: number; x?: string };
+  if (o.n !== undefined) return BigInt(o.n);
+  if (o.d !== undefined) return new Date(o.d);
+  if (o.x !== undefined) return Buffer.from(o.x, 'base64');
+  throw new Error(`staged rows: a value of unknown shape ${JSON.stringify(v)}`);
+};
+
+/**
+ * An epoch's rows as bodies of at most about BODY_BYTES each: every body a JSON array of
+ * [table, rows] with whole rows, tables and rows in their order.
+ */
+export function encodeRows(rows: StagedRows): Buffer[] {
+  const bodies: Buffer[] = [];
+  let part: [string, unknown[][]][] = [];
+  let bytes = 0;
+  const flush = () => {
+    if (part.length) bodies.push(Buffer.from(JSON.stringify(part)));
+    part = [];
+    bytes = 0;
+  };
+  for (const [t, list] of rows) {
+    let current: unknown[][] | undefined;
+    for (const r of list) {
+      const row = r.map(encodeValue);
+      const size = JSON.stringify(row).length + 1;
+      if (bytes > 0 && bytes + size > BODY_BYTES) {
+        flush();
+        current = undefined;
+      }
+      if (!current) part.push([t.name, (current = [])]);
+      current.push(row);
+      bytes += size;
+    }
+  }
+  flush();
+  return bodies;
+}
+
+/** The rows of `bodies` (in seq order) for the pipeline's tables; a table it no longer has is an error naming it. */
+export function decodeRows(bodies: Buffer[], tables: TableSpec[]): StagedRows {
+  const byName = new Map(tables.map((t) => [t.name, t]));
+  const out: StagedRows = [];
+  for (const b of bodies) {
+    for (const [name, list] of JSON.parse(b.toString('utf8')) as [string, unknown[][]][]) {
+      const t = byName.get(name);
+      if (!t)
+        throw new Error(
+          `staged rows for table '${name}', which the pipeline definition no longer has; restore it in mysqlSink.tables until the pipeline's staged epochs are applied (onceflow transactions)`,
+        );
+      const rows = list.map((r) => r.map(decodeValue));
+      const last = out[out.length - 1];
+      if (last && last[0] === t) last[1].push(...rows);
+      else out.push([t, rows]);
+    }
+  }
+  return out;
 }
 
 /**
- * Inside the XA branch: the epoch's rows into the staging tables and, if there were any, the
- * epoch into onceflow_staged. Returns how many rows were staged.
+ * The rows this process staged, by xid, so the worker that commits an epoch it prepared upserts
+ * them without reading them back. Bounded by rows; what falls out is read back from the table.
+ */
+const remembered = new Map<string, StagedRows>();
+let rememberedRows = 0;
+const REMEMBER_ROWS = 400_000;
+const rowCount = (r: StagedRows) => r.reduce((a, [, l]) => a + l.length, 0);
+
+export function rememberStaged(xid: string, rows: StagedRows): void {
+  if (rows.length === 0) return;
+  remembered.set(xid, rows);
+  rememberedRows += rowCount(rows);
+  for (const [k, v] of remembered) {
+    if (rememberedRows <= REMEMBER_ROWS) break;
+    remembered.delete(k);
+    rememberedRows -= rowCount(v);
+  }
+}
+
+/** The rows staged under `xid` by this process, once (absent: prepared elsewhere, or long ago). */
+export function takeStaged(xid: string): StagedRows | undefined {
+  const r = remembered.get(xid);
+  if (r) {
+    remembered.delete(xid);
+    rememberedRows -= rowCount(r);
+  }
+  return r;
+}
+
+/**
+ * Inside the XA branch: the epoch's rows, encoded, into onceflow_stage_rows and, if there were
+ * any, the epoch into onceflow_staged. Returns the rows as the apply will upsert them.
  */
 export async function stageRows(
   conn: PoolConnection,
   at: { pipeline: string; partition: number; epoch: number },
   ops: RowOp[],
   tables: Map<string, TableSpec>,
-): Promise<number> {
-  let staged = 0;
-  for (const [t, rows] of tableRows(ops, tables)) {
-    const cols = [...KEY_COLUMNS, ...t.columns.map(quoteIdent)].join(', ');
-    const tuple = `(${Array.from({ length: KEY_COLUMNS.length + t.columns.length }, () => '?').join(', ')})`;
-    await insertChunked(
-      conn,
-      rows,
-      (n) =>
-        `INSERT INTO ${quoteIdent(stageTableName(t.name))} (${cols}) VALUES ${Array.from({ length: n }, () => tuple).join(', ')}`,
-      (seq) => [at.pipeline, at.partition, at.epoch, seq],
+): Promise<StagedRows> {
+  const rows = tableRows(ops, tables);
+  const bodies = encodeRows(rows);
+  for (const [seq, body] of bodies.entries())
+    await conn.execute(
+      `INSERT INTO \`${STAGE_ROWS_TABLE}\` (pipeline, source_partition, epoch, seq, body) VALUES (?, ?, ?, ?, ?)`,
+      [at.pipeline, at.partition, at.epoch, seq, body],
     );
-    staged += rows.length;
-  }
-  if (staged > 0)
+  if (bodies.length > 0)
     await conn.execute(`INSERT INTO \`${STAGED_TABLE}\` (pipeline, source_partition, epoch) VALUES (?, ?, ?)`, [
       at.pipeline,
       at.partition,
       at.epoch,
     ]);
-  return staged;
+  return rows;
 }
 
 /**
  * Moves a committed epoch's staged rows into the target tables, once. Returns false when there
- * was nothing to apply (applied before, or the epoch staged nothing). The transaction runs at
+ * was nothing to apply (applied before, or the epoch staged nothing). `rows`: the epoch's rows
+ * as this process staged them (takeStaged), else they are read back. The transaction runs at
  * READ COMMITTED: the staged rows are read without gap locks, the target rows are locked only
  * until this transaction commits.
  */
@@ -116,36 +258,73 @@ export async function applyStaged(
   pool: Pool,
   at: { pipeline: string; partition: number; epoch: number },
   tables: TableSpec[],
+  dialect: Dialect,
+  rows?: StagedRows,
 ): Promise<boolean> {
-  const where = 'onceflow_pipeline = ? AND onceflow_partition = ? AND onceflow_epoch = ?';
   const params = [at.pipeline, at.partition, at.epoch];
+  const where = 'pipeline = ? AND source_partition = ? AND epoch = ?';
   return inLocalTransaction(
     pool,
     async (conn) => {
-      const [claim] = await conn.execute<ResultSetHeader>(
-        `DELETE FROM \`${STAGED_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch = ?`,
-        params,
-      );
+      const [claim] = await conn.execute<ResultSetHeader>(`DELETE FROM \`${STAGED_TABLE}\` WHERE ${where}`, params);
       if (claim.affectedRows === 0) return false;
-      for (const t of [...tables].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
-        const stage = quoteIdent(stageTableName(t.name));
-        const target = quoteIdent(t.name);
-        const ignore = t.onDuplicate.kind === 'ignore' ? ' IGNORE' : '';
-        await conn.execute(
-          `INSERT${ignore} INTO ${target} (${t.columns.map(quoteIdent).join(', ')}) SELECT ${t.columns.map((c) => `${stage}.${quoteIdent(c)}`).join(', ')} FROM ${stage} WHERE ${where} ORDER BY onceflow_seq` +
-            onDuplicateSql(
-              t,
-              (c) => `${stage}.${quoteIdent(c)}`,
-              (c) => `${target}.${quoteIdent(c)}`,
-            ),
-          params,
+      let staged = rows;
+      if (!staged) {
+        const found = await conn
+          .execute<RowDataPacket[]>(`SELECT body FROM \`${STAGE_ROWS_TABLE}\` WHERE ${where} ORDER BY seq`, params)
+          .then(
+            ([r]) => r,
+            (e: unknown) => {
+              // Not made yet: a pipeline started by a version before the encoded copy.
+              if (sqlErrno(e) === ER_NO_SUCH_TABLE) return [];
+              throw e;
+            },
+          );
+        if (found.length === 0) {
+          // Staged row by row by a version before the encoded copy.
+          await applyRowStaged(conn, params, tables);
+          return true;
+        }
+        staged = decodeRows(
+          found.map((r) => r.body as Buffer),
+          tables,
         );
-        await conn.execute(`DELETE FROM ${stage} WHERE ${where}`, params);
       }
+      await writeTableRows(conn, staged, dialect);
+      await conn.execute(`DELETE FROM \`${STAGE_ROWS_TABLE}\` WHERE ${where}`, params);
       return true;
     },
     'READ COMMITTED',
   );
+}
+
+/**
+ * The apply of an epoch staged row by row into `onceflow_stage_<table>` (versions before the
+ * encoded copy): INSERT … SELECT, then the staged rows deleted. A staging table that does not
+ * exist staged nothing.
+ */
+async function applyRowStaged(conn: PoolConnection, params: SqlValue[], tables: TableSpec[]): Promise<void> {
+  const where = 'onceflow_pipeline = ? AND onceflow_partition = ? AND onceflow_epoch = ?';
+  for (const t of [...tables].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    const stage = quoteIdent(stageTableName(t.name));
+    const target = quoteIdent(t.name);
+    const ignore = t.onDuplicate.kind === 'ignore' ? ' IGNORE' : '';
+    try {
+      await conn.execute(
+        `INSERT${ignore} INTO ${target} (${t.columns.map(quoteIdent).join(', ')}) SELECT ${t.columns.map((c) => `${stage}.${quoteIdent(c)}`).join(', ')} FROM ${stage} WHERE ${where} ORDER BY onceflow_seq` +
+          onDuplicateSql(
+            t,
+            (c) => `${stage}.${quoteIdent(c)}`,
+            (c) => `${target}.${quoteIdent(c)}`,
+          ),
+        params,
+      );
+    } catch (e) {
+      if (sqlErrno(e) === ER_NO_SUCH_TABLE) continue;
+      throw e;
+    }
+    await conn.execute(`DELETE FROM ${stage} WHERE ${where}`, params);
+  }
 }
 
 /**
@@ -175,6 +354,6 @@ export async function dropPipelineTables(db: Pool, spec: PipelineSpec): Promise<
     await db.query(`DROP TABLE IF EXISTS ${quoteIdent(t.name)}, ${quoteIdent(stageTableName(t.name))}`);
   }
   // The source partition ids go with the ledger they key (src/mysql/sources.ts).
-  for (const t of [LEDGER_TABLE, STAGED_TABLE, SOURCES_TABLE])
+  for (const t of [LEDGER_TABLE, STAGED_TABLE, STAGE_ROWS_TABLE, SOURCES_TABLE])
     await db.query(`DELETE FROM \`${t}\` WHERE pipeline = ?`, [spec.name]).catch(() => undefined);
 }

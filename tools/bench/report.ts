@@ -105,6 +105,65 @@ const latencyCell = (l: LatencyRun | undefined) =>
     ? '–'
     : `${f0(l.latencyMs.p50)} / ${f0(l.latencyMs.p99)}${l.timedOut ? ` (**${f0(l.seen)}/${f0(l.records)} seen** in ${f0((l.limitMs ?? NaN) / 1000)} s, backlog ${f0(l.backlog ?? NaN)})` : ''}`;
 
+const splitRow = (label: string, s: BenchResult['C'][number]['split']) =>
+  `| ${label} | ${f0(s.recordsPerEpoch)} | ${f1(s.cycleMs)} | ${f1(s.readMs)} | ${f1(s.initMs)} | ${f1(s.transformMs)} | ${f1(s.kafkaMs)} | ${f1(s.previousCommitWaitMs ?? 0)} | ${f1(s.mysqlMs)} | ${f1(s.xaPrepareMs)} | ${f1(s.kafkaCommitMs)} | ${f1(s.mysqlCommitMs)} | ${f1(s.applyMs ?? NaN)} | ${f1(s.temporalMs)} | ${f1(s.coordinationMs)} | ${s.retries} |`;
+
+const LATENCY_HEAD = [
+  '| engine | records seen | p50 ms | p90 ms | p99 ms | max ms | p50 target | p99 target | warm-up p50 / p99 ms | epoch interval ms | worker CPU (cores) | peak RSS MiB |',
+  '|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|',
+];
+
+function latencyRow(l: LatencyRun, T: ReturnType<typeof targetsOf>): string {
+  const all = l.seen >= l.records;
+  const met = (x: number, t: number) =>
+    Number.isFinite(x) && all ? verdict(x <= t) : `**missed**${all ? '' : ' (not all seen)'}`;
+  return `| ${l.engine === 'B' ? 'B at-least-once' : `C onceflow${groupsOf(l)}${l.workers ? `, ${l.workers} worker processes (${l.parallelism ? 'groups' : 'partitions'} each prepared: ${l.placement?.map((x) => x.join('+') || 'none').join(' | ')})` : ''}${l.verified === undefined ? '' : l.verified ? ' (verified exactly once)' : ' (**verification FAILED**)'}`} | ${f0(l.seen)}/${f0(l.records)}${l.timedOut ? ` (backlog ${f0(l.backlog ?? NaN)} after ${f0((l.limitMs ?? NaN) / 1000)} s)` : ''} | ${f0(l.latencyMs.p50)} | ${f0(l.latencyMs.p90)} | ${f0(l.latencyMs.p99)} | ${f0(l.latencyMs.max)} | ${met(l.latencyMs.p50, T.latencyP50Ms)} | ${met(l.latencyMs.p99, T.latencyP99Ms)} | ${l.warmupLatencyMs ? `${f0(l.warmupLatencyMs.p50)} / ${f0(l.warmupLatencyMs.p99)}` : ''} | ${l.epochIntervalMs !== undefined ? f0(l.epochIntervalMs) : ''} | ${f2(l.cpuCores)} | ${f0(l.peakRssMb)} |`;
+}
+
+/**
+ * The distinct-key phase (issue 40): every C run against the B runs on the same data, with
+ * MariaDB's CPU per 1,000 records beside B's; where C's epochs spend their MySQL time; latency.
+ */
+export function distinctSection(r: BenchResult): string[] {
+  const d = r.distinct;
+  if (!d) return [];
+  const T = targetsOf(r);
+  const L: string[] = [];
+  const bDb = d.B.servicesCpuMsPer1k.mariadb;
+  L.push(
+    `**Distinct-key data** (${r.options.records.toLocaleString('en-US')} records of ~${r.options.recordBytes} B over ${r.options.partitions} partitions with ${d.rowKeys.toLocaleString('en-US')} row keys, against ${(r.rowKeys ?? 432).toLocaleString('en-US')} in the data above; the same C runs, each between two B runs on this data):`,
+    '',
+    '| run | records/s | C/B | B before · after | worker CPU (cores) | MariaDB CPU ms / 1k records | MariaDB ÷ B | Temporal / Kafka CPU ms / 1k | row lock waits (total ms) | verified |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+    `| B at-least-once | ${f0(d.B.recordsPerSec)} | | | ${f2(d.B.cpuCores)} | ${f1(bDb)} | 1.00 | ${f1(d.B.servicesCpuMsPer1k.temporal)} / ${f1(d.B.servicesCpuMsPer1k.kafka)} | ${locks(d.B)} | n/a |`,
+  );
+  for (const c of d.C)
+    L.push(
+      `| C onceflow, ${cName(c)} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** | ${c.bracketB ? c.bracketB.map(f0).join(' · ') : ''} | ${f2(c.cpuCores)} | ${f1(c.servicesCpuMsPer1k.mariadb)} | ${f2(c.servicesCpuMsPer1k.mariadb / bDb)} | ${f1(c.servicesCpuMsPer1k.temporal)} / ${f1(c.servicesCpuMsPer1k.kafka)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |`,
+    );
+  L.push('');
+  if (d.C.length > 0) {
+    const best = d.C.reduce((x, y) => (y.recordsPerSec > x.recordsPerSec ? y : x));
+    const db = best.servicesCpuMsPer1k.mariadb / bDb;
+    L.push(
+      `- Target: best C ≥ ${T.distinctBestCvsB}× B — best C ${f0(best.recordsPerSec)} records/s (${cLabel(best)}) = ${fT(best.vsB, T.distinctBestCvsB)}× B: ${verdict(best.vsB >= T.distinctBestCvsB)}.`,
+      `- Target: MariaDB CPU of the best C ≤ ${T.distinctMariadbCpuVsB}× B's — ${f1(best.servicesCpuMsPer1k.mariadb)} against ${f1(bDb)} ms per 1,000 records = ${fT(db, T.distinctMariadbCpuVsB)}×: ${verdict(db <= T.distinctMariadbCpuVsB)}.`,
+    );
+    const atLat = d.C.find((c) => c.latencySettings);
+    if (atLat)
+      L.push(
+        `- Target: C at the latency settings ≥ ${T.distinctLatencySettingsCvsB}× B — ${f0(atLat.recordsPerSec)} records/s = ${fT(atLat.vsB, T.distinctLatencySettingsCvsB)}× B: ${verdict(atLat.vsB >= T.distinctLatencySettingsCvsB)}.`,
+      );
+    L.push('', 'Per-epoch time split of C on this data (as above):', '', ...SPLIT_HEAD);
+    for (const c of d.C) L.push(splitRow(cLabel(c), c.split));
+  }
+  if (d.latency.length) {
+    L.push('', 'End-to-end latency on this data (as above):', '', ...LATENCY_HEAD);
+    for (const l of d.latency) L.push(latencyRow(l, T));
+  }
+  return L;
+}
+
 export function markdown(r: BenchResult, svgName: string, before?: BenchResult): string {
   const L: string[] = [];
   const T = targetsOf(r);
@@ -178,8 +237,6 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     '',
   );
   L.push(...SPLIT_HEAD);
-  const splitRow = (label: string, s: BenchResult['C'][number]['split']) =>
-    `| ${label} | ${f0(s.recordsPerEpoch)} | ${f1(s.cycleMs)} | ${f1(s.readMs)} | ${f1(s.initMs)} | ${f1(s.transformMs)} | ${f1(s.kafkaMs)} | ${f1(s.previousCommitWaitMs ?? 0)} | ${f1(s.mysqlMs)} | ${f1(s.xaPrepareMs)} | ${f1(s.kafkaCommitMs)} | ${f1(s.mysqlCommitMs)} | ${f1(s.applyMs ?? NaN)} | ${f1(s.temporalMs)} | ${f1(s.coordinationMs)} | ${s.retries} |`;
   for (const c of r.C) L.push(splitRow(cLabel(c), c.split));
   const lc = r.latency.find((l) => l.engine === 'C');
   if (lc?.split) L.push(splitRow(`latency run (paced)${groupsOf(lc)}`, lc.split));
@@ -235,20 +292,12 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     `**End-to-end latency** (source append time [LogAppendTime] → first seen by a read_committed reader polling the output), paced input of ${f0(r.options.latencyRate)} records/s for ${r.options.latencySeconds} s${warmupNote(r.options.latencyWarmupSeconds, " (B and C alike: the warm-up's records are not in the percentiles; their own are the warm-up column and, with the rest, the per-window figures)")}${lc?.epoch ? `, C at the latency settings (epoch ${JSON.stringify(lc.epoch)}${lc.parallelism ? `, parallelism ${lc.parallelism}` : ''})` : ''}; targets p50 ≤ ${T.latencyP50Ms} ms and p99 ≤ ${T.latencyP99Ms} ms:`,
     '',
   );
-  L.push(
-    '| engine | records seen | p50 ms | p90 ms | p99 ms | max ms | p50 target | p99 target | warm-up p50 / p99 ms | epoch interval ms | worker CPU (cores) | peak RSS MiB |',
-  );
-  L.push('|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|');
-  for (const l of r.latency) {
-    const all = l.seen >= l.records;
-    const met = (x: number, t: number) =>
-      Number.isFinite(x) && all ? verdict(x <= t) : `**missed**${all ? '' : ' (not all seen)'}`;
-    L.push(
-      `| ${l.engine === 'B' ? 'B at-least-once' : `C onceflow${groupsOf(l)}${l.workers ? `, ${l.workers} worker processes (${l.parallelism ? 'groups' : 'partitions'} each prepared: ${l.placement?.map((x) => x.join('+') || 'none').join(' | ')})` : ''}${l.verified === undefined ? '' : l.verified ? ' (verified exactly once)' : ' (**verification FAILED**)'}`} | ${f0(l.seen)}/${f0(l.records)}${l.timedOut ? ` (backlog ${f0(l.backlog ?? NaN)} after ${f0((l.limitMs ?? NaN) / 1000)} s)` : ''} | ${f0(l.latencyMs.p50)} | ${f0(l.latencyMs.p90)} | ${f0(l.latencyMs.p99)} | ${f0(l.latencyMs.max)} | ${met(l.latencyMs.p50, T.latencyP50Ms)} | ${met(l.latencyMs.p99, T.latencyP99Ms)} | ${l.warmupLatencyMs ? `${f0(l.warmupLatencyMs.p50)} / ${f0(l.warmupLatencyMs.p99)}` : ''} | ${l.epochIntervalMs !== undefined ? f0(l.epochIntervalMs) : ''} | ${f2(l.cpuCores)} | ${f0(l.peakRssMb)} |`,
-    );
-  }
+  L.push(...LATENCY_HEAD);
+  for (const l of r.latency) L.push(latencyRow(l, T));
   const tails = latencyTail(r.latency);
   if (tails.length) L.push('', ...tails);
+  const distinct = distinctSection(r);
+  if (distinct.length) L.push('', ...distinct);
   if (r.scale && r.scale.runs.length > 0) L.push('', ...scaleSection(r));
   L.push('', 'A commands:', '', '```', r.A.plain.command, r.A.transactional.command, '```');
   return L.join('\n');

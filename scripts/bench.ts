@@ -32,12 +32,13 @@
  *     BENCH_LATENCY_WORKERS (1)         C's worker processes in the paced latency run (one task queue; the
  *                                        groups or partitions each one prepared are in the results)
  *   Scale phase (the same records over more source partitions; C at the latency settings)
- *     BENCH_SCALE_PARTITIONS (4,16,64)   partition counts, the first is the reference of the ratios; empty: no scale phase
+ *     BENCH_SCALE_PARTITIONS (4,16,64,256) partition counts, the first is the reference of the ratios; empty: no scale phase
  *     BENCH_SCALE_RECORDS (400000)       records at every count
  *     BENCH_SCALE_LATENCY_SECONDS (10)   seconds of paced input measured per latency run (after the warm-up)
  *     BENCH_SCALE_PARALLELISM (2)        partition groups of the grouped series (C at every count once more, with
  *                                        spec.parallelism, verified, with its own latency run); empty: no grouped series
  *     BENCH_SCALE_UNGROUPED (1)          0: no ungrouped C series (one workflow per partition), e.g. for a 256-partition run
+ *     BENCH_SCALE_UNGROUPED_MAX (64)     the ungrouped C series only up to this partition count (256: grouped only); empty: every count
  *     BENCH_SCALE_BRACKET (1)            the first count's B and C throughput runs again after every other count (4, 16, 4,
  *                                        64, 4), each count's ratios against the mean of those just before and after it; 0: each count once
  *   Output and stack

@@ -34,7 +34,11 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
     [{ maxRecords: 20000 }, 1, 400_000],
   );
   assert.deepEqual(o.scalePartitions, []);
-  assert.deepEqual(defaultOptions({}).scalePartitions, [4, 16, 64]);
+  assert.deepEqual(defaultOptions({}).scalePartitions, [4, 16, 64, 256]);
+  // 256 partitions run grouped only: one workflow per partition stops at 64 unless told otherwise.
+  assert.equal(defaultOptions({}).scaleUngroupedMax, 64);
+  assert.equal(defaultOptions({ BENCH_SCALE_UNGROUPED_MAX: '256' }).scaleUngroupedMax, 256);
+  assert.equal(defaultOptions({ BENCH_SCALE_UNGROUPED_MAX: '' }).scaleUngroupedMax, undefined);
   assert.equal(defaultOptions({ BENCH_LATENCY_RATE: '0' }).latencyRate, 0);
   const v = cVariants(o);
   assert.deepEqual(

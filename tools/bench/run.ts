@@ -135,6 +135,8 @@ export interface BenchOptions {
   temporalTailMs?: number;
   /** Scale phase: false skips the ungrouped C series (BENCH_SCALE_UNGROUPED=0: for partition counts at which one workflow per partition would take most of the run); B and the grouped series still run. */
   scaleUngrouped?: boolean;
+  /** Scale phase: the ungrouped C series runs only at partition counts up to this (BENCH_SCALE_UNGROUPED_MAX; default 64: at 256 one workflow per partition would take most of the run); above it B and the grouped series run. Absent: every count. */
+  scaleUngroupedMax?: number;
   /**
    * Scale phase: the reference count's (the first count's) B and C throughput runs again after
    * every other count (BENCH_SCALE_BRACKET; default on; 0: each count once), so that each count's
@@ -517,7 +519,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     latencyEpoch: parseEpoch('BENCH_LATENCY_EPOCH', env.BENCH_LATENCY_EPOCH, DEFAULT_LATENCY_EPOCH),
     ...optional('latencyParallelism', parseGroups('BENCH_LATENCY_PARALLELISM', env.BENCH_LATENCY_PARALLELISM, 1)),
     ...optional('latencyWorkers', num('BENCH_LATENCY_WORKERS', 1)),
-    scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64')
+    scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64,256')
       .split(',')
       .map((x) => x.trim())
       .filter(Boolean)
@@ -526,6 +528,10 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     scaleLatencySeconds: num('BENCH_SCALE_LATENCY_SECONDS', 10),
     ...optional('scaleParallelism', parseGroups('BENCH_SCALE_PARALLELISM', env.BENCH_SCALE_PARALLELISM, 2)),
     ...(env.BENCH_SCALE_UNGROUPED === '0' ? { scaleUngrouped: false } : {}),
+    ...optional(
+      'scaleUngroupedMax',
+      env.BENCH_SCALE_UNGROUPED_MAX === '' ? undefined : num('BENCH_SCALE_UNGROUPED_MAX', 64),
+    ),
     scaleBracket: env.BENCH_SCALE_BRACKET !== '0',
     bracketB: env.BENCH_BRACKET_B !== '0',
     perfTransactionMs: num('BENCH_PERF_TRANSACTION_MS', 1000),
@@ -974,6 +980,14 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const ungrouped = opts.scaleUngrouped !== false;
   if (scaleP.length > 0 && !ungrouped && !scaleGroups)
     throw new Error('BENCH_SCALE_UNGROUPED=0 needs BENCH_SCALE_PARALLELISM: the scale phase would run no C at all');
+  const ungroupedMax = opts.scaleUngroupedMax ?? Infinity;
+  if (!(ungroupedMax >= 1))
+    throw new Error(`BENCH_SCALE_UNGROUPED_MAX: '${opts.scaleUngroupedMax}' is not a partition count`);
+  const above = scaleP.filter((p) => p > ungroupedMax);
+  if (above.length && !scaleGroups)
+    throw new Error(
+      `BENCH_SCALE_PARTITIONS ${above.join(', ')} is above BENCH_SCALE_UNGROUPED_MAX (${ungroupedMax}) and BENCH_SCALE_PARALLELISM is empty: no C would run there; raise the one or set the other`,
+    );
   for (const [what, g] of [
     ['BENCH_LATENCY_PARALLELISM', latencyParallelism],
     ['BENCH_SCALE_PARALLELISM', scaleGroups],
@@ -1061,8 +1075,8 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         created.push(bs);
         const sB = await runBaseline(deps, bs, SN, sp);
         log(`scale ${sp}${again ? ' again' : ''} B: ${sB.recordsPerSec.toFixed(0)} records/s`);
-        // The ungrouped series (one workflow per partition; not with BENCH_SCALE_UNGROUPED=0), then the grouped one (scaleGroups partition groups) on the same data.
-        const series = [...(ungrouped ? [undefined] : []), ...(scaleGroups ? [scaleGroups] : [])];
+        // The ungrouped series (one workflow per partition; not with BENCH_SCALE_UNGROUPED=0, nor above BENCH_SCALE_UNGROUPED_MAX), then the grouped one (scaleGroups partition groups) on the same data.
+        const series = [...(ungrouped && sp <= ungroupedMax ? [undefined] : []), ...(scaleGroups ? [scaleGroups] : [])];
         for (const [i, groups] of series.entries()) {
           const tag = groups ? `g${groups}` : '';
           const at = `scale ${sp}${again ? ' again' : ''}${groups ? `, ${groups} groups` : ''}`;
@@ -1149,6 +1163,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
         ...(latencyParallelism ? { latencyParallelism } : {}),
         scalePartitions: scaleP,
         ...(scaleGroups ? { scaleParallelism: scaleGroups } : {}),
+        ...(opts.scaleUngroupedMax !== undefined ? { scaleUngroupedMax: opts.scaleUngroupedMax } : {}),
         ...(scale
           ? {
               scaleRecords: scale.records,

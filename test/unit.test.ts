@@ -15,7 +15,8 @@ import {
   writeTxnMarkersRequest,
 } from '../src/kafka/internals';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
-import { decodeRows, encodeRows, mysqlMode, stageTableName, type StagedRows } from '../src/mysql/stage';
+import { mysqlMode, stageTableName } from '../src/mysql/stage';
+import { decodeRows, encodeRows, type StagedRows } from '../src/mysql/stage-codec';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
 import { applyControl, assertTransition, validateControl } from '../src/protocol';
 import { compareSpec } from '../examples/flink-compare/scenario';

@@ -136,7 +136,7 @@ export function committer(ctx: ActivityContext) {
     const applyFrom = Date.now();
     await applyEpoch(ctx, spec, lead.id, lead.epoch, p.xid);
     const appliedMs = Date.now() - applyFrom;
-    for (const m of p.members) await finishMysqlSide(ctx, spec, m.id, m.epoch, started, { appliedMs });
+    for (const m of p.members) await finishMysqlSide(ctx, spec, m.id, m.epoch, started, appliedMs);
     return 'committed';
   }
 

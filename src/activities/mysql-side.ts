@@ -5,7 +5,7 @@ import { commitBranch, recoverXids, rollbackXid } from '../mysql/branch';
 import { ER_DUP_ENTRY, sqlErrno } from '../mysql/errors';
 import { insertLedger, ledgerPruneDue, pruneLedger } from '../mysql/ledger';
 import { inLocalTransaction, writeRows } from '../mysql/sink';
-import { applyStaged, mysqlMode, takeStaged } from '../mysql/stage';
+import { applyPipelineEpoch, takeStaged } from '../mysql/stage';
 import { bqualToken, epochGtrid, xidFromString, xidToString } from '../mysql/xid';
 import type { MysqlCommitOutcome } from '../protocol';
 import type { PipelineSpec } from '../spec';
@@ -60,15 +60,8 @@ export async function applyEpoch(
   epoch: number,
   xid?: string,
 ): Promise<boolean> {
-  if (mysqlMode(spec) !== 'staged') return false;
   const rows = xid === undefined ? undefined : takeStaged(xid);
-  return applyStaged(
-    ctx.pool,
-    { pipeline: spec.name, partition, epoch },
-    spec.mysqlSink.tables,
-    await ctx.dialect(),
-    rows,
-  );
+  return applyPipelineEpoch(ctx.pool, spec, partition, epoch, await ctx.dialect(), rows);
 }
 
 /**
@@ -92,22 +85,15 @@ export async function commitDecided(
   return r === 'gone' ? 'gone' : 'committed';
 }
 
-/**
- * After an epoch's XA COMMIT: its staged rows into the tables (unless the caller applied them,
- * in `appliedMs`: a group epoch's rows are applied once, under its first member); the ledger
- * pruned now and then.
- */
+/** After an epoch's XA COMMIT and its apply (`applyMs`, timed by the caller): the ledger pruned now and then, the commit observed. */
 export async function finishMysqlSide(
   ctx: ActivityContext,
   spec: PipelineSpec,
   partition: number,
   epoch: number,
   started: number,
-  opts: { appliedMs?: number } = {},
+  applyMs: number,
 ): Promise<void> {
-  const applyFrom = Date.now();
-  if (opts.appliedMs === undefined) await applyEpoch(ctx, spec, partition, epoch);
-  const applyMs = opts.appliedMs ?? Date.now() - applyFrom;
   if (ledgerPruneDue(epoch)) await pruneLedger(ctx.pool, spec.name, partition, epoch);
   ctx.observe({
     kind: 'committed',

@@ -9,7 +9,7 @@ import type { Pool } from 'mysql2/promise';
 import { ISOLATION, latestOffset, type KafkaCluster } from '../kafka/internals';
 import { partitionCounts } from '../kafka/topics';
 import { detectDialect } from '../mysql/sink';
-import { applyStaged, mysqlMode } from '../mysql/stage';
+import { applyPipelineEpoch } from '../mysql/stage';
 import {
   carryOut,
   describeSplit,
@@ -137,6 +137,7 @@ export async function resolveInDoubt(
   partitions: number | number[],
 ): Promise<string[]> {
   const ids = await recordedIds(deps.pool, spec.name, partitions);
+  const dialect = await detectDialect(deps.pool);
   for (const p of ids) {
     if (await isRunning(deps.client, runnerWorkflowId(spec, p))) {
       throw new Error(
@@ -174,14 +175,7 @@ export async function resolveInDoubt(
     }
     done.push(
       ...(await carryOut(deps, spec, f, {
-        apply: async (epoch) =>
-          mysqlMode(spec) === 'staged' &&
-          applyStaged(
-            deps.pool,
-            { pipeline: spec.name, partition: p, epoch },
-            spec.mysqlSink.tables,
-            await detectDialect(deps.pool),
-          ),
+        apply: (epoch) => applyPipelineEpoch(deps.pool, spec, p, epoch, dialect),
       })),
     );
   }

@@ -1262,7 +1262,7 @@ async function dataPhase(
       ...(v.latencySettings ? { latencySettings: true } : {}),
       ...(spec.parallelism ? { parallelism: spec.parallelism } : {}),
       ...(v.specPadBytes ? { specPadBytes: v.specPadBytes } : {}),
-      ...(v.tree ? { tree: v.tree, ...(commitOf(v.tree) ? { code: commitOf(v.tree) } : {}) } : {}),
+      ...(v.tree ? { tree: v.tree, ...optionalCode(commitOf(v.tree)) } : {}),
       epochMaxRecords: spec.epoch.maxRecords,
       mysqlMode: mode,
       eagerActivities: eager,
@@ -1371,6 +1371,8 @@ function bundleOf(root: string): string {
   bundles.set(root, out);
   return out;
 }
+
+const optionalCode = (code: string | undefined) => (code ? { code } : {});
 
 /** The commit a checkout is at (CRun.code), or undefined where git cannot say. */
 function commitOf(root: string): string | undefined {

@@ -113,11 +113,14 @@ const LATENCY_HEAD = [
   '|---|---:|---:|---:|---:|---:|---|---|---:|---:|---:|---:|',
 ];
 
+/** A latency run of another checkout's worker (BENCH_LATENCY_TREES): its commit. */
+const treeOf = (l: LatencyRun) => (l.tree ? `, worker of ${l.code ?? l.tree}` : '');
+
 function latencyRow(l: LatencyRun, T: ReturnType<typeof targetsOf>): string {
   const all = l.seen >= l.records;
   const met = (x: number, t: number) =>
     Number.isFinite(x) && all ? verdict(x <= t) : `**missed**${all ? '' : ' (not all seen)'}`;
-  return `| ${l.engine === 'B' ? 'B at-least-once' : `C onceflow${groupsOf(l)}${l.workers ? `, ${l.workers} worker processes (${l.parallelism ? 'groups' : 'partitions'} each prepared: ${l.placement?.map((x) => x.join('+') || 'none').join(' | ')})` : ''}${l.verified === undefined ? '' : l.verified ? ' (verified exactly once)' : ' (**verification FAILED**)'}`} | ${f0(l.seen)}/${f0(l.records)}${l.timedOut ? ` (backlog ${f0(l.backlog ?? NaN)} after ${f0((l.limitMs ?? NaN) / 1000)} s)` : ''} | ${f0(l.latencyMs.p50)} | ${f0(l.latencyMs.p90)} | ${f0(l.latencyMs.p99)} | ${f0(l.latencyMs.max)} | ${met(l.latencyMs.p50, T.latencyP50Ms)} | ${met(l.latencyMs.p99, T.latencyP99Ms)} | ${l.warmupLatencyMs ? `${f0(l.warmupLatencyMs.p50)} / ${f0(l.warmupLatencyMs.p99)}` : ''} | ${l.epochIntervalMs !== undefined ? f0(l.epochIntervalMs) : ''} | ${f2(l.cpuCores)} | ${f0(l.peakRssMb)} |`;
+  return `| ${l.engine === 'B' ? 'B at-least-once' : `C onceflow${groupsOf(l)}${treeOf(l)}${l.workers ? `, ${l.workers} worker processes (${l.parallelism ? 'groups' : 'partitions'} each prepared: ${l.placement?.map((x) => x.join('+') || 'none').join(' | ')})` : ''}${l.verified === undefined ? '' : l.verified ? ' (verified exactly once)' : ' (**verification FAILED**)'}`} | ${f0(l.seen)}/${f0(l.records)}${l.timedOut ? ` (backlog ${f0(l.backlog ?? NaN)} after ${f0((l.limitMs ?? NaN) / 1000)} s)` : ''} | ${f0(l.latencyMs.p50)} | ${f0(l.latencyMs.p90)} | ${f0(l.latencyMs.p99)} | ${f0(l.latencyMs.max)} | ${met(l.latencyMs.p50, T.latencyP50Ms)} | ${met(l.latencyMs.p99, T.latencyP99Ms)} | ${l.warmupLatencyMs ? `${f0(l.warmupLatencyMs.p50)} / ${f0(l.warmupLatencyMs.p99)}` : ''} | ${l.epochIntervalMs !== undefined ? f0(l.epochIntervalMs) : ''} | ${f2(l.cpuCores)} | ${f0(l.peakRssMb)} |`;
 }
 
 /**
@@ -156,6 +159,8 @@ export function distinctSection(r: BenchResult): string[] {
       );
     L.push('', 'Per-epoch time split of C on this data (as above):', '', ...SPLIT_HEAD);
     for (const c of d.C) L.push(splitRow(cLabel(c), c.split));
+    for (const l of d.latency)
+      if (l.engine === 'C' && l.split) L.push(splitRow(`latency run (paced)${groupsOf(l)}${treeOf(l)}`, l.split));
   }
   if (d.latency.length) {
     L.push('', 'End-to-end latency on this data (as above):', '', ...LATENCY_HEAD);
@@ -239,7 +244,8 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   L.push(...SPLIT_HEAD);
   for (const c of r.C) L.push(splitRow(cLabel(c), c.split));
   const lc = r.latency.find((l) => l.engine === 'C');
-  if (lc?.split) L.push(splitRow(`latency run (paced)${groupsOf(lc)}`, lc.split));
+  for (const l of r.latency)
+    if (l.engine === 'C' && l.split) L.push(splitRow(`latency run (paced)${groupsOf(l)}${treeOf(l)}`, l.split));
   if (before) {
     L.push('', 'Before:', '');
     L.push(...SPLIT_HEAD);

@@ -123,6 +123,8 @@ export interface BenchOptions {
   latencyParallelism?: number;
   /** C's worker processes in the paced latency run (BENCH_LATENCY_WORKERS; default 1) */
   latencyWorkers?: number;
+  /** More C latency runs, one per checkout (BENCH_LATENCY_TREES, comma-separated directories, e.g. `git worktree`s of the commits before a change): before and after paced in one run */
+  latencyTrees?: string[];
   /** Scale phase: source partition counts (empty or absent: no scale phase); the first is the reference of the ratios. */
   scalePartitions?: number[];
   /** Scale phase: records per partition count (the same total at every count). */
@@ -241,7 +243,25 @@ export function cVariants(opts: BenchOptions): CVariant[] {
 /** A count of partition groups as the bench takes it (BENCH_C_VARIANTS' parallelism, BENCH_LATENCY_PARALLELISM, BENCH_SCALE_PARALLELISM): an integer ≥ 1 (the spec's own validation bounds it above). */
 const groupCount = (x: unknown): x is number => typeof x === 'number' && Number.isInteger(x) && x >= 1;
 
-/** BENCH_C_VARIANTS: a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?, specPadBytes?}. */
+/** `raw` as the directory of another checkout of onceflow whose bench worker can run, or an error naming `field`. */
+function checkout(field: string, raw: unknown): string {
+  if (typeof raw === 'string' && raw && existsSync(join(resolve(raw), 'tools', 'bench', 'worker.ts')))
+    return resolve(raw);
+  throw new Error(
+    `${field} is a checkout of onceflow (with tools/bench/worker.ts and node_modules), got ${JSON.stringify(raw)}`,
+  );
+}
+
+/** BENCH_LATENCY_TREES: comma-separated checkouts (see checkout). */
+export function parseTrees(field: string, raw: string): string[] {
+  return raw
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean)
+    .map((x, i) => checkout(`${field}[${i}]`, x));
+}
+
+/** BENCH_C_VARIANTS: a JSON array of {label, epoch, mysqlMode?, eager?, parallelism?, specPadBytes?, tree?}. */
 export function parseVariants(raw: string | undefined): CVariant[] {
   if (!raw || !raw.trim()) return [];
   let v: unknown;
@@ -275,13 +295,7 @@ export function parseVariants(raw: string | undefined): CVariant[] {
       throw new Error(
         `BENCH_C_VARIANTS[${i}] (${o.label}): specPadBytes is a number of bytes, an integer ≥ 0, got ${JSON.stringify(o.specPadBytes)}`,
       );
-    if (
-      o.tree !== undefined &&
-      !(typeof o.tree === 'string' && existsSync(join(resolve(o.tree), 'tools', 'bench', 'worker.ts')))
-    )
-      throw new Error(
-        `BENCH_C_VARIANTS[${i}] (${o.label}): tree is a checkout of onceflow (with tools/bench/worker.ts and node_modules), got ${JSON.stringify(o.tree)}`,
-      );
+    if (o.tree !== undefined) checkout(`BENCH_C_VARIANTS[${i}] (${o.label}): tree`, o.tree);
     const known = new Set(['label', 'epoch', 'mysqlMode', 'eager', 'parallelism', 'specPadBytes', 'tree']);
     const extra = Object.keys(o).filter((k) => !known.has(k));
     if (extra.length) throw new Error(`BENCH_C_VARIANTS[${i}] (${o.label}): unknown field(s) ${extra.join(', ')}`);
@@ -415,6 +429,9 @@ export interface LatencyRun extends Partial<Gauge> {
   drainMs?: number;
   /** C only: the spec's epoch bounds */
   epoch?: Record<string, unknown>;
+  /** C only: the checkout whose worker ran (BENCH_LATENCY_TREES; absent: this one) and its commit */
+  tree?: string;
+  code?: string;
   /** C only: spec.parallelism (absent: ungrouped) */
   parallelism?: number;
   /** C only: worker processes (BENCH_LATENCY_WORKERS; absent: 1) and the partitions or groups each prepared */
@@ -519,6 +536,7 @@ export function defaultOptions(env: NodeJS.ProcessEnv = process.env): BenchOptio
     latencyEpoch: parseEpoch('BENCH_LATENCY_EPOCH', env.BENCH_LATENCY_EPOCH, DEFAULT_LATENCY_EPOCH),
     ...optional('latencyParallelism', parseGroups('BENCH_LATENCY_PARALLELISM', env.BENCH_LATENCY_PARALLELISM, 1)),
     ...optional('latencyWorkers', num('BENCH_LATENCY_WORKERS', 1)),
+    ...(env.BENCH_LATENCY_TREES ? { latencyTrees: parseTrees('BENCH_LATENCY_TREES', env.BENCH_LATENCY_TREES) } : {}),
     scalePartitions: (env.BENCH_SCALE_PARTITIONS ?? '4,16,64,256')
       .split(',')
       .map((x) => x.trim())
@@ -999,7 +1017,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   let bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '';
   if (!bundle || !existsSync(bundle)) bundle = bundleOf(ROOT);
   // Other checkouts' bundles too, before anything is measured.
-  for (const v of variants) if (v.tree) bundleOf(v.tree);
+  for (const tree of [...variants.flatMap((v) => v.tree ?? []), ...(opts.latencyTrees ?? [])]) bundleOf(tree);
   const connections = await openConnections(settings, 'onceflow-bench');
   const { kafka, admin } = connections;
   const deps: Deps = { ...connections, bundle, log, tailMs: opts.temporalTailMs ?? TEMPORAL_TAIL_MS };
@@ -1290,15 +1308,21 @@ async function dataPhase(
       : Math.max(100, Math.round((0.5 * Math.min(bestC, B.recordsPerSec)) / 100) * 100));
   const latency: LatencyRun[] = [];
   const warmup = opts.latencyWarmupSeconds ?? 0;
-  for (const engine of ['B', 'C'] as const) {
+  const runs: { engine: 'B' | 'C'; tree?: string }[] = [
+    { engine: 'B' },
+    { engine: 'C' },
+    ...(opts.latencyTrees ?? []).map((tree) => ({ engine: 'C' as const, tree })),
+  ];
+  for (const [k, { engine, tree }] of runs.entries()) {
     log(
-      `latency${on}: ${engine} at ${rate} records/s for ${warmup} s of warm-up and ${opts.latencySeconds} s measured`,
+      `latency${on}: ${engine}${tree ? ` (worker of ${tree})` : ''} at ${rate} records/s for ${warmup} s of warm-up and ${opts.latencySeconds} s measured`,
     );
     const l = await runLatency(
       deps,
       {
         engine,
-        name: `${id}-${tag}l${engine.toLowerCase()}`,
+        name: `${id}-${tag}l${engine.toLowerCase()}${k > 1 ? k : ''}`,
+        ...(tree ? { tree } : {}),
         rate,
         seconds: opts.latencySeconds,
         warmupSeconds: warmup,
@@ -1536,6 +1560,8 @@ interface LatencyParams {
   /** the paced records' row keys (absent: the demo's) */
   keys?: KeySpace;
   recordBytes: number;
+  /** C only: the checkout whose worker runs (absent: this one) */
+  tree?: string;
 }
 
 /** How long a pipeline may take to end after drain or stop, before it is terminated. */
@@ -1598,8 +1624,10 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       const n = p.workers ?? 1;
       child =
         n > 1
-          ? new Workers(await Promise.all(Array.from({ length: n }, () => startWorker(deps, `${spec.name}-tq`))))
-          : await startWorker(deps, `${spec.name}-tq`);
+          ? new Workers(
+              await Promise.all(Array.from({ length: n }, () => startWorker(deps, `${spec.name}-tq`, true, p.tree))),
+            )
+          : await startWorker(deps, `${spec.name}-tq`, true, p.tree);
       child.send({ type: 'mark' });
       handle = await startPipeline(deps.client, spec, `${spec.name}-tq`);
     }
@@ -1709,6 +1737,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       ...(engine === 'C'
         ? { epoch: { ...spec.epoch }, ...(spec.parallelism ? { parallelism: spec.parallelism } : {}) }
         : {}),
+      ...(p.tree ? { tree: p.tree, ...optionalCode(commitOf(p.tree)) } : {}),
       ...(running instanceof Workers ? { workers: running.all.length, placement: running.placement() } : {}),
       ...(split ? { epochIntervalMs: split.cycleMs, split, commitStartWaitMs: commitStartWait(events) } : {}),
       ...(temporal ? { temporal } : {}),

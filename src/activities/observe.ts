@@ -3,11 +3,9 @@ import type { KafkaSplit } from '../protocol';
 /** What activities report to an observer (the worker's metrics, the benchmark, the fault campaign). */
 
 /**
- * Where a prepare spent its time (ms): waiting for and reading the source, the transform, then
- * two sides at once — Kafka (InitProducerId; produce incl. markers and sendOffsets) beside MySQL
- * (the previous commit's wait, writes incl. the ledger rows, XA END + XA PREPARE + detaching the
- * session) — so the steps of the two sides overlap and do not add up to the prepare's time. For
- * the benchmark's per-epoch split.
+ * Where a prepare spent its time (ms): waiting for and reading the source, InitProducerId,
+ * the transform, Kafka produce (incl. marker and sendOffsets), MySQL writes (incl. the ledger
+ * row), and XA END + XA PREPARE + detaching the session. For the benchmark's per-epoch split.
  */
 export interface PrepareSplit {
   readMs: number;

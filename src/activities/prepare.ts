@@ -1,15 +1,14 @@
 /**
  * Phase 1 of an epoch: read every member from its position, write all of them in ONE Kafka
- * transaction and ONE XA branch (the unit's: src/activities/members.ts), the two at once, and
- * prepare both. A group
+ * transaction and ONE XA branch (the unit's: src/activities/members.ts), prepare both. A group
  * of one (an ungrouped partition) is the same steps with one member.
  */
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { endTxn, type TxnHandle } from '../kafka/internals';
+import { endTxn } from '../kafka/internals';
 import { CountedTransaction } from '../kafka/landed';
 import type { Marker } from '../kafka/progress';
-import { LOCK_WAIT_SEC, prepareBranch, rollbackXid } from '../mysql/branch';
+import { LOCK_WAIT_SEC, prepareBranch } from '../mysql/branch';
 import { insertLedger, ledgerRow } from '../mysql/ledger';
 import { writeRows, type RowOp } from '../mysql/sink';
 import { ensureStagedTableOnce, mysqlMode, rememberStaged, stageRows } from '../mysql/stage';
@@ -179,34 +178,24 @@ export function preparer(ctx: ActivityContext) {
       ),
       judged,
     );
-    // The two sides run at once: nothing of this attempt is decided until its result is in
-    // history, so either may finish first, and a failure of either takes both back (a Kafka
-    // transaction or XA branch this code cannot reach is aborted by the next InitProducerId on
-    // the id, or rolled back by the retry and by reconcile: src/activities/reconcile.ts).
-    const staged = mysqlMode(spec) === 'staged';
-    let failed = false;
-    let handle: TxnHandle | undefined;
     // InitProducerId on the unit's id of this epoch: fences zombies and aborts their open transaction.
     // Counted: each send must acknowledge every partition it carried (src/kafka/landed.ts).
     const txn = new CountedTransaction(cluster, unitTxnId(spec, args, groupEpoch), spec.kafkaSink.transactionTimeoutMs);
-    const kafkaSide = async () => {
-      handle = await timed('initMs', () => txn.begin());
+    const handle = await timed('initMs', () => txn.begin());
+    try {
       // Checked before it returns: the log holds exactly what was sent (src/kafka/landed.ts).
       const sent = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, { outputs, deadLetters }, parts));
       await ctx.hit('prepare.kafka-sent', at);
-      return { handle, sent };
-    };
-    let stagedRows: StagedRows | undefined;
-    const mysqlSide = async () => {
+      const staged = mysqlMode(spec) === 'staged';
       if (staged) await ensureStagedTableOnce(pool);
       const previous = args.afterCommitOf;
       if (!staged && previous)
-        await timed('previousCommitWaitMs', () =>
-          awaitLedger(ctx, spec, previous.id, previous.epoch, () => failed || givenUp()),
-        );
+        await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, previous.id, previous.epoch, givenUp));
       const dialect = await ctx.dialect();
       const lead = parts[0]!.m;
       let bodyDone = 0;
+      let stagedRows: StagedRows | undefined;
+      // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
       await prepareBranch(
         pool,
         xid,
@@ -218,6 +207,7 @@ export function preparer(ctx: ActivityContext) {
               stageRows(conn, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch }, rows, tables),
             );
           else await timed('mysqlMs', () => writeRows(conn, rows, tables, dialect));
+          for (const part of parts) part.sink();
           for (const { m } of parts)
             await timed('mysqlMs', () =>
               insertLedger(conn, spec.name, m.id, {
@@ -236,53 +226,40 @@ export function preparer(ctx: ActivityContext) {
         },
       );
       split.xaPrepareMs = Date.now() - bodyDone;
-    };
-    const [kafka, mysql] = await Promise.allSettled([
-      kafkaSide().catch((e: unknown) => {
-        failed = true;
-        throw e;
-      }),
-      mysqlSide(),
-    ]);
-    if (kafka.status === 'rejected' || mysql.status === 'rejected') {
-      // This attempt's result will never be in history: take back what it holds now rather than
-      // let its transaction hold back the members' LSOs until the next InitProducerId or the
-      // broker's timeout, or its branch wait for the retry. (Safe: only this attempt's handle and
-      // xid name them; a fenced handle is refused anyway.)
-      if (handle) await endTxn(cluster, handle, false).catch(() => undefined);
-      if (mysql.status === 'fulfilled') await rollbackXid(pool, xid).catch(() => undefined);
-      throw kafka.status === 'rejected' ? kafka.reason : (mysql as PromiseRejectedResult).reason;
-    }
-    const { sent } = kafka.value;
-    // Both sides hold the epoch: the transform's own sink sees its processed records.
-    for (const part of parts) part.sink();
-    // Prepared: if this worker commits the epoch too, it upserts these rows without reading them back.
-    if (stagedRows) rememberStaged(xidToString(xid), stagedRows);
-    const ms = Date.now() - started;
-    for (const [i, { m }] of parts.entries()) {
-      const r = taking[i]!.r;
-      ctx.observe({
+      // Prepared: if this worker commits the epoch too, it upserts these rows without reading them back.
+      if (stagedRows) rememberStaged(xidToString(xid), stagedRows);
+      const ms = Date.now() - started;
+      for (const [i, { m }] of parts.entries()) {
+        const r = taking[i]!.r;
+        ctx.observe({
+          kind: 'prepared',
+          pipeline: spec.name,
+          partition: m.id,
+          epoch: m.epoch,
+          records: m.records,
+          deadLetters: m.deadLetters,
+          ms,
+          end: m.end,
+          lag: Math.max(0, r.sourceEnd - m.end),
+          startedAt: started,
+          split,
+          ...(args.solo ? {} : { group }),
+        });
+      }
+      return {
         kind: 'prepared',
-        pipeline: spec.name,
-        partition: m.id,
-        epoch: m.epoch,
-        records: m.records,
-        deadLetters: m.deadLetters,
-        ms,
-        end: m.end,
-        lag: Math.max(0, r.sourceEnd - m.end),
-        startedAt: started,
-        split,
-        ...(args.solo ? {} : { group }),
-      });
+        groupEpoch,
+        members: parts.map(({ m }, i) => ({ ...m, markerOffset: sent.markerOffsets[i]! })),
+        kafka: { ...handle, written: sent.written },
+        xid: xidToString(xid),
+      };
+    } catch (e) {
+      // This attempt's result will never be in history: abort its open transaction now rather
+      // than let it hold back the members' LSOs until the next InitProducerId or the broker's
+      // timeout. (Safe: only this attempt's handle can name it; a fenced handle is refused anyway.)
+      await endTxn(cluster, handle, false).catch(() => undefined);
+      throw e;
     }
-    return {
-      kind: 'prepared',
-      groupEpoch,
-      members: parts.map(({ m }, i) => ({ ...m, markerOffset: sent.markerOffsets[i]! })),
-      kafka: { ...kafka.value.handle, written: sent.written },
-      xid: xidToString(xid),
-    };
   };
 }
 

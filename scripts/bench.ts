@@ -31,6 +31,8 @@
  *                                        run at the latency settings and of the grouped scale series' latency runs
  *     BENCH_LATENCY_WORKERS (1)         C's worker processes in the paced latency run (one task queue; the
  *                                        groups or partitions each one prepared are in the results)
+ *     BENCH_LATENCY_TREES                other checkouts whose workers run C's paced latency once more each, after
+ *                                        this checkout's (before and after a change to the epoch cycle in one run)
  *   Scale phase (the same records over more source partitions; C at the latency settings)
  *     BENCH_SCALE_PARTITIONS (4,16,64,256) partition counts, the first is the reference of the ratios; empty: no scale phase
  *     BENCH_SCALE_RECORDS (400000)       records at every count
@@ -44,6 +46,8 @@
  *   Output and stack
  *     BENCH_LABEL                        results file bench/results/<date>-<label>.json
  *     BENCH_BEFORE                       an earlier results file, shown as "before" columns
+ *     BENCH_TARGET_RUNS                  earlier results files, oldest first: docs/performance.md opens with the targets
+ *                                        of those runs and this one side by side, each judged by this run's targets
  *     BENCH_DOCS=0                       do not touch docs/performance.md and docs/performance.svg
  *     BENCH_FROM=<results file>          measure nothing: render docs/performance.md and .svg again from a saved run
  *     BENCH_SKIP_SERVICES=1              do not run scripts/services.sh up (the stack is already up)
@@ -57,7 +61,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { Runtime, DefaultLogger } from '@temporalio/worker';
-import { markdown, spliceGenerated, svgChart } from '../tools/bench/report';
+import { markdown, spliceGenerated, svgChart, TARGETS_MARKERS, targetsBlock } from '../tools/bench/report';
 import { defaultOptions, runBench, type BenchResult } from '../tools/bench/run';
 
 const ROOT = join(__dirname, '..');
@@ -66,13 +70,23 @@ async function main() {
   const result = process.env.BENCH_FROM ? readResult(process.env.BENCH_FROM) : await measure();
   const before = process.env.BENCH_BEFORE ? readResult(process.env.BENCH_BEFORE) : undefined;
   const block = markdown(result, 'performance.svg', before);
+  const earlier = (process.env.BENCH_TARGET_RUNS ?? '')
+    .split(',')
+    .map((f) => f.trim())
+    .filter(Boolean)
+    .map((file) => ({ file, result: readResult(file) }));
+  const targets = earlier.length
+    ? targetsBlock([...earlier, { file: process.env.BENCH_FROM ?? 'this run', result }])
+    : undefined;
   if (process.env.BENCH_DOCS !== '0') {
     const page = join(ROOT, 'docs', 'performance.md');
     const text = existsSync(page) ? readFileSync(page, 'utf8') : '# Performance\n';
-    writeFileSync(page, spliceGenerated(text, block));
+    const withTargets = targets ? spliceGenerated(text, targets, TARGETS_MARKERS) : text;
+    writeFileSync(page, spliceGenerated(withTargets, block));
     writeFileSync(join(ROOT, 'docs', 'performance.svg'), svgChart(result, before));
     console.log('docs/performance.md and docs/performance.svg updated');
   }
+  if (targets) console.log(targets);
   console.log(block);
 }
 

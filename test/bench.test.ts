@@ -11,7 +11,15 @@ import { join } from 'node:path';
 import type { ObservedEvent } from '../src/activities';
 import type { HistoryEventLike } from '../src/history';
 import { epochSplit, temporalCost } from '../tools/bench/analyze';
-import { markdown, scaleReference, svgChart } from '../tools/bench/report';
+import {
+  markdown,
+  scaleReference,
+  spliceGenerated,
+  svgChart,
+  TARGETS_MARKERS,
+  targetsBlock,
+} from '../tools/bench/report';
+import { targetChecks, targetsTable } from '../tools/bench/targets';
 import { cVariants, defaultOptions, runBench, type BenchResult } from '../tools/bench/run';
 import { quietRuntime } from './support/env';
 
@@ -150,6 +158,78 @@ test('bench report: a ratio that two decimals would round onto its target is sho
   const md = markdown(saved, 'performance.svg');
   assert.match(md, /at 64 partitions C ≥ 0\.9× its 4-partition records\/s — 0\.897×: \*\*missed\*\*/);
   assert.match(md, /best C 44,041 records\/s .* = 0\.92× B: \*\*met\*\*/);
+});
+
+test("bench targets: a run's checks, several runs side by side judged by the newest's targets, the table at the top of the page", () => {
+  const read = (f: string) =>
+    JSON.parse(readFileSync(join(__dirname, '..', 'bench', 'results', f), 'utf8')) as BenchResult;
+  // 07:19 on 2026-12-05: both data sets, no scale phase.
+  const stage = read('2026-12-05-issue40-stage.json');
+  const checks = targetChecks(stage);
+  const by = (id: string) => checks.find((c) => c.id === id)!;
+  assert.deepEqual(
+    checks.map((c) => c.id),
+    [
+      'best',
+      'latency-settings',
+      'paced-p50',
+      'paced-p99',
+      'distinct-best',
+      'distinct-latency-settings',
+      'distinct-mariadb',
+      'distinct-paced-p50',
+      'distinct-paced-p99',
+      'verified',
+    ],
+  );
+  assert.equal(by('best').met, true, `best C ÷ B ${by('best').value}`);
+  assert.equal(by('distinct-best').met, false);
+  assert.ok(Math.abs(by('distinct-mariadb').value - 4.68 / 5.16) < 0.02, `MariaDB ÷ B ${by('distinct-mariadb').value}`);
+  assert.equal(by('paced-p50').value, 130);
+  assert.equal(by('paced-p50').met, false);
+  assert.deepEqual([by('verified').value, by('verified').met], [10, true]);
+  // One C run that failed its verification fails the run's check.
+  const failed = structuredClone(stage);
+  failed.distinct!.C[1]!.verified = false;
+  assert.deepEqual([targetChecks(failed).at(-1)!.value, targetChecks(failed).at(-1)!.met], [9, false]);
+  // A run judged by another run's targets: r18 recorded p50 ≤ 150 ms (met with 138), today's is 80.
+  const r18 = read('2026-12-04-issue11-r18.json');
+  const p50 = (T?: BenchResult['targets']) => targetChecks(r18, T).find((c) => c.id === 'paced-p50')!;
+  assert.equal(p50().met, true);
+  assert.equal(p50(stage.targets).met, false);
+  // Grouped scale series: the 64-partition checks of the 2 groups, not the ungrouped series'.
+  assert.deepEqual(
+    targetChecks(r18)
+      .filter((c) => c.id.startsWith('scale'))
+      .map((c) => c.id),
+    ['scale-64g2-throughput', 'scale-64g2-temporal'],
+  );
+  const table = targetsTable([
+    { name: 'r18', result: r18 },
+    { name: 'stage', result: stage },
+  ]);
+  assert.equal(table[0], '| target | r18 | stage | met in |');
+  assert.ok(
+    table.includes('| paced 13,000 records/s: p50 ≤ 80 ms | 138 ms **missed** | 130 ms **missed** | 0 of 2 |'),
+    table.join('\n'),
+  );
+  assert.ok(
+    table.some((l) => /^\| distinct keys: best C ÷ B ≥ 1× B \| – \| 0\.85× \*\*missed\*\* \| 0 of 1 \|$/.test(l)),
+    table.join('\n'),
+  );
+  // The page: the targets block goes under the title the first time, and is replaced after.
+  const block = targetsBlock([
+    { file: 'r18.json', result: r18 },
+    { file: 'stage.json', result: stage },
+  ]);
+  const page = spliceGenerated('# Performance\n\nProse.\n', block, TARGETS_MARKERS);
+  assert.ok(page.startsWith(`# Performance\n\n${TARGETS_MARKERS.begin}\n**Targets of the last 2 full runs**`), page);
+  assert.ok(page.endsWith(`${TARGETS_MARKERS.end}\n\nProse.\n`), page);
+  assert.equal(
+    spliceGenerated(page, 'new', TARGETS_MARKERS),
+    `# Performance\n\n${TARGETS_MARKERS.begin}\nnew\n${TARGETS_MARKERS.end}\n\nProse.\n`,
+  );
+  assert.match(block, /set otherwise: issue11-r18: extraVariants/);
 });
 
 test('bench report: a scale row is compared with the reference-count runs just before and after it, a repeat of the reference with the first', () => {

@@ -496,6 +496,8 @@ export interface BenchResult {
   date: string;
   label?: string;
   command: string;
+  /** the commit of the checkout that ran, "+changes" when its src/ or tools/ differed from it (absent in results from before it was recorded) */
+  code?: string;
   machine: { cpus: number; model: string; node: string; loadBefore: number[]; loadAfter: number[] };
   options: Omit<BenchOptions, 'log'>;
   A: { plain: PerfResult; transactional: PerfResult };
@@ -1023,6 +1025,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
   const deps: Deps = { ...connections, bundle, log, tailMs: opts.temporalTailMs ?? TEMPORAL_TAIL_MS };
   const id = `b${Date.now().toString(36)}`;
   const loadBefore = loadavg();
+  const code = commitOf(ROOT);
   const created: PipelineSpec[] = [];
   try {
     const { records: N, partitions: P } = opts;
@@ -1159,6 +1162,7 @@ export async function runBench(opts: BenchOptions): Promise<BenchResult> {
       date: new Date().toISOString(),
       ...(opts.label ? { label: opts.label } : {}),
       command: 'npm run bench',
+      ...optionalCode(code),
       machine: {
         cpus: cpus().length,
         model: cpus()[0]?.model ?? '?',
@@ -1398,10 +1402,12 @@ function bundleOf(root: string): string {
 
 const optionalCode = (code: string | undefined) => (code ? { code } : {});
 
-/** The commit a checkout is at (CRun.code), or undefined where git cannot say. */
+/** The commit a checkout is at (CRun.code, BenchResult.code), "+changes" when its src/ or tools/ differ from it; undefined where git cannot say. */
 function commitOf(root: string): string | undefined {
   const r = spawnSync('git', ['-C', root, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' });
-  return r.status === 0 ? r.stdout.trim() : undefined;
+  if (r.status !== 0) return undefined;
+  const dirty = spawnSync('git', ['-C', root, 'status', '--porcelain', '--', 'src', 'tools'], { encoding: 'utf8' });
+  return `${r.stdout.trim()}${dirty.status === 0 && dirty.stdout.trim() ? '+changes' : ''}`;
 }
 
 async function startWorker(deps: Deps, taskQueue: string, eager = true, tree?: string): Promise<Child> {

@@ -142,6 +142,13 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
     () => defaultOptions({ BENCH_C_VARIANTS: '[{"label":"before","epoch":{},"tree":"/nonexistent"}]' }),
     /tree is a checkout of onceflow/,
   );
+  // The paced latency of other checkouts too, each after this one's.
+  assert.deepEqual(defaultOptions({ BENCH_LATENCY_TREES: ` ${here}, ${here} ` }).latencyTrees, [here, here]);
+  assert.equal(defaultOptions({}).latencyTrees, undefined);
+  assert.throws(
+    () => defaultOptions({ BENCH_LATENCY_TREES: `${here},/nonexistent` }),
+    /BENCH_LATENCY_TREES\[1\] is a checkout of onceflow/,
+  );
   for (const bad of ['-1', '1.5', '"8000"']) {
     assert.throws(
       () => defaultOptions({ BENCH_C_VARIANTS: `[{"label":"p","epoch":{},"specPadBytes":${bad}}]` }),

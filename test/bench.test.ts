@@ -580,7 +580,8 @@ test(
       /\*\*Where the paced runs' time went\*\*[\s\S]*- C: machine-speed gauge before it \d+\.\d \(\d+\.\d\) ms; CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 [\d,]+ \/ [\d,]+ ms/,
     );
     assert.match(md, /C onceflow, epoch.maxRecords 500 \|/);
-    assert.match(md, /C onceflow, epoch.maxRecords 500, MySQL direct \|/);
+    // A variant's label, with its groups said (cLabel).
+    assert.match(md, /C onceflow, maxWaitMs 300, direct, parallelism 2 \|/);
     assert.match(md, /C onceflow, latency settings \(epoch \{"maxRecords":700\}\) \[latency settings\] \|/);
     assert.match(md, /Target: best C ≥ 1× B — .*: \*\*(met|missed)\*\*/);
     assert.match(md, /Target: C at the latency settings .* ≥ 0\.9× B — .*: \*\*(met|missed)\*\*/);
@@ -594,7 +595,7 @@ test(
     );
     assert.match(
       md.slice(md.indexOf('**Distinct-key data**')),
-      /\n\| C onceflow, epoch.maxRecords 500, MySQL direct \| [\d,]+ \| \*\*[\d.]+\*\* \| [\d,]+ · [\d,]+ \| [\d.]+ \| [\d.]+ \| (?:[\d.]+|–) \|/,
+      /\n\| C onceflow, maxWaitMs 300, direct, parallelism 2 \| [\d,]+ \| \*\*[\d.]+\*\* \| [\d,]+ · [\d,]+ \| [\d.]+ \| [\d.]+ \| (?:[\d.]+|–) \|/,
     );
     assert.match(
       md,
@@ -658,7 +659,6 @@ test(
       md,
       /the 2-partition throughput runs ran again after every other count \("2 again" rows, no latency runs\)/,
     );
-    assert.match(md, /C onceflow, maxWaitMs 300, parallelism 2 \|/);
     assert.match(md, /\*\*Temporal work per committed epoch of C\*\*/);
     assert.match(svgChart(r), /^<svg/);
   },

@@ -19,6 +19,24 @@ export interface TargetCheck {
 
 export const targetsOf = (r: BenchResult) => r.targets ?? TARGETS;
 
+/** Figures as the pages print them (a dash for a figure that was not measured). */
+export const f0 = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '–');
+export const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '–');
+/** A ratio next to its target: three decimals where two would round it onto the target (0.897 is not 0.90). */
+export const fT = (x: number, target: number) =>
+  Number.isFinite(x) && f2(x) === f2(target) && x !== target ? x.toFixed(3) : f2(x);
+
+/**
+ * A paced latency run's p50 or p99 against its target. A run that did not see every record met
+ * no latency target (`all` false).
+ */
+export function pacedCheck(l: LatencyRun, k: 'p50' | 'p99', T: typeof TARGETS) {
+  const value = l.latencyMs[k];
+  const all = l.seen >= l.records;
+  const target = k === 'p50' ? T.latencyP50Ms : T.latencyP99Ms;
+  return { value, target, all, met: all && Number.isFinite(value) && value <= target };
+}
+
 type Ref = { value: number; of: number[] };
 
 /**
@@ -55,14 +73,17 @@ export const SCALE_TARGET_FROM = 64;
 export interface ScaleCheck {
   run: ScaleRun;
   ref: ScaleRun;
-  throughput: Ref & { ratio: number };
-  temporal: Ref & { ratio: number };
+  throughput: Ref & { ratio: number; met: boolean };
+  temporal: Ref & { ratio: number; met: boolean };
   /** B's records/s at this count ÷ its reference, for comparison */
   bRatio: number;
 }
 
-/** Per series, each count at or above SCALE_TARGET_FROM (or the series' largest, when none is) against its reference-count runs. */
-export function scaleChecks(r: BenchResult): ScaleCheck[] {
+/**
+ * Per series, each count at or above SCALE_TARGET_FROM (or the series' largest, when none is)
+ * against its reference-count runs, judged by `T` (by default the targets the run recorded).
+ */
+export function scaleChecks(r: BenchResult, T: typeof TARGETS = targetsOf(r)): ScaleCheck[] {
   const out: ScaleCheck[] = [];
   for (const runs of scaleSeries(r)) {
     const ref = runs[0]!;
@@ -75,11 +96,13 @@ export function scaleChecks(r: BenchResult): ScaleCheck[] {
       const rate = scaleReference(runs, j, (x) => x.C.recordsPerSec);
       const cpu = scaleReference(runs, j, (x) => x.C.servicesCpuMsPer1k.temporal);
       const b = scaleReference(runs, j, (x) => x.B.recordsPerSec);
+      const rateRatio = s.C.recordsPerSec / rate.value;
+      const cpuRatio = s.C.servicesCpuMsPer1k.temporal / cpu.value;
       out.push({
         run: s,
         ref,
-        throughput: { ...rate, ratio: s.C.recordsPerSec / rate.value },
-        temporal: { ...cpu, ratio: s.C.servicesCpuMsPer1k.temporal / cpu.value },
+        throughput: { ...rate, ratio: rateRatio, met: rateRatio >= T.scaleThroughput },
+        temporal: { ...cpu, ratio: cpuRatio, met: cpuRatio <= T.scaleTemporalCpu },
         bRatio: s.B.recordsPerSec / b.value,
       });
     }
@@ -113,20 +136,17 @@ export function targetChecks(r: BenchResult, T: typeof TARGETS = targetsOf(r)): 
   };
   const paced = (id: string, on: string, l: LatencyRun | undefined) => {
     if (!l) return;
-    // A run that did not see every record met no latency target.
-    const all = l.seen >= l.records;
-    for (const [k, t] of [
-      ['p50', T.latencyP50Ms],
-      ['p99', T.latencyP99Ms],
-    ] as const)
+    for (const k of ['p50', 'p99'] as const) {
+      const { value, target, met } = pacedCheck(l, k, T);
       out.push({
         id: `${id}-${k}`,
         what: `paced ${f0(l.rate)} records/s${on}: ${k}`,
-        target: `≤ ${t} ms`,
-        value: l.latencyMs[k],
+        target: `≤ ${target} ms`,
+        value,
         unit: 'ms',
-        met: all && l.latencyMs[k] <= t,
+        met,
       });
+    }
   };
   const C = (ls: LatencyRun[]) => ls.find((l) => l.engine === 'C');
   atLeast('best', 'best C ÷ B', best(r.C)?.vsB, T.bestCvsB);
@@ -160,7 +180,7 @@ export function targetChecks(r: BenchResult, T: typeof TARGETS = targetsOf(r)): 
     }
     paced('distinct-paced', ', distinct keys', C(d.latency));
   }
-  const scaled = scaleChecks(r);
+  const scaled = scaleChecks(r, T);
   const grouped = scaled.some((s) => s.run.parallelism);
   for (const s of scaled.filter((x) => !grouped || x.run.parallelism)) {
     const at = `${s.run.partitions} partitions${s.run.parallelism ? `, ${s.run.parallelism} groups` : ', ungrouped'}`;
@@ -172,7 +192,7 @@ export function targetChecks(r: BenchResult, T: typeof TARGETS = targetsOf(r)): 
         target: `≥ ${T.scaleThroughput}×`,
         value: s.throughput.ratio,
         unit: '×',
-        met: s.throughput.ratio >= T.scaleThroughput,
+        met: s.throughput.met,
       },
       {
         id: `${id}-temporal`,
@@ -180,7 +200,7 @@ export function targetChecks(r: BenchResult, T: typeof TARGETS = targetsOf(r)): 
         target: `≤ ${T.scaleTemporalCpu}×`,
         value: s.temporal.ratio,
         unit: '×',
-        met: s.temporal.ratio <= T.scaleTemporalCpu,
+        met: s.temporal.met,
       },
     );
   }
@@ -196,12 +216,6 @@ export function targetChecks(r: BenchResult, T: typeof TARGETS = targetsOf(r)): 
   });
   return out;
 }
-
-const f0 = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString('en-US') : '–');
-const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : '–');
-/** A ratio next to its target: three decimals where two would round it onto the target (0.897 is not 0.90). */
-export const fT = (x: number, target: number) =>
-  Number.isFinite(x) && f2(x) === f2(target) && x !== target ? x.toFixed(3) : f2(x);
 
 const cell = (c: TargetCheck | undefined, all: number) => {
   if (!c) return '–';

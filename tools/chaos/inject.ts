@@ -94,7 +94,12 @@ export class Injector {
       );
       this.arm([]);
       if (!hit) {
-        rec.note += `no hit at epoch ${e}; `;
+        // Where the unit was when the wait gave up tells a passed epoch from a stalled unit.
+        const now = grouped
+          ? `group epoch ${(await this.groupTarget(f.partition)).epoch - 2}`
+          : `ledger at epoch ${(await retryDb(this.ledger.ledgerMax)).get(f.partition) ?? 'none'}`;
+        rec.note += `no hit at epoch ${e} (${now} then); `;
+        env.log(`#${f.n} ${f.kind} @ ${point}: no hit at epoch ${e}, ${now} then; armed again`);
         continue;
       }
       if (point === 'redo.start') this.reports.evidence.txnTimeoutPrecursors++;

@@ -86,7 +86,8 @@ const LONG_POLL_BUDGET_MS = 5_000;
  * The next epoch of a group of partitions (one partition: readEpoch), read together: each round
  * is one Fetch per leader for all of them (fetchPartitions), which the broker answers as soon as
  * any has data. The bounds are the epoch's, whatever the number of partitions: in each round the
- * partitions that have data share what is left of them equally (one with less leaves the rest
+ * partitions that have data (returned or not: the broker leaves out a partition whose next batch
+ * does not fit its share of the Fetch) share what is left of them equally (one with less leaves the rest
  * to the next round), so no partition's backlog crowds out the others' and a group epoch holds
  * no more than an ungrouped one. The epoch closes once it has records and is full or every
  * partition is caught up with its LSO; empty, after waitMs.
@@ -179,7 +180,12 @@ function takeShares(
   bounds: EpochBounds,
   total: { records: number; bytes: number },
 ): boolean {
-  const withData = Math.max(1, rs.filter((r) => r.records.length > 0).length);
+  // A partition the broker returned nothing for although it has records (its batch did not fit
+  // this round) still has a share: the first in line must not fill the epoch alone.
+  const withData = Math.max(
+    1,
+    rs.filter((r, k) => r.records.length > 0 || r.lastStableOffset > state[k]!.read.end).length,
+  );
   const share = Math.max(1, Math.ceil((bounds.maxRecords - total.records) / withData));
   const byteShare = Math.floor((bounds.maxBytes - total.bytes) / withData);
   const before = total.records;

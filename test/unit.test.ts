@@ -1652,3 +1652,53 @@ test('a config file is checked whole: unknown, mistyped and removed fields and t
   );
   assert.throws(() => definePipeline(undefined as never), /\(definition\): is required/);
 });
+
+import { takeShares, type Member } from '../src/activities/source';
+import type { FetchResult } from '../src/kafka/internals';
+
+test("a group's read: a partition the broker left out of a Fetch round keeps its share of the epoch", () => {
+  // Three partitions of 300 records of 200 B each, an epoch of 99 records.
+  const bounds = { maxRecords: 99, maxBytes: 1 << 30, maxWaitMs: 1000 };
+  const answer = (from: number, to: number): FetchResult => ({
+    records: Array.from({ length: to - from }, (_, i) => ({
+      offset: from + i,
+      key: null,
+      value: Buffer.alloc(200),
+      headers: {},
+      timestamp: '0',
+    })),
+    nextOffset: to,
+    highWatermark: 300,
+    lastStableOffset: 300,
+    logStartOffset: 0,
+  });
+  const state: Member[] = [0, 1, 2].map((partition) => ({
+    topic: 't',
+    partition,
+    read: { records: [], end: 0, sourceEnd: 0 },
+    caughtUp: false,
+  }));
+  const total = { records: 0, bytes: 0 };
+  // The broker returned partition 0's records and left 1 and 2 out (their batches did not fit
+  // the rest of the Fetch): partition 0 takes a third, and is fetched again from there.
+  assert.equal(takeShares(state, [answer(0, 300), answer(0, 0), answer(0, 0)], bounds, total), false);
+  assert.deepEqual(
+    state.map((m) => [m.read.records.length, m.read.end, m.caughtUp]),
+    [
+      [33, 33, false],
+      [0, 0, false],
+      [0, 0, false],
+    ],
+  );
+  assert.deepEqual(total, { records: 33, bytes: 33 * 200 });
+  // The next round all three answer, and share the 66 left.
+  assert.equal(takeShares(state, [answer(33, 300), answer(0, 300), answer(0, 300)], bounds, total), true);
+  assert.deepEqual(
+    state.map((m) => [m.read.records.length, m.read.end]),
+    [
+      [55, 55],
+      [22, 22],
+      [22, 22],
+    ],
+  );
+});

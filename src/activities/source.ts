@@ -134,7 +134,7 @@ export async function readGroup(
   return state.map((m) => m.read);
 }
 
-interface Member {
+export interface Member {
   topic: string;
   partition: number;
   read: EpochRead;
@@ -172,9 +172,9 @@ function fetchBytes(bounds: EpochBounds, total: { records: number; bytes: number
  * an equal share of what is left (always its first record while the epoch has room for it, and
  * the epoch's first record whatever its size). A partition cut short is not caught up, and is
  * fetched again from where it stopped. Returns whether the epoch is full: at its bounds, or no
- * partition could take its next record.
+ * partition could take its next record. (Exported for its unit test.)
  */
-function takeShares(
+export function takeShares(
   state: Member[],
   rs: FetchResult[],
   bounds: EpochBounds,

@@ -65,7 +65,7 @@ export class Injector {
     // The epoch a transaction coordinator kill names the transactional id by: the partition's next, or its group's.
     const next =
       env.grouped && f.kind === 'kafka-txn-coordinator-kill'
-        ? (await retryUntil(() => env.groupStatus(groupOf(env.spec, f.partition)), 60_000)).groupEpoch
+        ? await this.groupEpoch(f.partition)
         : (win.before.get(f.partition) ?? -1) + 1;
     const lasts = await this.inject(f.kind, f.worker, f, rec, next);
     if (f.kind === 'worker-freeze') this.workerThawAt = Date.now() + FREEZE_MS + 1000;
@@ -96,7 +96,7 @@ export class Injector {
       if (!hit) {
         // Where the unit was when the wait gave up tells a passed epoch from a stalled unit.
         const now = grouped
-          ? `group epoch ${(await this.groupTarget(f.partition)).epoch - 2}`
+          ? `group epoch ${await this.groupEpoch(f.partition)}`
           : `ledger at epoch ${(await retryDb(this.ledger.ledgerMax)).get(f.partition) ?? 'none'}`;
         rec.note += `no hit at epoch ${e} (${now} then); `;
         env.log(`#${f.n} ${f.kind} @ ${point}: no hit at epoch ${e}, ${now} then; armed again`);
@@ -207,9 +207,13 @@ export class Injector {
    * carries: the group.
    */
   private async groupTarget(partition: number): Promise<{ epoch: number; hitAs: number[] }> {
+    return { epoch: (await this.groupEpoch(partition)) + 2, hitAs: [groupOf(this.env.spec, partition)] };
+  }
+
+  /** The group epoch the runner of the partition's group reports now (its status query). */
+  private async groupEpoch(partition: number): Promise<number> {
     const g = groupOf(this.env.spec, partition);
-    const s = await retryUntil(() => this.env.groupStatus(g), 60_000);
-    return { epoch: s.groupEpoch + 2, hitAs: [g] };
+    return (await retryUntil(() => this.env.groupStatus(g), 60_000)).groupEpoch;
   }
 
   /** The node a cluster kind kills, asked of the cluster at the moment of the fault. */

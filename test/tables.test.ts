@@ -323,7 +323,7 @@ test('newest-wins SQL on MariaDB: a greater version replaces every column, an eq
   }
 });
 
-test('staged apply on MariaDB: rows staged encoded are upserted once, from memory or read back; an epoch staged row by row by the version before is applied too', async () => {
+test('staged apply on MariaDB: rows staged encoded are upserted once, from memory or read back, in one or several bodies; an epoch staged row by row by the version before is applied too', async () => {
   const dialect = await detectDialect(deps.pool);
   const name = uniqueName('staged_sql').replace(/[^a-z0-9]/g, '_');
   const t: TableSpec = { name, columns: ['k', 'n'], onDuplicate: { kind: 'accumulate', columns: ['n'] } };
@@ -401,6 +401,32 @@ test('staged apply on MariaDB: rows staged encoded are upserted once, from memor
       [pipeline],
     );
     assert.equal(Number(left[0]!.c), 0);
+    assert.deepEqual(await pendingEpochs(deps.pool, pipeline), []);
+
+    // Epochs 3 (read back) and 4 (from memory) of several bodies each (a statement per body).
+    const many = (p: string) => Array.from({ length: 90_000 }, (_, i): [string, number] => [`${p}${i}`, 1]);
+    await stage(3, many('m'));
+    assert.ok((await encoded()) >= 2, `${await encoded()} bodies`);
+    const kept4 = await stage(4, many('q'));
+    assert.ok(kept4.length >= 2, `${kept4.length} bodies`);
+    assert.equal(await applyStaged(deps.pool, { pipeline, partition: 0, epoch: 3 }, [t], dialect), true);
+    assert.equal(await applyStaged(deps.pool, { pipeline, partition: 0, epoch: 4 }, [t], dialect, kept4), true);
+    assert.equal(
+      await applyStaged(deps.pool, { pipeline, partition: 0, epoch: 4 }, [t], dialect, kept4),
+      false,
+      'once',
+    );
+    const [sums] = await deps.pool.query<RowDataPacket[]>(
+      `SELECT LEFT(k, 1) AS p, COUNT(*) AS c, SUM(n) AS s FROM ${quoteIdent(name)} WHERE k LIKE 'm%' OR k LIKE 'q%' GROUP BY LEFT(k, 1) ORDER BY p`,
+    );
+    assert.deepEqual(
+      sums.map((r) => [r.p, Number(r.c), Number(r.s)]),
+      [
+        ['m', 90_000, 90_000],
+        ['q', 90_000, 90_000],
+      ],
+    );
+    assert.equal(await encoded(), 0);
     assert.deepEqual(await pendingEpochs(deps.pool, pipeline), []);
   } finally {
     await deps.pool.query(`DROP TABLE IF EXISTS ${quoteIdent(name)}, ${quoteIdent(stageTableName(name))}`);

@@ -16,7 +16,7 @@ import {
 } from '../src/kafka/internals';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
-import { decodeRows, encodeRows, type StagedRows } from '../src/mysql/stage-codec';
+import { decodeRows, encodeParts, encodeRows, type StagedRows } from '../src/mysql/stage-codec';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
 import { applyControl, assertTransition, validateControl } from '../src/protocol';
 import { compareSpec } from '../examples/flink-compare/scenario';
@@ -144,12 +144,19 @@ test('staged rows: encoded and decoded to the same values of every SQL type, who
   assert.deepEqual(back, rows);
   assert.ok(back[1]![1][0]![1] instanceof Date && Buffer.isBuffer(back[1]![1][0]![2]));
   assert.equal(typeof back[1]![1][0]![3], 'bigint');
-  // Large epochs are cut into bodies of about 1 MiB, never inside a row; decoded they are one list again.
-  const many: StagedRows = [[a, Array.from({ length: 30_000 }, (_, i) => [`key-${i}`.padEnd(60, '.'), i])]];
-  const bodies = encodeRows(many);
+  // Large epochs are cut into bodies of about 1 MiB, never inside a row; decoded they are one list
+  // again, and each body holds the rows encodeParts gives with it (what the apply upserts per body).
+  const many: StagedRows = [
+    [a, Array.from({ length: 30_000 }, (_, i) => [`key-${i}`.padEnd(60, '.'), i])],
+    [b, [['k', new Date(0), Buffer.from([1]), 1n]]],
+  ];
+  const parts = encodeParts(many);
+  const bodies = parts.map((p) => p.body);
+  assert.deepEqual(encodeRows(many), bodies);
   assert.ok(bodies.length >= 2, `${bodies.length} bodies`);
   for (const x of bodies) assert.ok(x.length <= (1 << 20) + 200, `${x.length} bytes`);
-  assert.deepEqual(decodeRows(bodies, [a]), many);
+  assert.deepEqual(decodeRows(bodies, [a, b]), many);
+  for (const p of parts) assert.deepEqual(decodeRows([p.body], [a, b]), p.rows);
   assert.deepEqual(encodeRows([]), []);
   assert.throws(() => decodeRows(encodeRows(rows), [a]), /table 'b', which the pipeline definition no longer has/);
 });

@@ -194,7 +194,7 @@ export function preparer(ctx: ActivityContext) {
       const dialect = await ctx.dialect();
       const lead = parts[0]!.m;
       let bodyDone = 0;
-      let stagedRows: StagedRows | undefined;
+      let stagedRows: StagedRows[] | undefined;
       // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
       await prepareBranch(
         pool,

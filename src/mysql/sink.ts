@@ -156,15 +156,16 @@ export function tableRows(ops: RowOp[], tables: Map<string, TableSpec>): [TableS
   });
 }
 
-/** Runs `statement(rowCount)` with the rows as parameters, in chunks of MAX_ROWS_PER_STATEMENT. */
+/** Runs `statement(rowCount)` with the rows as parameters, in chunks of `perStatement` rows (MAX_ROWS_PER_STATEMENT). */
 export async function insertChunked(
   conn: PoolConnection,
   rows: SqlValue[][],
   statement: (n: number) => string,
   prefix: (i: number) => SqlValue[] = () => [],
+  perStatement = MAX_ROWS_PER_STATEMENT,
 ): Promise<void> {
-  for (let i = 0; i < rows.length; i += MAX_ROWS_PER_STATEMENT) {
-    const chunk = rows.slice(i, i + MAX_ROWS_PER_STATEMENT);
+  for (let i = 0; i < rows.length; i += perStatement) {
+    const chunk = rows.slice(i, i + perStatement);
     await conn.query(
       statement(chunk.length),
       chunk.flatMap((r, k) => [...prefix(i + k), ...r]),
@@ -182,13 +183,18 @@ export async function writeRows(
   await writeTableRows(conn, tableRows(ops, tables), dialect);
 }
 
-/** Upserts rows already grouped, combined and ordered by tableRows, table after table. */
+/**
+ * Upserts rows already grouped, combined and ordered by tableRows, table after table, in
+ * statements of `perStatement` rows (MAX_ROWS_PER_STATEMENT).
+ */
 export async function writeTableRows(
   conn: PoolConnection,
   rows: [TableSpec, SqlValue[][]][],
   dialect: Dialect,
+  perStatement = MAX_ROWS_PER_STATEMENT,
 ): Promise<void> {
-  for (const [t, list] of rows) await insertChunked(conn, list, (n) => upsertSql(t, n, dialect));
+  for (const [t, list] of rows)
+    await insertChunked(conn, list, (n) => upsertSql(t, n, dialect), undefined, perStatement);
 }
 
 function compareRows(a: SqlValue[], b: SqlValue[]): number {

@@ -8,7 +8,11 @@ import type { SqlValue } from './sink';
 /** An epoch's rows as the apply upserts them: per table, combined and in lock order (tableRows). */
 export type StagedRows = [TableSpec, SqlValue[][]][];
 
-/** Bytes of encoded rows per LONGBLOB row: far below every server's max_allowed_packet (MySQL 5.7's 4 MiB). */
+/**
+ * Bytes of encoded rows per LONGBLOB row, and so per upsert statement of the apply (one per
+ * table of a body, src/mysql/stage.ts): as SQL text at most about 1.6 MiB (a Buffer is base64
+ * here, hex there), below every server's max_allowed_packet (MySQL 5.7's 4 MiB).
+ */
 const BODY_BYTES = 1 << 20;
 
 /**
@@ -39,37 +43,43 @@ const decodeValue = (v: unknown): SqlValue => {
 
 /**
  * An epoch's rows as bodies of at most about BODY_BYTES each: every body a JSON array of
- * [table, rows] with whole rows, tables and rows in their order.
+ * [table, rows] with whole rows, tables and rows in their order; with each body, the rows it
+ * holds (the same arrays, not copies).
  */
-export function encodeRows(rows: StagedRows): Buffer[] {
-  const bodies: Buffer[] = [];
+export function encodeParts(rows: StagedRows): { body: Buffer; rows: StagedRows }[] {
+  const parts: { body: Buffer; rows: StagedRows }[] = [];
   // Each row is stringified once; a body is the rows' JSON joined into [[table, [row, …]], …].
-  let part: [string, string[]][] = [];
+  let part: [TableSpec, string[], SqlValue[][]][] = [];
   let bytes = 0;
   const flush = () => {
     if (part.length)
-      bodies.push(
-        Buffer.from(`[${part.map(([name, rs]) => `[${JSON.stringify(name)},[${rs.join(',')}]]`).join(',')}]`),
-      );
+      parts.push({
+        body: Buffer.from(`[${part.map(([t, rs]) => `[${JSON.stringify(t.name)},[${rs.join(',')}]]`).join(',')}]`),
+        rows: part.map(([t, , values]) => [t, values]),
+      });
     part = [];
     bytes = 0;
   };
   for (const [t, list] of rows) {
-    let current: string[] | undefined;
+    let current: [TableSpec, string[], SqlValue[][]] | undefined;
     for (const r of list) {
       const row = JSON.stringify(r.map(encodeValue));
       if (bytes > 0 && bytes + row.length + 1 > BODY_BYTES) {
         flush();
         current = undefined;
       }
-      if (!current) part.push([t.name, (current = [])]);
-      current.push(row);
+      if (!current) part.push((current = [t, [], []]));
+      current[1].push(row);
+      current[2].push(r);
       bytes += row.length + 1;
     }
   }
   flush();
-  return bodies;
+  return parts;
 }
+
+/** The bodies of encodeParts alone. */
+export const encodeRows = (rows: StagedRows): Buffer[] => encodeParts(rows).map((p) => p.body);
 
 /** The rows of `bodies` (in seq order) for the pipeline's tables; a table it no longer has is an error naming it. */
 export function decodeRows(bodies: Buffer[], tables: TableSpec[]): StagedRows {

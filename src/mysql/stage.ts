@@ -6,7 +6,8 @@
  * (pipeline, partition, epoch), a claim row (pipeline, partition, epoch) in onceflow_staged, and
  * its ledger row. After XA COMMIT, `applyStaged` moves the rows into the targets in one short
  * local transaction: it claims the epoch by deleting its onceflow_staged row, upserts the rows —
- * the very statements B and direct mode use — and deletes the encoded copy. The claim makes the
+ * the statements B and direct mode use, with one statement per table and body (about 1 MiB)
+ * instead of per 500 rows — and deletes the encoded copy. The claim makes the
  * apply happen once, however often it is retried or raced. The committing worker usually still
  * holds the rows it prepared (`rememberStaged`, keyed by the decided xid) and upserts them from
  * memory; any other reads them back. (Tables of their own rather than a ledger column: no ALTER
@@ -40,7 +41,7 @@ import {
 } from './sink';
 import { ER_NO_SUCH_TABLE, sqlErrno } from './errors';
 import { epochKeyedTableSql, LEDGER_TABLE } from './ledger';
-import { decodeRows, encodeRows, type StagedRows } from './stage-codec';
+import { decodeRows, encodeParts, type StagedRows } from './stage-codec';
 import { SOURCES_TABLE } from './sources';
 
 export const STAGED_TABLE = 'onceflow_staged';
@@ -110,15 +111,16 @@ export function ensureStagedTableOnce(db: Pool): Promise<void> {
 }
 
 /**
- * The rows this process staged, by xid, so the worker that commits an epoch it prepared upserts
- * them without reading them back. Bounded by rows; what falls out is read back from the table.
+ * The rows this process staged, by xid and body (the rows of body seq at index seq), so the
+ * worker that commits an epoch it prepared upserts them without reading them back. Bounded by
+ * rows; what falls out is read back from the table.
  */
-const remembered = new Map<string, StagedRows>();
+const remembered = new Map<string, StagedRows[]>();
 let rememberedRows = 0;
 const REMEMBER_ROWS = 400_000;
-const rowCount = (r: StagedRows) => r.reduce((a, [, l]) => a + l.length, 0);
+const rowCount = (bodies: StagedRows[]) => bodies.reduce((a, r) => a + r.reduce((b, [, l]) => b + l.length, 0), 0);
 
-export function rememberStaged(xid: string, rows: StagedRows): void {
+export function rememberStaged(xid: string, rows: StagedRows[]): void {
   if (rows.length === 0) return;
   remembered.set(xid, rows);
   rememberedRows += rowCount(rows);
@@ -130,7 +132,7 @@ export function rememberStaged(xid: string, rows: StagedRows): void {
 }
 
 /** The rows staged under `xid` by this process, once (absent: prepared elsewhere, or long ago). */
-export function takeStaged(xid: string): StagedRows | undefined {
+export function takeStaged(xid: string): StagedRows[] | undefined {
   const r = remembered.get(xid);
   if (r) {
     remembered.delete(xid);
@@ -141,43 +143,46 @@ export function takeStaged(xid: string): StagedRows | undefined {
 
 /**
  * Inside the XA branch: the epoch's rows, encoded, into onceflow_stage_rows and, if there were
- * any, the epoch into onceflow_staged. Returns the rows as the apply will upsert them.
+ * any, the epoch into onceflow_staged. Returns the rows as the apply will upsert them, body by
+ * body (index = seq).
  */
 export async function stageRows(
   conn: PoolConnection,
   at: { pipeline: string; partition: number; epoch: number },
   ops: RowOp[],
   tables: Map<string, TableSpec>,
-): Promise<StagedRows> {
-  const rows = tableRows(ops, tables);
-  const bodies = encodeRows(rows);
-  for (const [seq, body] of bodies.entries())
+): Promise<StagedRows[]> {
+  const parts = encodeParts(tableRows(ops, tables));
+  for (const [seq, { body }] of parts.entries())
     await conn.execute(
       `INSERT INTO \`${STAGE_ROWS_TABLE}\` (pipeline, source_partition, epoch, seq, body) VALUES (?, ?, ?, ?, ?)`,
       [at.pipeline, at.partition, at.epoch, seq, body],
     );
-  if (bodies.length > 0)
+  if (parts.length > 0)
     await conn.execute(`INSERT INTO \`${STAGED_TABLE}\` (pipeline, source_partition, epoch) VALUES (?, ?, ?)`, [
       at.pipeline,
       at.partition,
       at.epoch,
     ]);
-  return rows;
+  return parts.map((p) => p.rows);
 }
 
 /**
  * Moves a committed epoch's staged rows into the target tables, once. Returns false when there
  * was nothing to apply (applied before, or the epoch staged nothing). `rows`: the epoch's rows
- * as this process staged them (takeStaged), else they are read back. The transaction runs at
- * READ COMMITTED: the staged rows are read without gap locks, the target rows are locked only
- * until this transaction commits.
+ * body by body as this process staged them (takeStaged), else they are read back. The
+ * transaction runs at READ COMMITTED: the staged rows are read without gap locks, the target
+ * rows are locked only until this transaction commits. Each body's rows of a table go in one
+ * statement: every statement is a round trip that waits its turn on the worker's event loop,
+ * and the target rows stay locked meanwhile (500-row statements made the apply of a
+ * 17,857-row epoch 1.1 s, with waits of other partitions' applies behind it, against 0.5 s).
  */
 export async function applyStaged(
   pool: Pool,
   at: { pipeline: string; partition: number; epoch: number },
   tables: TableSpec[],
   dialect: Dialect,
-  rows?: StagedRows,
+  rows?: StagedRows[],
 ): Promise<boolean> {
   const params = [at.pipeline, at.partition, at.epoch];
   const where = 'pipeline = ? AND source_partition = ? AND epoch = ?';
@@ -203,12 +208,9 @@ export async function applyStaged(
           await applyRowStaged(conn, params, tables);
           return true;
         }
-        staged = decodeRows(
-          found.map((r) => r.body as Buffer),
-          tables,
-        );
+        staged = found.map((r) => decodeRows([r.body as Buffer], tables));
       }
-      await writeTableRows(conn, staged, dialect);
+      for (const body of staged) await writeTableRows(conn, body, dialect, Infinity);
       await conn.execute(`DELETE FROM \`${STAGE_ROWS_TABLE}\` WHERE ${where}`, params);
       return true;
     },
@@ -226,7 +228,7 @@ export async function applyPipelineEpoch(
   partition: number,
   epoch: number,
   dialect: Dialect,
-  rows?: StagedRows,
+  rows?: StagedRows[],
 ): Promise<boolean> {
   if (mysqlMode(spec) !== 'staged') return false;
   return applyStaged(pool, { pipeline: spec.name, partition, epoch }, spec.mysqlSink.tables, dialect, rows);

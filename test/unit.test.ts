@@ -16,7 +16,7 @@ import {
 } from '../src/kafka/internals';
 import { createTableSql, upsertSql, quoteIdent } from '../src/mysql/sink';
 import { mysqlMode, stageTableName } from '../src/mysql/stage';
-import { decodeRows, encodeParts, encodeRows, type StagedRows } from '../src/mysql/stage-codec';
+import { decodeRows, encodeParts, type StagedRows } from '../src/mysql/stage-codec';
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
 import { applyControl, assertTransition, validateControl } from '../src/protocol';
 import { compareSpec } from '../examples/flink-compare/scenario';
@@ -122,6 +122,8 @@ test('staging table names stay within the 64 characters MySQL allows and differ 
   assert.equal(quoteIdent(long), `\`${long}\``);
 });
 
+const bodiesOf = (rows: StagedRows) => encodeParts(rows).map((p) => p.body);
+
 test('staged rows: encoded and decoded to the same values of every SQL type, whole rows per body, tables in order', () => {
   const a: TableSpec = { name: 'a', columns: ['k', 'v'], onDuplicate: { kind: 'replace', columns: ['v'] } };
   const b: TableSpec = {
@@ -140,7 +142,7 @@ test('staged rows: encoded and decoded to the same values of every SQL type, who
     ],
     [b, [['k', new Date(1_700_000_000_123), Buffer.from([0, 255, 7]), 2n ** 70n]]],
   ];
-  const back = decodeRows(encodeRows(rows), [b, a]);
+  const back = decodeRows(bodiesOf(rows), [b, a]);
   assert.deepEqual(back, rows);
   assert.ok(back[1]![1][0]![1] instanceof Date && Buffer.isBuffer(back[1]![1][0]![2]));
   assert.equal(typeof back[1]![1][0]![3], 'bigint');
@@ -152,13 +154,12 @@ test('staged rows: encoded and decoded to the same values of every SQL type, who
   ];
   const parts = encodeParts(many);
   const bodies = parts.map((p) => p.body);
-  assert.deepEqual(encodeRows(many), bodies);
   assert.ok(bodies.length >= 2, `${bodies.length} bodies`);
   for (const x of bodies) assert.ok(x.length <= (1 << 20) + 200, `${x.length} bytes`);
   assert.deepEqual(decodeRows(bodies, [a, b]), many);
   for (const p of parts) assert.deepEqual(decodeRows([p.body], [a, b]), p.rows);
-  assert.deepEqual(encodeRows([]), []);
-  assert.throws(() => decodeRows(encodeRows(rows), [a]), /table 'b', which the pipeline definition no longer has/);
+  assert.deepEqual(bodiesOf([]), []);
+  assert.throws(() => decodeRows(bodiesOf(rows), [a]), /table 'b', which the pipeline definition no longer has/);
 });
 
 test('identifiers are validated before quoting; values never enter SQL text', () => {

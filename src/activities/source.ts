@@ -86,11 +86,11 @@ const LONG_POLL_BUDGET_MS = 5_000;
  * The next epoch of a group of partitions (one partition: readEpoch), read together: each round
  * is one Fetch per leader for all of them (fetchPartitions), which the broker answers as soon as
  * any has data. The bounds are the epoch's, whatever the number of partitions: in each round the
- * partitions that have data (returned or not: the broker leaves out a partition whose next batch
- * does not fit its share of the Fetch) share what is left of them equally (one with less leaves the rest
- * to the next round), so no partition's backlog crowds out the others' and a group epoch holds
- * no more than an ungrouped one. The epoch closes once it has records and is full or every
- * partition is caught up with its LSO; empty, after waitMs.
+ * partitions that have data (returned or not: the broker leaves out a partition whose next
+ * batch does not fit its share of the Fetch) share what is left of them equally (one with less
+ * leaves the rest to the next round), so no partition's backlog crowds out the others' and a
+ * group epoch holds no more than an ungrouped one. The epoch closes once it has records and is
+ * full or every partition is caught up with its LSO; empty, after waitMs.
  */
 export async function readGroup(
   cluster: KafkaCluster,

@@ -78,9 +78,6 @@ export function encodeParts(rows: StagedRows): { body: Buffer; rows: StagedRows 
   return parts;
 }
 
-/** The bodies of encodeParts alone. */
-export const encodeRows = (rows: StagedRows): Buffer[] => encodeParts(rows).map((p) => p.body);
-
 /** The rows of `bodies` (in seq order) for the pipeline's tables; a table it no longer has is an error naming it. */
 export function decodeRows(bodies: Buffer[], tables: TableSpec[]): StagedRows {
   const byName = new Map(tables.map((t) => [t.name, t]));

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { ObservedEvent } from '../src/activities';
 import type { HistoryEventLike } from '../src/history';
 import { epochSplit, temporalCost } from '../tools/bench/analyze';
+import { threadsSince, threadTimes } from '../tools/bench/ipc';
 import {
   markdown,
   scaleReference,
@@ -165,6 +166,34 @@ test('bench report: a ratio that two decimals would round onto its target is sho
   const md = markdown(saved, 'performance.svg');
   assert.match(md, /at 64 partitions C ≥ 0\.9× its 4-partition records\/s — 0\.897×: \*\*missed\*\*/);
   assert.match(md, /best C 44,041 records\/s .* = 0\.92× B: \*\*met\*\*/);
+});
+
+test('bench usage: the CPU split by thread puts work of the JS thread on the JS thread, and a worker thread apart', async () => {
+  const { Worker } = await import('node:worker_threads');
+  const ms = (u: NodeJS.CpuUsage) => (u.user + u.system) / 1000;
+  // The JS thread spins; the process's CPU time meanwhile (all threads) is nearly all of it.
+  const t0 = threadTimes();
+  assert.ok(t0.has(String(process.pid)), 'the main thread is listed under the process id');
+  const c0 = process.cpuUsage();
+  for (const end = Date.now() + 300; Date.now() < end;);
+  const spun = threadsSince(t0)!;
+  const cpu = ms(process.cpuUsage(c0));
+  assert.ok(cpu >= 50, `the spin took ${cpu} ms of CPU`);
+  assert.ok(
+    spun.main >= cpu - 40 && spun.main <= cpu + 10,
+    `main thread ${spun.main} ms, the process ${cpu} ms (10 ms clock ticks)`,
+  );
+  // A worker thread spins while the JS thread waits; it stays alive until read (an ended thread leaves /proc).
+  const t1 = threadTimes();
+  const w = new Worker(
+    'const end = Date.now() + 300; while (Date.now() < end); setInterval(() => {}, 1000); require("node:worker_threads").parentPort.postMessage(1);',
+    { eval: true },
+  );
+  await new Promise((r) => w.once('message', r));
+  const apart = threadsSince(t1)!;
+  await w.terminate();
+  assert.ok(apart.others[0]! >= 50, `the busiest other thread ${apart.others[0]} ms (the worker's spin)`);
+  assert.ok(apart.others[0]! > apart.main, `worker ${apart.others[0]} ms, main thread ${apart.main} ms`);
 });
 
 test("bench targets: a run's checks, several runs side by side judged by the newest's targets, the table at the top of the page", () => {

@@ -39,6 +39,17 @@ const engineExtra = (e: {
   servicesCpuMsPer1k?: { temporal: number; kafka: number; mariadb: number };
 }) =>
   `${e.loopDelayP99Ms === undefined ? '–' : `${f0(e.loopDelayP99Ms)} / ${f0(e.loopDelayMaxMs ?? NaN)}`} | ${e.servicesCpuMsPer1k ? `${f1(e.servicesCpuMsPer1k.temporal)} / ${f1(e.servicesCpuMsPer1k.kafka)} / ${f1(e.servicesCpuMsPer1k.mariadb)}` : '–'}`;
+/** CPU ms per 1,000 records, and where the engine's threads split it (ipc.ts ThreadCpu; results from before it: the total only). */
+const cpuCell = (e: {
+  records: number;
+  cpuMsPer1kRecords: number;
+  threadCpuMs?: { main: number; core: number; others: number[] };
+}) => {
+  const t = e.threadCpuMs;
+  if (!t) return f1(e.cpuMsPer1kRecords);
+  const per1k = (ms: number) => f1((ms / e.records) * 1000);
+  return `${f1(e.cpuMsPer1kRecords)} (${per1k(t.main)} · ${per1k(t.core)} · ${per1k(t.others.reduce((a, b) => a + b, 0))})`;
+};
 const locks = (e: { rowLockWaits?: number; rowLockWaitMs?: number }) =>
   e.rowLockWaits === undefined ? '–' : `${f0(e.rowLockWaits)} (${f0(e.rowLockWaitMs ?? NaN)})`;
 
@@ -210,7 +221,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
   const bCell = (c?: { bracketB?: [number, number] }) =>
     bracketed ? ` ${c?.bracketB ? c.bracketB.map(f0).join(' · ') : ''} |` : '';
   L.push(
-    `| run | records/s | C/B |${bracketed ? ' B before · after |' : ''} C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`,
+    `| run | records/s | C/B |${bracketed ? ' B before · after |' : ''} C/A plain | C/A txn | worker CPU (cores) | CPU ms / 1k records (JS thread · Temporal core · other threads) | peak RSS MiB | event-loop delay p99 / max ms | services CPU ms / 1k records: Temporal / Kafka / MariaDB | row lock waits (total ms) | verified |${before ? ' before: records/s | before: C/B |' : ''}`,
   );
   L.push(
     `|---|---:|---:|${bracketed ? '---:|' : ''}---:|---:|---:|---:|---:|---:|---:|---:|---|${before ? '---:|---:|' : ''}`,
@@ -223,12 +234,12 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     `| A transactional — ${r.options.perfTransactionMs} ms transactions | ${f0(r.A.transactional.recordsPerSec)} | |${bCell()} | | | | | | | | |${before ? ` ${f0(before.A.transactional.recordsPerSec)} | |` : ''}`,
   );
   L.push(
-    `| B at-least-once (kafkajs + batched upserts) | ${f0(r.B.recordsPerSec)} | |${bCell()} | | ${f2(r.B.cpuCores)} | ${f1(r.B.cpuMsPer1kRecords)} | ${f0(r.B.peakRssMb)} | ${engineExtra(r.B)} | ${locks(r.B)} | n/a |${before ? ` ${f0(before.B.recordsPerSec)} | |` : empty}`,
+    `| B at-least-once (kafkajs + batched upserts) | ${f0(r.B.recordsPerSec)} | |${bCell()} | | ${f2(r.B.cpuCores)} | ${cpuCell(r.B)} | ${f0(r.B.peakRssMb)} | ${engineExtra(r.B)} | ${locks(r.B)} | n/a |${before ? ` ${f0(before.B.recordsPerSec)} | |` : empty}`,
   );
   for (const c of r.C) {
     const b = bC?.get(cLabel(c));
     L.push(
-      `| C onceflow, ${cName(c)} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** |${bCell(c)} ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${f1(c.cpuMsPer1kRecords)} | ${f0(c.peakRssMb)} | ${engineExtra(c)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
+      `| C onceflow, ${cName(c)} | ${f0(c.recordsPerSec)} | **${f2(c.vsB)}** |${bCell(c)} ${f2(c.vsAPlain)} | ${f2(c.vsATransactional)} | ${f2(c.cpuCores)} | ${cpuCell(c)} | ${f0(c.peakRssMb)} | ${engineExtra(c)} | ${locks(c)} | ${c.verified ? 'exactly once' : `**FAILED** ${c.failedChecks.join('; ')}`} |` +
         (before ? ` ${b ? f0(b.recordsPerSec) : '–'} | ${b ? f2(b.vsB) : '–'} |` : ''),
     );
   }

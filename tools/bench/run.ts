@@ -47,7 +47,7 @@ import {
 } from './analyze';
 import { COMMIT_ACTIVITIES, committedEpochs, type HistoryEventLike } from '../../src/history';
 import type { BaselineArgs, BaselineBatch } from './baseline';
-import type { FromChild, ToChild, Usage } from './ipc';
+import type { FromChild, ThreadCpu, ToChild, Usage } from './ipc';
 
 const ROOT = join(__dirname, '..', '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -358,6 +358,8 @@ export interface EngineRun extends Partial<Gauge> {
   /** event-loop delay of the engine process (p99, max ms) */
   loopDelayP99Ms: number;
   loopDelayMaxMs: number;
+  /** the engine's CPU time split by thread, ms (ipc.ts ThreadCpu; absent in results from before it) */
+  threadCpuMs?: ThreadCpu;
   /** CPU ms per 1,000 records spent by the services during the run (the engine's own is cpuMsPer1kRecords); a C run's Temporal figure includes its tail (temporalTailCpuMs) */
   servicesCpuMsPer1k: ServiceCpu;
   /** C: Temporal-server CPU ms in the wait after the run ended (BenchResult.temporalTailMs: its deferred timer tasks, and the server's idle work meanwhile); absent in results from before */
@@ -615,7 +617,9 @@ class Child {
   constructor(file: string, env: Record<string, string>, root = ROOT) {
     // BENCH_CPU_PROF=<dir>: each engine process writes a V8 CPU profile there when it exits (open it in Chrome's DevTools).
     const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
-    this.proc = spawn(process.execPath, [...prof, '--import', 'tsx', join(root, 'tools', 'bench', file)], {
+    // BENCH_NODE_ARGS: more node flags for every engine process (e.g. --trace-gc, V8 heap sizes).
+    const extra = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+    this.proc = spawn(process.execPath, [...prof, ...extra, '--import', 'tsx', join(root, 'tools', 'bench', file)], {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -693,13 +697,20 @@ class Workers {
 
   async stop(): Promise<Usage> {
     const us = await Promise.all(this.all.map((c) => c.stop()));
-    const max = (k: keyof Usage) => Math.max(...us.map((u) => u[k]));
+    const max = (k: 'wallMs' | 'loopDelayP99Ms' | 'loopDelayMaxMs') => Math.max(...us.map((u) => u[k]));
     return {
       cpuMs: us.reduce((a, u) => a + u.cpuMs, 0),
       wallMs: max('wallMs'),
       peakRssMb: us.reduce((a, u) => a + u.peakRssMb, 0),
       loopDelayP99Ms: max('loopDelayP99Ms'),
       loopDelayMaxMs: max('loopDelayMaxMs'),
+      threads: us.every((u) => u.threads)
+        ? {
+            main: us.reduce((a, u) => a + u.threads!.main, 0),
+            core: us.reduce((a, u) => a + u.threads!.core, 0),
+            others: us.flatMap((u) => u.threads!.others).sort((a, b) => b - a),
+          }
+        : undefined,
     };
   }
 }
@@ -883,6 +894,7 @@ function engineRun(
     peakRssMb: u.peakRssMb,
     loopDelayP99Ms: u.loopDelayP99Ms,
     loopDelayMaxMs: u.loopDelayMaxMs,
+    threadCpuMs: u.threads,
     servicesCpuMsPer1k: { temporal: per1k('temporal'), kafka: per1k('kafka'), mariadb: per1k('mariadb') },
     rowLockWaits: b.locks.waits - a.locks.waits,
     rowLockWaitMs: b.locks.ms - a.locks.ms,

@@ -32,6 +32,13 @@ export interface ThreadCpu {
   others: number[];
 }
 
+/** CPU ms (utime + stime; Linux counts them in clock ticks of 10 ms) of one /proc/<pid>[/task/<tid>]/stat line. */
+export function statCpuMs(stat: string): number {
+  // the fields after the parenthesised name start at state (the 3rd field); utime and stime are the 14th and 15th
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}
+
 /** CPU ms per live thread of this process (Linux /proc, 10 ms clock ticks), by tid. */
 export function threadTimes(): Map<string, { core: boolean; ms: number }> {
   const out = new Map<string, { core: boolean; ms: number }>();
@@ -44,11 +51,8 @@ export function threadTimes(): Map<string, { core: boolean; ms: number }> {
   for (const tid of tids) {
     try {
       const stat = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8');
-      // fields after the parenthesised name: state is the 3rd field, utime and stime the 14th and 15th
-      const close = stat.lastIndexOf(')');
-      const name = stat.slice(stat.indexOf('(') + 1, close);
-      const f = stat.slice(close + 2).split(' ');
-      out.set(tid, { core: name.startsWith('tokio'), ms: (Number(f[11]) + Number(f[12])) * 10 });
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      out.set(tid, { core: name.startsWith('tokio'), ms: statCpuMs(stat) });
     } catch {
       // the thread ended between the listing and the read
     }

@@ -48,6 +48,7 @@ import {
 import { COMMIT_ACTIVITIES, committedEpochs, type HistoryEventLike } from '../../src/history';
 import type { BaselineArgs, BaselineBatch } from './baseline';
 import type { FromChild, ThreadCpu, ToChild, Usage } from './ipc';
+import { statCpuMs } from './ipc';
 
 const ROOT = join(__dirname, '..', '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -795,9 +796,7 @@ function serviceCpu(): ServiceCpu {
             ? 'temporal'
             : undefined;
       if (!kind) continue;
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      out[kind] += ((Number(f[11]) + Number(f[12])) * 1000) / 100; // utime + stime, in clock ticks of 10 ms
+      out[kind] += statCpuMs(readFileSync(`/proc/${pid}/stat`, 'utf8'));
     } catch {
       // the process ended meanwhile
     }

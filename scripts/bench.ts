@@ -26,7 +26,7 @@
  *     BENCH_LATENCY_SECONDS (20)         seconds of paced input measured
  *     BENCH_LATENCY_WARMUP_SECONDS (5)   seconds of paced input before them, in every latency run (scale phase
  *                                        too), B and C alike; their records' latencies are reported apart
- *     BENCH_LATENCY_EPOCH ({"maxRecords":20000})  JSON object merged into C's epoch
+ *     BENCH_LATENCY_EPOCH ({"maxRecords":50000})  JSON object merged into C's epoch
  *     BENCH_LATENCY_PARALLELISM (1; empty = ungrouped)  spec.parallelism of C's latency run, of the throughput
  *                                        run at the latency settings and of the grouped scale series' latency runs
  *     BENCH_LATENCY_WORKERS (1)         C's worker processes in the paced latency run (one task queue; the

@@ -37,10 +37,10 @@ test('bench options: the C runs are a list of variants, BENCH_C_VARIANTS appende
   });
   assert.equal(o.latencyRate, 13_000);
   assert.deepEqual(o.latencyEpoch, { maxRecords: 5000 });
-  // The defaults are the settings that met the latency targets (docs/performance.md).
+  // The defaults: the settings of the latency phase (docs/performance.md).
   assert.deepEqual(
     [defaultOptions({}).latencyEpoch, defaultOptions({}).latencyParallelism, defaultOptions({}).scaleRecords],
-    [{ maxRecords: 20000 }, 1, 400_000],
+    [{ maxRecords: 50000 }, 1, 400_000],
   );
   assert.deepEqual(o.scalePartitions, []);
   assert.deepEqual(defaultOptions({}).scalePartitions, [4, 16, 64, 256]);

@@ -193,8 +193,8 @@ export const BASE_EPOCH = { maxBytes: 64 << 20, maxWaitMs: 1000 } as const;
  * C's epoch in the latency phase and its throughput run at those settings. The cap binds only
  * while a group is behind: a paced group epoch closes when it has caught up, at about a thousand
  * records at 13,000 records/s, so it sets how much of a backlog one epoch takes (50,000 in one
- * Kafka transaction and one XA branch: about a third fewer epochs' fixed costs than at 20,000,
- * r7–r27's value; performance-history.md, "epoch sizes at the latency settings").
+ * Kafka transaction and one XA branch, so fewer epochs' fixed costs per record than at 20,000,
+ * the cap of r7 and r12–r27 (r8–r11 ran 40,000); performance-history.md, 2026-12-05 23:37).
  */
 export const DEFAULT_LATENCY_EPOCH = { maxRecords: 50000 };
 

@@ -52,6 +52,8 @@
  *     BENCH_FROM=<results file>          measure nothing: render docs/performance.md and .svg again from a saved run
  *     BENCH_SKIP_SERVICES=1              do not run scripts/services.sh up (the stack is already up)
  *     BENCH_CPU_PROF=<dir>               every engine process (B and C) writes a V8 CPU profile there as it exits
+ *     BENCH_HEAP_SAMPLE=<dir>            every engine process writes there a sampled heap profile of the objects that
+ *                                        outlived its young generation, by allocation site (tools/bench/heap-sample.cjs)
  *     BENCH_NODE_ARGS                    more node flags for every engine process, space-separated (e.g. --trace-gc)
  *     ONCEFLOW_RUN_DIR, ONCEFLOW_PORT_BASE  the stack (default ~/.cache/onceflow/bench-run, 28000; the secured stack has 27000)
  *     ONCEFLOW_MAX_CONCURRENT_ACTIVITIES the C workers' activity slots (inherited; recorded in the results)

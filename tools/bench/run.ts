@@ -625,9 +625,12 @@ class Child {
   constructor(file: string, env: Record<string, string>, root = ROOT) {
     // BENCH_CPU_PROF=<dir>: each engine process writes a V8 CPU profile there when it exits (open it in Chrome's DevTools).
     const prof = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+    // BENCH_HEAP_SAMPLE=<dir>: each engine process writes there, by allocation site, what outlived its young generation (./heap-sample.cjs).
+    const heap = process.env.BENCH_HEAP_SAMPLE ? ['--require', join(ROOT, 'tools', 'bench', 'heap-sample.cjs')] : [];
     // BENCH_NODE_ARGS: more node flags for every engine process (e.g. --trace-gc, V8 heap sizes).
     const extra = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-    this.proc = spawn(process.execPath, [...prof, ...extra, '--import', 'tsx', join(root, 'tools', 'bench', file)], {
+    const args = [...prof, ...heap, ...extra, '--import', 'tsx', join(root, 'tools', 'bench', file)];
+    this.proc = spawn(process.execPath, args, {
       cwd: root,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

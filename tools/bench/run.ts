@@ -47,8 +47,7 @@ import {
 } from './analyze';
 import { COMMIT_ACTIVITIES, committedEpochs, type HistoryEventLike } from '../../src/history';
 import type { BaselineArgs, BaselineBatch } from './baseline';
-import type { FromChild, ThreadCpu, ToChild, Usage } from './ipc';
-import { statCpuMs } from './ipc';
+import { statCpuMs, type FromChild, type ThreadCpu, type ToChild, type Usage } from './ipc';
 
 const ROOT = join(__dirname, '..', '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

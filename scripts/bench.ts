@@ -1,7 +1,7 @@
 /**
  * npm run bench — brings up an isolated service stack (its own ports and data directory, so
  * other test runs do not share the broker), measures A/B/C (see tools/bench/run.ts), writes
- * bench/results/<date>[-<label>].json and the generated part of docs/performance.md + the chart.
+ * bench/results/<date>[-<label>].json (never over an earlier one) and the generated part of docs/performance.md + the chart.
  *
  * Knobs (environment; defaults in parentheses, lists comma-separated; tools/bench/run.ts defaultOptions):
  *   Main data and C's throughput runs
@@ -44,7 +44,7 @@
  *     BENCH_SCALE_BRACKET (1)            the first count's B and C throughput runs again after every other count (4, 16, 4,
  *                                        64, 4), each count's ratios against the mean of those just before and after it; 0: each count once
  *   Output and stack
- *     BENCH_LABEL                        results file bench/results/<date>-<label>.json
+ *     BENCH_LABEL                        results file bench/results/<date>-<label>.json (-2, -3, … if taken)
  *     BENCH_BEFORE                       an earlier results file, shown as "before" columns
  *     BENCH_TARGET_RUNS                  earlier results files, oldest first: docs/performance.md opens with the targets
  *                                        of those runs and this one side by side, each judged by this run's targets
@@ -109,10 +109,22 @@ async function measure(): Promise<BenchResult> {
   const result = await runBench(opts);
   const dir = join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
-  const file = join(dir, `${result.date.slice(0, 10)}${opts.label ? `-${opts.label}` : ''}.json`);
-  writeFileSync(file, JSON.stringify(result, null, 2) + '\n');
+  const file = writeNew(dir, `${result.date.slice(0, 10)}${opts.label ? `-${opts.label}` : ''}`, JSON.stringify(result, null, 2) + '\n');
   console.log(`results written to ${file}`);
   return result;
+}
+
+/** Writes <stem>.json, or <stem>-2.json, -3, … if taken: a second run with one label on one day keeps the first. */
+function writeNew(dir: string, stem: string, text: string): string {
+  for (let n = 1; ; n++) {
+    const file = join(dir, `${stem}${n > 1 ? `-${n}` : ''}.json`);
+    try {
+      writeFileSync(file, text, { flag: 'wx' });
+      return file;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+  }
 }
 
 main().catch((e) => {

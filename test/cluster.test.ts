@@ -117,7 +117,11 @@ async function layout(tag: string) {
  * Sends 10 records to each partition in one send while the victim is frozen; once the victim's
  * partition moved to the broker that already answered, SIGKILL of the victim ends its request.
  */
-async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<ReturnType<typeof layout>>) {
+async function sendThroughLeaderKill(
+  txn: PreparedTransaction,
+  l: Awaited<ReturnType<typeof layout>>,
+  steps: Steps,
+) {
   // One record to each partition first: both partitions join the transaction while every node
   // is up (the coordinator's write needs the ISR), as an epoch's earlier requests would.
   await txn.send([{ topic: l.topic, messages: [...messages(0, 1, 'first'), ...messages(1, 1, 'first')] }]);
@@ -135,6 +139,7 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
   }).admin();
   await watcher.connect();
   const pid = await servicePid(stack, l.service);
+  steps.mark('set up');
   process.kill(-pid, 'SIGSTOP');
   try {
     const sending = txn
@@ -148,10 +153,13 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
       async () => (await partitionLeader(watcher, l.topic, 1)) === l.answering,
       90_000,
     );
+    steps.mark('leader moved');
     // The answering broker acknowledges partition 0 once the frozen node left its ISR (same moment).
     await sleep(2000);
     await services(stack, ['kill', l.service]);
-    return await sending;
+    const out = await sending;
+    steps.mark('send settled');
+    return out;
   } finally {
     await watcher.disconnect().catch(() => undefined);
     try {
@@ -160,7 +168,23 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
       // killed
     }
     await services(stack, ['up', l.service]);
+    steps.mark('node restarted');
     await waitFor('the cluster whole again', () => clusterWhole(admin, 3, ['__transaction_state']), 180_000);
+    steps.mark('cluster whole');
+  }
+}
+
+/** How long each step of a leader-kill test took (one CI run spent 329 s where others spend 33, unexplained). */
+class Steps {
+  private at = Date.now();
+  private readonly done: string[] = [];
+  mark(step: string): void {
+    const now = Date.now();
+    this.done.push(`${step} ${((now - this.at) / 1000).toFixed(1)} s`);
+    this.at = now;
+  }
+  toString(): string {
+    return this.done.join(', ');
   }
 }
 
@@ -168,10 +192,13 @@ test(
   "kafkajs alone: a send through a leader kill is acknowledged while a partition's records never reach the log",
   { timeout: 400_000 },
   async (t) => {
+    const steps = new Steps();
     const l = await layout('raw');
+    steps.mark('layout');
     const txn = new PreparedTransaction(cluster, l.tid, 120_000);
     const h = await txn.begin();
-    const out = await sendThroughLeaderKill(txn, l);
+    const out = await sendThroughLeaderKill(txn, l, steps);
+    t.diagnostic(`steps: ${steps}`);
     const inLog = await scanProducerRecords(cluster, {
       topic: l.topic,
       partition: 1,
@@ -195,10 +222,13 @@ test(
   'onceflow prepare path: the same send fails and the attempt is redone; a whole epoch passes the log check',
   { timeout: 400_000 },
   async (t) => {
+    const steps = new Steps();
     const l = await layout('counted');
+    steps.mark('layout');
     const txn = new CountedTransaction(cluster, l.tid, 120_000);
     const h = await txn.begin();
-    const out = await sendThroughLeaderKill(txn, l);
+    const out = await sendThroughLeaderKill(txn, l, steps);
+    t.diagnostic(`steps: ${steps}`);
     t.diagnostic(out.ok ? 'send acknowledged every partition it carried' : `send failed: ${String(out.e)}`);
     if (out.ok) {
       // kafkajs happened to send partition 1 after all: then the log must hold it (the check passes).

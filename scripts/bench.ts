@@ -109,7 +109,11 @@ async function measure(): Promise<BenchResult> {
   const result = await runBench(opts);
   const dir = join(ROOT, 'bench', 'results');
   mkdirSync(dir, { recursive: true });
-  const file = writeNew(dir, `${result.date.slice(0, 10)}${opts.label ? `-${opts.label}` : ''}`, JSON.stringify(result, null, 2) + '\n');
+  const file = writeNew(
+    dir,
+    `${result.date.slice(0, 10)}${opts.label ? `-${opts.label}` : ''}`,
+    JSON.stringify(result, null, 2) + '\n',
+  );
   console.log(`results written to ${file}`);
   return result;
 }

@@ -1,6 +1,6 @@
 /**
  * Fault injection for tests and the fault campaign: rules given to the worker (from
- * ONCEFLOW_FAULTS through src/config.ts) and, if set, from a faults file (ONCEFLOW_FAULTS_FILE;
+ * ONCEFLOW_FAULTS through src/config/) and, if set, from a faults file (ONCEFLOW_FAULTS_FILE;
  * same syntax; re-read whenever it changes, so a running worker takes new rules — the fault
  * campaign arms one rule at a time this way):
  *   point[@epoch=N][@partition=P][@attempt=A]:action, …
@@ -87,7 +87,7 @@ export class Faults {
     private readonly file?: string,
   ) {}
 
-  /** The faults a worker's settings arm (src/config.ts). */
+  /** The faults a worker's settings arm (src/config/). */
   static fromSettings(f: { rules?: string; file?: string }): Faults {
     return new Faults(parseFaults(f.rules), f.file);
   }

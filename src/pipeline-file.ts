@@ -24,7 +24,7 @@ export interface PipelineConfig {
 
 /**
  * Reads and validates a config file; throws ValidationError naming each bad field.
- * @param env - the environment its `connections` are written over (default: this process's, src/config.ts)
+ * @param env - the environment its `connections` are written over (default: this process's, src/config/)
  */
 export function loadPipelineConfig(file: string, env?: NodeJS.ProcessEnv): PipelineConfig {
   let text: string;

@@ -5,7 +5,7 @@
  *   const w = await createOnceflowWorker({ transforms });   // your TransformRegistry
  *   await w.run();
  *
- * Settings come from src/config.ts (the environment and the services file).
+ * Settings come from src/config/ (the environment and the services file).
  */
 import type { Server } from 'node:http';
 import { logLevel, type Admin } from 'kafkajs';

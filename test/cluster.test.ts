@@ -117,11 +117,7 @@ async function layout(tag: string) {
  * Sends 10 records to each partition in one send while the victim is frozen; once the victim's
  * partition moved to the broker that already answered, SIGKILL of the victim ends its request.
  */
-async function sendThroughLeaderKill(
-  txn: PreparedTransaction,
-  l: Awaited<ReturnType<typeof layout>>,
-  steps: Steps,
-) {
+async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<ReturnType<typeof layout>>, steps: Steps) {
   // One record to each partition first: both partitions join the transaction while every node
   // is up (the coordinator's write needs the ISR), as an epoch's earlier requests would.
   await txn.send([{ topic: l.topic, messages: [...messages(0, 1, 'first'), ...messages(1, 1, 'first')] }]);
@@ -198,7 +194,6 @@ test(
     const txn = new PreparedTransaction(cluster, l.tid, 120_000);
     const h = await txn.begin();
     const out = await sendThroughLeaderKill(txn, l, steps);
-    t.diagnostic(`steps: ${steps}`);
     const inLog = await scanProducerRecords(cluster, {
       topic: l.topic,
       partition: 1,
@@ -207,6 +202,8 @@ test(
       producerEpoch: h.producerEpoch,
       expected: 11,
     });
+    steps.mark('log scanned');
+    t.diagnostic(`steps: ${steps}`);
     t.diagnostic(
       `send ${out.ok ? `acknowledged partitions [${out.r.map((x) => x.partition).join(', ')}]` : `failed: ${String(out.e)}`}; partition 1 holds ${inLog.found} of the 11 records this producer sent and had acknowledged`,
     );

@@ -24,7 +24,7 @@ const TLS_FILES = {
 const tls = (serverName: string) =>
   strictObject({ ...TLS_FILES, serverName: z.string().optional().describe(serverName) });
 
-/** What the CLI connects to; written over the environment (connectionSettings in src/config.ts), never into history. */
+/** What the CLI connects to; written over the environment (connectionSettings in src/config/connections-file.ts), never into history. */
 const connections = strictObject({
   temporal: strictObject({
     address: z.string().optional(),

@@ -4,7 +4,7 @@
  * campaign can count what really happened (sink throws, redos, rolled-back branches, transactions
  * Kafka split), plus a
  * stats line every 30 s (RSS, event-loop delay) for the soak.
- * Faults come from ONCEFLOW_FAULTS / ONCEFLOW_FAULTS_FILE through src/config.ts, as for any worker;
+ * Faults come from ONCEFLOW_FAULTS / ONCEFLOW_FAULTS_FILE through src/config/, as for any worker;
  * the campaign points ONCEFLOW_KAFKA_BROKERS and ONCEFLOW_MYSQL_PORT at its proxies.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';

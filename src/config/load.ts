@@ -1,0 +1,94 @@
+/** Every setting, from the environment (then the services file): loadSettings. */
+import { existsSync } from 'node:fs';
+import { ConfigError } from '../errors';
+import { intSetting, optional, positive, secret, servicesEnv, type Get } from './env';
+import { kafkaSasl, mysqlSsl, temporalTls, tlsFiles, tlsWanted } from './security';
+import { DEFAULTS, defaultWebUi, type KafkaSettings, type Settings, type SettingsHooks } from './settings';
+
+function kafkaSettings(get: Get, hooks: SettingsHooks): KafkaSettings {
+  const brokers = (get('ONCEFLOW_KAFKA_BROKERS') ?? DEFAULTS.kafkaBrokers)
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+  if (brokers.length === 0) throw new ConfigError('ONCEFLOW_KAFKA_BROKERS', 'lists no broker (host:port,...)');
+  const files = tlsFiles(get, 'ONCEFLOW_KAFKA_SSL');
+  const servername = get('ONCEFLOW_KAFKA_SSL_SERVER_NAME');
+  const sasl = kafkaSasl(get, hooks);
+  const rf = get('ONCEFLOW_KAFKA_REPLICATION_FACTOR');
+  const replicationFactor =
+    rf === undefined || rf === '' || rf === '-1'
+      ? -1
+      : positive('ONCEFLOW_KAFKA_REPLICATION_FACTOR', intSetting('ONCEFLOW_KAFKA_REPLICATION_FACTOR', rf, -1));
+  return {
+    brokers,
+    clientId: get('ONCEFLOW_KAFKA_CLIENT_ID') ?? 'onceflow',
+    ...(tlsWanted(get, 'ONCEFLOW_KAFKA_SSL', files, servername)
+      ? { ssl: { ...files, ...optional('servername', servername), rejectUnauthorized: true as const } }
+      : {}),
+    ...(sasl ? { sasl } : {}),
+    replicationFactor,
+  };
+}
+
+/**
+ * Every setting, from the environment (then the services file).
+ * @param hooks - what the environment cannot carry, e.g. a Kafka OAUTHBEARER token provider
+ */
+export function loadSettings(env: NodeJS.ProcessEnv = process.env, hooks: SettingsHooks = {}): Settings {
+  const file = servicesEnv(env);
+  const get: Get = (k) => env[k] ?? file[k];
+  const password = secret(get, 'ONCEFLOW_MYSQL_PASSWORD');
+  if (password === undefined) {
+    throw new ConfigError(
+      'ONCEFLOW_MYSQL_PASSWORD',
+      'is not set (nor ONCEFLOW_MYSQL_PASSWORD_FILE). Export it, or run `npm run services -- up`, which writes it to the services file',
+    );
+  }
+  const apiKey = secret(get, 'ONCEFLOW_TEMPORAL_API_KEY');
+  const ssl = mysqlSsl(get);
+  return {
+    kafka: kafkaSettings(get, hooks),
+    mysql: {
+      host: get('ONCEFLOW_MYSQL_HOST') ?? DEFAULTS.mysqlHost,
+      port: intSetting('ONCEFLOW_MYSQL_PORT', get('ONCEFLOW_MYSQL_PORT'), DEFAULTS.mysqlPort),
+      database: get('ONCEFLOW_MYSQL_DATABASE') ?? DEFAULTS.mysqlDatabase,
+      user: get('ONCEFLOW_MYSQL_USER') ?? DEFAULTS.mysqlUser,
+      password,
+      ...(ssl ? { ssl } : {}),
+    },
+    temporal: {
+      address: get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress,
+      namespace: get('ONCEFLOW_TEMPORAL_NAMESPACE') ?? DEFAULTS.namespace,
+      taskQueue: get('ONCEFLOW_TASK_QUEUE') ?? DEFAULTS.taskQueue,
+      webUi: (
+        get('ONCEFLOW_TEMPORAL_UI') ?? defaultWebUi(get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress)
+      ).replace(/\/+$/, ''),
+      ...temporalTls(get, apiKey),
+      ...optional('apiKey', apiKey),
+    },
+    metricsPort: intSetting('ONCEFLOW_METRICS_PORT', get('ONCEFLOW_METRICS_PORT'), DEFAULTS.metricsPort),
+    metricsHost: get('ONCEFLOW_METRICS_HOST') || '127.0.0.1',
+    maxConcurrentActivities: positive(
+      'ONCEFLOW_MAX_CONCURRENT_ACTIVITIES',
+      intSetting(
+        'ONCEFLOW_MAX_CONCURRENT_ACTIVITIES',
+        get('ONCEFLOW_MAX_CONCURRENT_ACTIVITIES'),
+        DEFAULTS.maxConcurrentActivities,
+      ),
+    ),
+    ...optional('transformsModule', env.ONCEFLOW_TRANSFORMS),
+    ...optional('workflowBundle', workflowBundle(env.ONCEFLOW_WORKFLOW_BUNDLE)),
+    faults: { ...optional('rules', env.ONCEFLOW_FAULTS), ...optional('file', env.ONCEFLOW_FAULTS_FILE) },
+  };
+}
+
+function workflowBundle(path: string | undefined): string | undefined {
+  if (!path) return undefined;
+  if (!existsSync(path)) {
+    throw new ConfigError(
+      'ONCEFLOW_WORKFLOW_BUNDLE',
+      `names '${path}', which does not exist; build it (npx tsx scripts/bundle-workflows.ts ${path}) or unset the variable`,
+    );
+  }
+  return path;
+}

@@ -12,7 +12,8 @@ import { loadSettings, type Settings, type TemporalSettings } from './config';
 import type { ControlAction, PartitionStatus } from './protocol';
 import { SEARCH_ATTRIBUTES } from './search-attributes';
 import { partitionWorkflowId, pipelineWorkflowId, runnerWorkflowId, sourceTopics, type PipelineSpec } from './spec';
-import type { PipelineInfo, pipelineWorkflow } from './workflows/pipeline';
+import type { PipelineInfo } from './workflows/interface';
+import type { pipelineWorkflow } from './workflows/pipeline';
 
 /** Address, TLS and API key of a connection to the settings' Temporal server (client and worker alike). */
 export const temporalConnectionOptions = (t: TemporalSettings) => ({

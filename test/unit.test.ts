@@ -1710,3 +1710,24 @@ test("a group's read: a partition the broker left out of a Fetch round keeps its
     ],
   );
 });
+
+import { groupMemo, MEMO_MEMBERS } from '../src/workflows/memo';
+
+test("a group's memo names its first partitions and counts the rest: under the server's 2 KB warning at 128 partitions per group", () => {
+  const spec = definePipeline({ ...base, parallelism: 2 });
+  const members = (n: number) =>
+    Array.from({ length: n }, (_, k) => ({ id: 2 * k, topic: 'orders.events-in', partition: 2 * k }));
+  const few = groupMemo(spec, 0, members(3));
+  assert.equal(few.partitions, '0 (orders.events-in[0]), 2 (orders.events-in[2]), 4 (orders.events-in[4])');
+  assert.equal(groupMemo(spec, 0, members(MEMO_MEMBERS)).partitions.includes('more'), false);
+  const many = groupMemo(spec, 0, members(128));
+  assert.ok(JSON.stringify(many).length < 2048, `${JSON.stringify(many).length} bytes`);
+  assert.match(
+    many.partitions,
+    /^0 \(orders\.events-in\[0\]\), .*, 30 \(orders\.events-in\[30\]\), and 112 more \(128 at start; the status query lists them all\)$/,
+  );
+  assert.deepEqual(
+    { ...many, partitions: '' },
+    { pipeline: 'p1', group: 0, partitions: '', kafkaSink: 'out', tables: COMPARE_TABLE.name },
+  );
+});

@@ -9,7 +9,7 @@ import { listSources } from '../mysql/sources';
 import type { ControlAction } from '../protocol';
 import { partitionWorkflowId, pipelineWorkflowId, type PipelineSpec } from '../spec';
 import { pipelineSources } from '../verify';
-import type { PipelineInfo } from '../workflows/pipeline';
+import type { PipelineInfo } from '../workflows/interface';
 
 /** How long the CLI waits for a workflow to answer a query (`status`, the pipeline's `info`): a worker must be polling. */
 export const QUERY_DEADLINE_MS = 5_000;

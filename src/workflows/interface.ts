@@ -1,7 +1,8 @@
 /**
  * What the epoch workflows (partitionWorkflow, groupWorkflow: src/workflows/engine.ts and the
  * legacy loops) answer and send: their status queries, control update and signal, the signals
- * by which they tell the pipeline workflow how they ended, and their results.
+ * by which they tell the pipeline workflow how they ended, and their results; and the pipeline
+ * workflow's `info` query (it takes the same `control` signal).
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { Control, ControlAction, GroupMember, PartitionState, PartitionStatus, Phase } from '../protocol';
@@ -9,6 +10,20 @@ import type { Control, ControlAction, GroupMember, PartitionState, PartitionStat
 export const statusQuery = defineQuery<PartitionStatus>('status');
 export const controlUpdate = defineUpdate<Control, [ControlAction]>('control');
 export const controlSignal = defineSignal<[ControlAction]>('control');
+
+export interface PipelineInfo {
+  pipeline: string;
+  partitions: number;
+  workflowIds: string[];
+  lastControl?: ControlAction;
+  /** Runs since source-discovery-v1: every partition workflow started, its topic and partition, and how it ended. */
+  sources?: { id: number; topic: string; partition: number; workflowId: string; ended?: string }[];
+  /** Source topics the last discovery did not find. */
+  missingTopics?: string[];
+}
+
+/** The pipeline workflow's answer: the partition workflows it started. */
+export const pipelineInfoQuery = defineQuery<PipelineInfo>('info');
 
 /** How a partition workflow ended: its result, or the failure that ended it. */
 export interface PartitionEnd {

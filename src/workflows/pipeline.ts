@@ -24,7 +24,7 @@
  *    discovery found nothing new — partitions added before a drain are drained, not skipped.
  *    If the partitions were told to drain or stop directly (not through the pipeline), their
  *    results say so, and new partitions found in that last discovery get the same.
- * Runs recorded before the patch replay the start-once loop below it.
+ * Runs recorded before the patch replay the start-once loop (src/workflows/legacy/pipeline.ts).
  */
 import {
   ApplicationFailure,
@@ -32,7 +32,6 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
-  defineQuery,
   defineSignal,
   getExternalWorkflowHandle,
   patched,
@@ -47,14 +46,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { Activities } from '../activities';
 import { applyControl, validateControl, type Control, type ControlAction, type SourceRef } from '../protocol';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';
-import {
-  SPEC_DEFAULTS,
-  groupOf,
-  groupWorkflowId,
-  partitionWorkflowId,
-  runnerWorkflowId,
-  type PipelineSpec,
-} from '../spec';
+import { SPEC_DEFAULTS, groupOf, groupWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
 import { PIPELINE_ACTIVITY_OPTIONS } from './activity-options';
 import { groupWorkflow } from './group';
 import {
@@ -63,27 +55,17 @@ import {
   failureOf,
   partitionEndedSignal,
   partitionsEndedSignal,
+  pipelineInfoQuery,
   type PartitionEnd,
   type PartitionResult,
 } from './interface';
+import { startOncePipeline } from './legacy/pipeline';
+import { groupMemo, partitionMemo } from './memo';
 import { partitionWorkflow } from './partition';
 
 /** A source partition of the pipeline: its id and where it reads (src/mysql/sources.ts). */
 export type PipelineSource = SourceRef & { id: number };
 
-export interface PipelineInfo {
-  pipeline: string;
-  partitions: number;
-  workflowIds: string[];
-  lastControl?: ControlAction;
-  /** Runs since source-discovery-v1: every partition workflow started, its topic and partition, and how it ended. */
-  sources?: { id: number; topic: string; partition: number; workflowId: string; ended?: string }[];
-  /** Source topics the last discovery did not find. */
-  missingTopics?: string[];
-}
-
-export const pipelineInfoQuery = defineQuery<PipelineInfo>('info');
-export const pipelineControlSignal = defineSignal<[ControlAction]>('control');
 /**
  * Sent by every start of the pipeline (`startPipeline`): a running pipeline starts again the
  * partition workflows that halted (PipelineHalted: dead letters over the budget, a row for an
@@ -111,68 +93,9 @@ export interface PipelineCarry {
 
 const { describeSource } = proxyActivities<Activities>(PIPELINE_ACTIVITY_OPTIONS);
 
-const memoOf = (spec: PipelineSpec, partition: number, topic: string, topicPartition: number) => ({
-  pipeline: spec.name,
-  partition,
-  source: topic,
-  sourcePartition: topicPartition,
-  kafkaSink: spec.kafkaSink.topic,
-  tables: spec.mysqlSink.tables.map((t) => t.name).join(','),
-});
-
 export async function pipelineWorkflow(spec: PipelineSpec, carry?: PipelineCarry): Promise<PartitionResult[]> {
   if (patched(SOURCE_DISCOVERY_PATCH)) return discoveringPipeline(spec, carry);
-  let partitions = 0;
-  let workflowIds: string[] = [];
-  let lastControl: ControlAction | undefined;
-  const pendingControls: ControlAction[] = [];
-  setHandler(pipelineInfoQuery, () => ({ pipeline: spec.name, partitions, workflowIds, lastControl }));
-  setHandler(pipelineControlSignal, async (action) => {
-    lastControl = action;
-    if (workflowIds.length === 0) {
-      pendingControls.push(action);
-      return;
-    }
-    await Promise.all(
-      workflowIds.map((id) =>
-        getExternalWorkflowHandle(id)
-          .signal(controlSignal, action)
-          .catch(() => undefined),
-      ),
-    );
-  });
-  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }]);
-
-  ({ partitions } = await describeSource(spec));
-  const children: ChildWorkflowHandle<typeof partitionWorkflow>[] = [];
-  for (let partition = 0; partition < partitions; partition++) {
-    children.push(
-      await startChild(partitionWorkflow, {
-        workflowId: partitionWorkflowId(spec.name, partition),
-        args: [
-          {
-            spec,
-            partition,
-            control: pendingControls.reduce(applyControl, { paused: false, drain: false, stop: false }),
-          },
-        ],
-        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
-        typedSearchAttributes: [
-          { key: SEARCH_ATTRIBUTES.pipeline, value: spec.name },
-          { key: SEARCH_ATTRIBUTES.partition, value: partition },
-        ],
-        memo: {
-          pipeline: spec.name,
-          partition,
-          source: spec.source.topic,
-          kafkaSink: spec.kafkaSink.topic,
-          tables: spec.mysqlSink.tables.map((t) => t.name).join(','),
-        },
-      }),
-    );
-  }
-  workflowIds = children.map((c) => c.workflowId);
-  return Promise.all(children.map((c) => c.result()));
+  return startOncePipeline(spec);
 }
 
 async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | undefined): Promise<PartitionResult[]> {
@@ -211,7 +134,7 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
     }),
     ...(missingTopics.length ? { missingTopics } : {}),
   }));
-  setHandler(pipelineControlSignal, async (action) => {
+  setHandler(controlSignal, async (action) => {
     try {
       validateControl(action, control);
     } catch {
@@ -244,7 +167,7 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
           { key: SEARCH_ATTRIBUTES.pipeline, value: spec.name },
           { key: SEARCH_ATTRIBUTES.partition, value: id },
         ],
-        memo: memoOf(spec, id, s.topic, s.partition),
+        memo: partitionMemo(spec, id, s),
       });
     } catch (e) {
       // Still running from an earlier start of the pipeline: it reports its end here too.
@@ -280,13 +203,7 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
               args: [{ spec, group, members, control }],
               parentClosePolicy: ParentClosePolicy.ABANDON,
               typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.pipeline, value: spec.name }],
-              memo: {
-                pipeline: spec.name,
-                group,
-                partitions: ss.map((x) => `${x.id} (${x.topic}[${x.partition}])`).join(', '),
-                kafkaSink: spec.kafkaSink.topic,
-                tables: spec.mysqlSink.tables.map((t) => t.name).join(','),
-              },
+              memo: groupMemo(spec, group, ss),
             });
             // Within this run the results are known directly too (the group's signals may say the same first).
             void child.result().then(

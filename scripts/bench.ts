@@ -55,6 +55,8 @@
  *     BENCH_HEAP_SAMPLE=<dir>            every engine process writes there a sampled heap profile of the objects that
  *                                        outlived its young generation, by allocation site (tools/bench/heap-sample.cjs)
  *     BENCH_NODE_ARGS                    more node flags for every engine process, space-separated (e.g. --trace-gc)
+ *     BENCH_SDK_METRICS=<dir>            every C worker writes there the Temporal SDK's own metrics as it stops
+ *                                        (worker-<pid>.prom: workflow-task and request latencies as the worker sees them)
  *     ONCEFLOW_RUN_DIR, ONCEFLOW_PORT_BASE  the stack (default ~/.cache/onceflow/bench-run, 28000; the secured stack has 27000)
  *     ONCEFLOW_MAX_CONCURRENT_ACTIVITIES the C workers' activity slots (inherited; recorded in the results)
  *     ONCEFLOW_WORKFLOW_BUNDLE           a prebuilt workflow bundle (else one is built per run)

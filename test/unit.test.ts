@@ -1716,7 +1716,13 @@ import { groupMemo, MEMO_MEMBERS } from '../src/workflows/memo';
 test("a group's memo names its first partitions and counts the rest: under the server's 2 KB warning at 128 partitions per group", () => {
   const spec = definePipeline({ ...base, parallelism: 2 });
   const members = (n: number) =>
-    Array.from({ length: n }, (_, k) => ({ id: 2 * k, topic: 'orders.events-in', partition: 2 * k }));
+    Array.from({ length: n }, (_, k) => ({
+      id: 2 * k,
+      topic: 'orders.events-in',
+      partition: 2 * k,
+      outputPartitions: 4,
+      deadLetterPartitions: 4,
+    }));
   const few = groupMemo(spec, 0, members(3));
   assert.equal(few.partitions, '0 (orders.events-in[0]), 2 (orders.events-in[2]), 4 (orders.events-in[4])');
   assert.equal(groupMemo(spec, 0, members(MEMO_MEMBERS)).partitions.includes('more'), false);

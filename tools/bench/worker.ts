@@ -2,13 +2,33 @@
  * Benchmark child C: one onceflow worker with warm clients on ONCEFLOW_TASK_QUEUE, forwarding
  * every observed activity event (with its time split) to the parent.
  */
+import { writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { createOnceflowWorker } from '../../src/worker';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
 import { send, serveUsage } from './ipc';
 
+/** A port nothing listens on now. */
+const freePort = () =>
+  new Promise<number>((res, rej) => {
+    const srv = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => res(port));
+    });
+    srv.on('error', rej);
+  });
+
 async function main() {
-  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  // BENCH_SDK_METRICS=<dir>: the Temporal SDK's own metrics (workflow task and request latencies
+  // as the worker sees them), scraped as the worker stops into <dir>/worker-<pid>.prom.
+  const metricsDir = process.env.BENCH_SDK_METRICS;
+  const metrics = metricsDir ? `127.0.0.1:${await freePort()}` : undefined;
+  Runtime.install({
+    logger: new DefaultLogger('ERROR'),
+    ...(metrics ? { telemetryOptions: { metrics: { prometheus: { bindAddress: metrics } } } } : {}),
+  });
   const taskQueue = process.env.ONCEFLOW_TASK_QUEUE;
   if (!taskQueue) throw new Error('ONCEFLOW_TASK_QUEUE is not set');
   const bundle = process.env.ONCEFLOW_WORKFLOW_BUNDLE;
@@ -25,6 +45,11 @@ async function main() {
   });
   const running = h.run();
   serveUsage(async () => {
+    if (metricsDir && metrics)
+      writeFileSync(
+        join(metricsDir, `worker-${process.pid}.prom`),
+        await (await fetch(`http://${metrics}/metrics`)).text(),
+      );
     h.shutdown();
     await running;
   });

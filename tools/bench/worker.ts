@@ -23,11 +23,11 @@ const freePort = () =>
 async function main() {
   // BENCH_SDK_METRICS=<dir>: the Temporal SDK's own metrics (workflow task and request latencies
   // as the worker sees them), scraped as the worker stops into <dir>/worker-<pid>.prom.
-  const metricsDir = process.env.BENCH_SDK_METRICS;
-  const metrics = metricsDir ? `127.0.0.1:${await freePort()}` : undefined;
+  const dir = process.env.BENCH_SDK_METRICS;
+  const sdkMetrics = dir ? { dir, address: `127.0.0.1:${await freePort()}` } : undefined;
   Runtime.install({
     logger: new DefaultLogger('ERROR'),
-    ...(metrics ? { telemetryOptions: { metrics: { prometheus: { bindAddress: metrics } } } } : {}),
+    ...(sdkMetrics ? { telemetryOptions: { metrics: { prometheus: { bindAddress: sdkMetrics.address } } } } : {}),
   });
   const taskQueue = process.env.ONCEFLOW_TASK_QUEUE;
   if (!taskQueue) throw new Error('ONCEFLOW_TASK_QUEUE is not set');
@@ -45,13 +45,16 @@ async function main() {
   });
   const running = h.run();
   serveUsage(async () => {
-    if (metricsDir && metrics)
-      writeFileSync(
-        join(metricsDir, `worker-${process.pid}.prom`),
-        await (await fetch(`http://${metrics}/metrics`)).text(),
-      );
-    h.shutdown();
-    await running;
+    try {
+      if (sdkMetrics)
+        writeFileSync(
+          join(sdkMetrics.dir, `worker-${process.pid}.prom`),
+          await (await fetch(`http://${sdkMetrics.address}/metrics`)).text(),
+        );
+    } finally {
+      h.shutdown();
+      await running;
+    }
   });
   send({ type: 'ready' });
   await running;

@@ -179,9 +179,12 @@ test('bench usage: the CPU split by thread puts work of the JS thread on the JS 
   const spun = threadsSince(t0)!;
   const cpu = ms(process.cpuUsage(c0));
   assert.ok(cpu >= 50, `the spin took ${cpu} ms of CPU`);
+  // Other threads of this process (V8's helpers, the test runner's) may run during the spin: what
+  // they did is theirs (one CI run saw 42 ms of it), and the JS thread is still the busiest by far.
+  const rest = spun.core + spun.others.reduce((a, b) => a + b, 0);
   assert.ok(
-    spun.main >= cpu - 40 && spun.main <= cpu + 10,
-    `main thread ${spun.main} ms, the process ${cpu} ms (10 ms clock ticks)`,
+    spun.main >= cpu - rest - 40 && spun.main <= cpu + 10 && spun.main > 2 * (spun.others[0] ?? 0),
+    `main thread ${spun.main} ms, the busiest other ${spun.others[0] ?? 0} ms, all others ${rest} ms, the process ${cpu} ms (10 ms clock ticks)`,
   );
   // A worker thread spins while the JS thread waits; it stays alive until read (an ended thread leaves /proc).
   const t1 = threadTimes();

@@ -2,7 +2,8 @@
  * Bounded state on the real services: the ledger keeps its first row and the last
  * LEDGER_KEEP_EPOCHS epochs per partition (src/mysql/ledger.ts), the progress topic is
  * compacted, and with old rows gone a zombie attempt still cannot write an old epoch again:
- * insertLedger refuses an epoch older than a committed one (StaleEpoch).
+ * insertLedgerRows refuses an epoch older than a committed one (StaleEpoch), also as one row of
+ * a group epoch's several, and writes none of them.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -10,7 +11,7 @@ import type { RowDataPacket } from 'mysql2/promise';
 import { ConfigResourceTypes } from 'kafkajs';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { StaleEpoch } from '../src/errors';
-import { insertLedger, LEDGER_KEEP_EPOCHS, LEDGER_PRUNE_EVERY } from '../src/mysql/ledger';
+import { insertLedgerRows, LEDGER_KEEP_EPOCHS, LEDGER_PRUNE_EVERY } from '../src/mysql/ledger';
 import { createOnceflowWorker } from '../src/worker';
 import { openDeps, quietRuntime, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
@@ -67,15 +68,30 @@ test(
     assert.ok(report.ok, failedChecks(report));
     assert.equal(report.totals.sourceRecords, epochs);
 
-    // A zombie's write of a pruned epoch: the primary key no longer stops it, the later epochs do.
+    // A zombie's write of a pruned epoch: the primary key no longer stops it, the later epochs do —
+    // also when it comes with another partition's row (a group epoch's rows go in one statement).
     const pruned = kept[0]! + 1;
+    const row = { start: 0, end: 1, records: 1, redo: false };
     const conn = await deps.pool.getConnection();
     try {
       await conn.beginTransaction();
-      await assert.rejects(
-        insertLedger(conn, s.spec.name, 0, { epoch: pruned, start: 0, end: 1, records: 1, redo: false }),
-        (e) => e instanceof StaleEpoch && e.message.includes(`epoch ${pruned} is stale`),
+      for (const rows of [
+        [{ partition: 0, epoch: pruned, ...row }],
+        [
+          { partition: 7, epoch: 0, ...row },
+          { partition: 0, epoch: pruned, ...row },
+        ],
+      ]) {
+        await assert.rejects(
+          insertLedgerRows(conn, s.spec.name, rows),
+          (e) => e instanceof StaleEpoch && e.message.includes(`epoch ${pruned} is stale`),
+        );
+      }
+      const [written] = await conn.query<RowDataPacket[]>(
+        'SELECT COUNT(*) AS n FROM onceflow_ledger WHERE pipeline = ? AND source_partition = 7',
+        [s.spec.name],
       );
+      assert.equal(Number(written[0]!.n), 0, 'no row of a refused group epoch is written');
       await conn.rollback();
     } finally {
       conn.release();

@@ -33,9 +33,10 @@ export interface SentEpoch {
 
 /**
  * Outputs and dead letters in requests of up to REQUEST_BYTES, the progress markers (one per
- * source partition, each in its own progress partition) with the last request, then the source
- * offsets while the partition leaders confirm the log holds exactly what was sent (checkLanded:
- * a TransientError otherwise). `parts` may be empty (a split's repair whose markers committed):
+ * source partition, each in its own progress partition) with the last request, then the check
+ * that the partition leaders hold exactly what was sent (checkLanded: a TransientError
+ * otherwise); beside all of them the source offsets (AddOffsetsToTxn, TxnOffsetCommit: they need
+ * nothing the sends return). `parts` may be empty (a split's repair whose markers committed):
  * then no marker and no source offsets are sent.
  */
 export async function sendEpoch(
@@ -49,6 +50,30 @@ export async function sendEpoch(
     ...applied.outputs.map((msg) => ({ topic: spec.kafkaSink.topic, msg })),
     ...applied.deadLetters.map((msg) => ({ topic: spec.deadLetterTopic, msg })),
   ];
+  const offsets = parts.length
+    ? txn.sendOffsets(
+        consumerGroupId(spec.name),
+        parts.map(({ marker, src }) => ({ topic: src.topic, partition: src.partition, offset: marker.end })),
+      )
+    : Promise.resolve();
+  // Both end before this returns, also when one fails: nothing may commit or abort the
+  // transaction with a request in flight.
+  const [sent, offsetsSent] = await Promise.allSettled([sendRecords(ctx, txn, spec, all, parts), offsets]);
+  for (const r of [sent, offsetsSent]) if (r.status === 'rejected') throw r.reason;
+  return {
+    markerOffsets: (sent as PromiseFulfilledResult<number[]>).value,
+    written: writtenParts(txn, spec.progressTopic),
+  };
+}
+
+/** sendEpoch's records and markers, and the landed check; the markers' offsets. */
+async function sendRecords(
+  ctx: ActivityContext,
+  txn: CountedTransaction,
+  spec: PipelineSpec,
+  all: { topic: string; msg: KafkaMessage }[],
+  parts: SentPart[],
+): Promise<number[]> {
   let markerOffsets: (number | undefined)[] = [];
   let i = 0;
   do {
@@ -80,20 +105,10 @@ export async function sendEpoch(
   } while (i < all.length);
   const missing = parts.filter((_, k) => markerOffsets[k] === undefined).map(({ marker }) => marker.partition);
   if (missing.length) throw new Error(`progress marker of source partition ${missing.join(', ')} was not acknowledged`);
-  // The source offsets and, meanwhile, the check that the log holds every acknowledged output and
-  // dead letter, each once (src/kafka/landed.ts; the markers' acks were checked above). Both end
-  // before this returns: nothing may commit or abort the transaction with a request in flight.
-  const [offsets, landed] = await Promise.allSettled([
-    parts.length
-      ? txn.sendOffsets(
-          consumerGroupId(spec.name),
-          parts.map(({ marker, src }) => ({ topic: src.topic, partition: src.partition, offset: marker.end })),
-        )
-      : Promise.resolve(),
-    checkLanded(ctx.cluster, txn, txn.handle(), [spec.progressTopic]),
-  ]);
-  for (const r of [landed, offsets]) if (r.status === 'rejected') throw r.reason;
-  return { markerOffsets: markerOffsets as number[], written: writtenParts(txn, spec.progressTopic) };
+  // The log holds every acknowledged output and dead letter, each once (src/kafka/landed.ts; the
+  // markers' acks were checked above).
+  await checkLanded(ctx.cluster, txn, txn.handle(), [spec.progressTopic]);
+  return markerOffsets as number[];
 }
 
 /** The epoch a redo produces again; `original`, its decided transaction (from history, or from the log for a split reconcile found: src/kafka/outcome.ts splitsInLog; absent otherwise in reconcile and for prepare results of older versions). */

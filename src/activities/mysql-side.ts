@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { StaleEpoch, TransientError } from '../errors';
 import { commitBranch, recoverXids, rollbackXid } from '../mysql/branch';
 import { ER_DUP_ENTRY, sqlErrno } from '../mysql/errors';
-import { insertLedger, ledgerPruneDue, pruneLedger } from '../mysql/ledger';
+import { insertLedgerRows, ledgerPruneDue, pruneLedger } from '../mysql/ledger';
 import { inLocalTransaction, writeRows } from '../mysql/sink';
 import { applyPipelineEpoch, takeStaged } from '../mysql/stage';
 import { bqualToken, epochGtrid, xidFromString, xidToString } from '../mysql/xid';
@@ -124,13 +124,16 @@ export async function redoMysqlSide(
   const dialect = await ctx.dialect();
   const outcome = await inLocalTransaction(ctx.pool, async (conn) => {
     try {
-      await insertLedger(conn, spec.name, partition, {
-        epoch: p.epoch,
-        start: p.start,
-        end: p.end,
-        records: records.length,
-        redo: true,
-      });
+      await insertLedgerRows(conn, spec.name, [
+        {
+          partition,
+          epoch: p.epoch,
+          start: p.start,
+          end: p.end,
+          records: records.length,
+          redo: true,
+        },
+      ]);
     } catch (e) {
       // Another attempt redid it first, or later epochs are committed: the ledger is the truth.
       if (sqlErrno(e) === ER_DUP_ENTRY || e instanceof StaleEpoch) return 'committed' as const;

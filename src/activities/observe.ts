@@ -3,7 +3,8 @@ import type { KafkaSplit } from '../protocol';
 /** What activities report to an observer (the worker's metrics, the benchmark, the fault campaign). */
 
 /**
- * Where a prepare spent its time (ms): waiting for and reading the source, InitProducerId,
+ * Where a prepare spent its time (ms): waiting for and reading the source, waiting for
+ * InitProducerId after the transform (it is asked before the transform and runs beside it),
  * the transform, Kafka produce (incl. marker and sendOffsets), MySQL writes (incl. the ledger
  * row), and XA END + XA PREPARE + detaching the session. For the benchmark's per-epoch split.
  */

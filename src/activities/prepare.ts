@@ -8,8 +8,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { endTxn } from '../kafka/internals';
 import { CountedTransaction } from '../kafka/landed';
 import type { Marker } from '../kafka/progress';
-import { LOCK_WAIT_SEC, prepareBranch } from '../mysql/branch';
-import { insertLedger, ledgerRow } from '../mysql/ledger';
+import { dropBranch, LOCK_WAIT_SEC, prepareBranch, startBranch } from '../mysql/branch';
+import { insertLedgerRows, ledgerRow } from '../mysql/ledger';
 import { writeRows, type RowOp } from '../mysql/sink';
 import { ensureStagedTableOnce, mysqlMode, rememberStaged, stageRows } from '../mysql/stage';
 import type { StagedRows } from '../mysql/stage-codec';
@@ -116,6 +116,14 @@ export function preparer(ctx: ActivityContext) {
       .filter(({ p, r }) => r.end > p.offset);
     if (!taking.length) return { kind: 'empty' };
 
+    // InitProducerId on the unit's id of this epoch: fences zombies and aborts their open
+    // transaction. Asked now, so the broker answers while the transform runs; it only opens the
+    // id (no partition is in the transaction yet), so a prepare that stops before its first send
+    // leaves nothing open. Counted: each send must acknowledge every partition it carried
+    // (src/kafka/landed.ts).
+    const txn = new CountedTransaction(cluster, unitTxnId(spec, args, groupEpoch), spec.kafkaSink.transactionTimeoutMs);
+    const begun = txn.begin();
+    begun.catch(() => undefined); // awaited below; a prepare that throws first drops it
     const transform = ctx.transforms.get(spec.transform, spec.name);
     const tables = tableMap(spec);
     const xid = {
@@ -178,24 +186,30 @@ export function preparer(ctx: ActivityContext) {
       ),
       judged,
     );
-    // InitProducerId on the unit's id of this epoch: fences zombies and aborts their open transaction.
-    // Counted: each send must acknowledge every partition it carried (src/kafka/landed.ts).
-    const txn = new CountedTransaction(cluster, unitTxnId(spec, args, groupEpoch), spec.kafkaSink.transactionTimeoutMs);
-    const handle = await timed('initMs', () => txn.begin());
+    const handle = await timed('initMs', () => begun);
+    const staged = mysqlMode(spec) === 'staged';
+    const lockWaitSec = LOCK_WAIT_SEC[staged ? 'staged' : 'direct'];
+    // A worker's first epoch asks these of the pool once; never after a branch took a connection.
+    if (staged) await ensureStagedTableOnce(pool);
+    const dialect = await ctx.dialect();
+    // Staged writes: the branch's connection and XA START while Kafka is written (a started branch
+    // holds no row lock until its first write, after the Kafka side). Direct writes start it
+    // after the previous epoch's commit, below: a branch never holds a pool connection while it
+    // waits for one.
+    const branch = staged ? startBranch(pool, xid, lockWaitSec) : undefined;
+    let branchTaken = false;
     try {
       // Checked before it returns: the log holds exactly what was sent (src/kafka/landed.ts).
       const sent = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, { outputs, deadLetters }, parts));
       await ctx.hit('prepare.kafka-sent', at);
-      const staged = mysqlMode(spec) === 'staged';
-      if (staged) await ensureStagedTableOnce(pool);
       const previous = args.afterCommitOf;
       if (!staged && previous)
         await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, previous.id, previous.epoch, givenUp));
-      const dialect = await ctx.dialect();
       const lead = parts[0]!.m;
       let bodyDone = 0;
       let stagedRows: StagedRows[] | undefined;
-      // Transform, then Kafka, then MySQL: the XA branch opens last and stays open briefly.
+      // Transform, then Kafka, then MySQL: the XA branch is written last and stays open briefly.
+      branchTaken = true;
       await prepareBranch(
         pool,
         xid,
@@ -208,22 +222,23 @@ export function preparer(ctx: ActivityContext) {
             );
           else await timed('mysqlMs', () => writeRows(conn, rows, tables, dialect));
           for (const part of parts) part.sink();
-          for (const { m } of parts)
-            await timed('mysqlMs', () =>
-              insertLedger(conn, spec.name, m.id, {
+          await timed('mysqlMs', () =>
+            insertLedgerRows(
+              conn,
+              spec.name,
+              parts.map(({ m }) => ({
+                partition: m.id,
                 epoch: m.epoch,
                 start: m.start,
                 end: m.end,
                 records: m.records,
                 redo: false,
-              }),
-            );
+              })),
+            ),
+          );
           bodyDone = Date.now();
         },
-        {
-          afterPrepare: () => ctx.hit('prepare.xa-prepared', at),
-          lockWaitSec: LOCK_WAIT_SEC[staged ? 'staged' : 'direct'],
-        },
+        { afterPrepare: () => ctx.hit('prepare.xa-prepared', at), lockWaitSec, ...(branch ? { started: branch } : {}) },
       );
       split.xaPrepareMs = Date.now() - bodyDone;
       // Prepared: if this worker commits the epoch too, it upserts these rows without reading them back.
@@ -254,6 +269,7 @@ export function preparer(ctx: ActivityContext) {
         xid: xidToString(xid),
       };
     } catch (e) {
+      if (branch && !branchTaken) await dropBranch(branch);
       // This attempt's result will never be in history: abort its open transaction now rather
       // than let it hold back the members' LSOs until the next InitProducerId or the broker's
       // timeout. (Safe: only this attempt's handle can name it; a fenced handle is refused anyway.)

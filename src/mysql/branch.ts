@@ -44,40 +44,66 @@ export async function rollbackXid(db: Pool, x: Xid): Promise<'rolled-back' | 'go
  */
 export const LOCK_WAIT_SEC = { staged: 2, direct: 10 } as const;
 
+/** An XA branch begun on a connection of its own (XA START), nothing written in it yet. */
+export type StartedBranch = Promise<PoolConnection>;
+
+/**
+ * Takes a connection and starts the branch (XA START): what prepareBranch does first, split off
+ * so a caller can do it while it waits for something else. A started branch holds no row lock
+ * until its first write. Hand it to prepareBranch, or end it with dropBranch.
+ */
+export function startBranch(pool: Pool, xid: Xid, lockWaitSec: number = LOCK_WAIT_SEC.direct): StartedBranch {
+  const started = (async () => {
+    const conn = await pool.getConnection();
+    try {
+      await conn.query(`SET SESSION innodb_lock_wait_timeout = ${Math.max(1, Math.floor(lockWaitSec))}`);
+      await conn.query(`XA START ${xidSql(xid)}`);
+      return conn;
+    } catch (e) {
+      conn.destroy(); // its session's XA state is unknown: MariaDB rolls back whatever it began
+      throw e;
+    }
+  })();
+  started.catch(() => undefined); // awaited by prepareBranch or dropBranch
+  return started;
+}
+
+/** Ends a started branch that will not be prepared: closing its session rolls it back. */
+export async function dropBranch(started: StartedBranch): Promise<void> {
+  const conn = await started.catch(() => undefined);
+  conn?.destroy();
+}
+
 /**
  * Runs `body` inside XA START … XA END, XA PREPARE on a dedicated connection, then detaches
  * the prepared branch by closing the connection: MariaDB and MySQL let another connection
  * XA COMMIT a prepared branch only once its session is gone. On any error before PREPARE the
- * branch is rolled back here; a crash leaves it to the next attempt's recovery.
+ * branch is rolled back here; a crash leaves it to the next attempt's recovery. `hooks.started`:
+ * the branch startBranch began (else it is started here).
  */
 export async function prepareBranch(
   pool: Pool,
   xid: Xid,
   body: (conn: PoolConnection) => Promise<void>,
-  hooks?: { afterPrepare?: () => Promise<void> | void; lockWaitSec?: number },
+  hooks?: { afterPrepare?: () => Promise<void> | void; lockWaitSec?: number; started?: StartedBranch },
 ): Promise<void> {
-  const conn = await pool.getConnection();
-  let started = false;
+  const lockWaitSec = hooks?.lockWaitSec ?? LOCK_WAIT_SEC.direct;
+  const conn = await (hooks?.started ?? startBranch(pool, xid, lockWaitSec));
   let prepared = false;
   try {
-    await conn.query(
-      `SET SESSION innodb_lock_wait_timeout = ${Math.max(1, Math.floor(hooks?.lockWaitSec ?? LOCK_WAIT_SEC.direct))}`,
-    );
-    await conn.query(`XA START ${xidSql(xid)}`);
-    started = true;
     await body(conn);
     await conn.query(`XA END ${xidSql(xid)}`);
     await conn.query(`XA PREPARE ${xidSql(xid)}`);
     prepared = true;
     await hooks?.afterPrepare?.();
   } catch (e) {
-    if (started && !prepared) {
+    if (!prepared) {
       await conn.query(`XA END ${xidSql(xid)}`).catch(() => undefined);
       await conn.query(`XA ROLLBACK ${xidSql(xid)}`).catch(() => undefined);
     }
     if (sqlErrno(e) === ER_LOCK_WAIT_TIMEOUT) {
       throw new TransientError(
-        `XA branch ${xid.gtrid}: a row lock was not granted within ${hooks?.lockWaitSec ?? LOCK_WAIT_SEC.direct} s (held by another prepared branch, e.g. a stale attempt of this epoch); the retried attempt rolls back older branches first`,
+        `XA branch ${xid.gtrid}: a row lock was not granted within ${lockWaitSec} s (held by another prepared branch, e.g. a stale attempt of this epoch); the retried attempt rolls back older branches first`,
         { cause: String(e) },
       );
     }

@@ -42,27 +42,35 @@ export interface LedgerRow {
   redo: boolean;
 }
 
+/** A partition's ledger row to insert: the epoch it is for and what it read. */
+export type NewLedgerRow = LedgerRow & { partition: number };
+
 /**
- * Inserts the epoch's ledger row (inside its XA branch or redo transaction). Refuses with
- * StaleEpoch when a later epoch of the partition is committed: the row of an old epoch may have
- * been pruned, so the primary key alone would no longer stop a zombie attempt from writing it
- * twice.
+ * Inserts epochs' ledger rows, one per source partition (inside the epoch's XA branch or redo
+ * transaction), in two statements whatever their number: a group epoch writes one row per
+ * member. Refuses with StaleEpoch when a later epoch of one of the partitions is committed: the
+ * row of an old epoch may have been pruned, so the primary key alone would no longer stop a
+ * zombie attempt from writing it twice. Text statements with the values as parameters: the
+ * branch's connection is new for every prepare (it is closed to detach the branch), and a
+ * prepared statement would cost it one round trip more each.
  */
-export async function insertLedger(
-  conn: PoolConnection,
-  pipeline: string,
-  partition: number,
-  row: { epoch: number; start: number; end: number; records: number; redo: boolean },
-): Promise<void> {
-  const [later] = await conn.execute<RowDataPacket[]>(
-    `SELECT MAX(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND source_partition = ? AND epoch > ?`,
-    [pipeline, partition, row.epoch],
+export async function insertLedgerRows(conn: PoolConnection, pipeline: string, rows: NewLedgerRow[]): Promise<void> {
+  if (!rows.length) return;
+  const [later] = await conn.query<RowDataPacket[]>(
+    `SELECT source_partition AS p, MAX(epoch) AS e FROM \`${LEDGER_TABLE}\` WHERE pipeline = ? AND (${rows
+      .map(() => '(source_partition = ? AND epoch > ?)')
+      .join(' OR ')}) GROUP BY source_partition`,
+    [pipeline, ...rows.flatMap((r) => [r.partition, r.epoch])],
   );
-  if (later[0]?.e !== null && later[0]?.e !== undefined)
-    throw new StaleEpoch(pipeline, partition, row.epoch, Number(later[0].e));
-  await conn.execute(
-    `INSERT INTO \`${LEDGER_TABLE}\` (pipeline, source_partition, epoch, start_offset, end_offset, records, redo) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-    [pipeline, partition, row.epoch, row.start, row.end, row.records, row.redo ? 1 : 0],
+  for (const r of rows) {
+    const stale = later.find((l) => Number(l.p) === r.partition);
+    if (stale) throw new StaleEpoch(pipeline, r.partition, r.epoch, Number(stale.e));
+  }
+  await conn.query(
+    `INSERT INTO \`${LEDGER_TABLE}\` (pipeline, source_partition, epoch, start_offset, end_offset, records, redo) VALUES ${rows
+      .map(() => '(?, ?, ?, ?, ?, ?, ?)')
+      .join(', ')}`,
+    rows.flatMap((r) => [pipeline, r.partition, r.epoch, r.start, r.end, r.records, r.redo ? 1 : 0]),
   );
 }
 

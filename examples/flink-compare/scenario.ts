@@ -6,6 +6,7 @@
 import type { KafkaSettings } from '../../src/config';
 import { kafkaClientConfig } from '../../src/kafka/client-config';
 import { createTopicsReady } from '../../src/kafka/topics';
+import { pollUntil } from '../../src/poll';
 import { Kafka, logLevel, type Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
 import { recoverXids, rollbackXid } from '../../src/mysql/branch';
@@ -51,13 +52,40 @@ export async function resetPipeline(admin: Admin, pool: Pool, spec: PipelineSpec
   const topics = [spec.source.topic, spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic];
   const existing = new Set(await admin.listTopics());
   const present = topics.filter((t) => existing.has(t));
-  if (present.length) await admin.deleteTopics({ topics: present, timeout: 30000 });
+  if (present.length) {
+    await admin.deleteTopics({ topics: present, timeout: 30000 });
+    await topicsGone(admin, present);
+  }
   for (let p = 0; p < Math.max(partitions, 16); p++) {
     for (const x of await recoverXids(pool, partitionGtridPrefix(spec.name, p))) await rollbackXid(pool, x);
   }
   await admin.deleteGroups([consumerGroupId(spec.name)]).catch(() => undefined);
   await dropPipelineTables(pool, spec);
   await createTopic(admin, spec.source.topic, partitions);
+}
+
+/**
+ * Waits until the broker no longer lists the deleted topics. The controller answers a deletion
+ * once it is decided, and a broker applies it later — much later when it is busy, e.g. loading
+ * thousands of partitions after a restart. Until then the broker still takes writes for the old
+ * topic under its name: a topic created again at once and written at once had its records
+ * acknowledged into the old log, which was then deleted (a demo run after `npm test` produced
+ * 2,000 records and found none).
+ */
+async function topicsGone(admin: Admin, topics: string[]): Promise<void> {
+  let left = topics;
+  await pollUntil(
+    async () => {
+      const listed = new Set(await admin.listTopics());
+      left = topics.filter((t) => listed.has(t));
+      return left.length ? undefined : true;
+    },
+    {
+      timeoutMs: 60_000,
+      everyMs: 250,
+      onTimeout: () => new Error(`topics ${left.join(', ')} were deleted but the broker still lists them after 60 s`),
+    },
+  );
 }
 
 /** Creates a new topic, waiting out a deletion of the same name still in progress. */

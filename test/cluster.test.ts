@@ -71,11 +71,14 @@ const messages = (partition: number, n: number, tag: string) =>
   Array.from({ length: n }, (_, i) => ({ key: `${tag}-${i}`, value: `${tag}-${partition}-${i}`, partition }));
 
 /**
- * Sets up topic[0] led by `answering`, topic[1] led by `victim` with `answering` next in its
- * replica order, and a transactional id whose coordinator is neither the victim nor the
- * controller's node; returns them.
+ * Sets up a transactional id, a victim that is neither its coordinator nor the quorum's leader,
+ * topic[0] led by `answering` and topic[1] led by the victim with `answering` next in its replica
+ * order; returns them. The victim is chosen after the coordinator, not a transactional id after
+ * the victim: after a cluster start the first node up leads every __transaction_state partition
+ * until Kafka's automatic leader rebalance (leader.imbalance.check.interval.seconds, 300 s), and
+ * a search for an id coordinated elsewhere waited those 5 minutes in every CI run of a fresh clone.
  */
-async function layout(tag: string) {
+async function layout(tag: string, steps: Steps) {
   // DescribeCluster goes to any broker, and a broker's view of the others' registrations may lag
   // its own by a moment after a fresh start (seen in a fresh clone's first run): ask until one says three.
   let ids: number[] = [];
@@ -85,8 +88,13 @@ async function layout(tag: string) {
     60_000,
   ).catch(() => undefined);
   assert.equal(ids.length, 3, 'three nodes registered');
+  steps.mark('nodes listed');
   const controller = await quorumLeader(kafkaLibs, brokers);
-  const victim = ids.find((i) => i !== controller)!;
+  steps.mark('quorum leader asked');
+  const tid = `onceflow.cluster-test.${tag}.0`;
+  const coordinator = await transactionCoordinator(cluster, tid);
+  steps.mark('coordinator found');
+  const victim = ids.find((i) => i !== controller && i !== coordinator)!;
   const answering = ids.find((i) => i !== victim)!;
   const third = ids.find((i) => i !== victim && i !== answering)!;
   const topic = `cluster-${tag}-${Date.now().toString(36)}`;
@@ -99,17 +107,14 @@ async function layout(tag: string) {
       ],
     },
   ]);
+  steps.mark('topic created');
   await waitFor(
     'leaders as assigned',
     async () =>
       (await partitionLeader(admin, topic, 0)) === answering && (await partitionLeader(admin, topic, 1)) === victim,
     60_000,
   );
-  let tid = '';
-  for (let i = 0; ; i++) {
-    tid = `onceflow.cluster-test.${tag}.${i}`;
-    if ((await transactionCoordinator(cluster, tid)) !== victim) break;
-  }
+  steps.mark('leaders as assigned');
   return { topic, victim, answering, tid, service: nodeServices(stack).get(victim)! };
 }
 
@@ -170,7 +175,7 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
   }
 }
 
-/** How long each step of a leader-kill test took (one CI run spent 329 s where others spend 33, unexplained). */
+/** How long each step of a leader-kill test took, in its diagnostics (how the wait for a rebalance in layout was found). */
 class Steps {
   private at = Date.now();
   private readonly done: string[] = [];
@@ -189,8 +194,7 @@ test(
   { timeout: 400_000 },
   async (t) => {
     const steps = new Steps();
-    const l = await layout('raw');
-    steps.mark('layout');
+    const l = await layout('raw', steps);
     const txn = new PreparedTransaction(cluster, l.tid, 120_000);
     const h = await txn.begin();
     const out = await sendThroughLeaderKill(txn, l, steps);
@@ -220,8 +224,7 @@ test(
   { timeout: 400_000 },
   async (t) => {
     const steps = new Steps();
-    const l = await layout('counted');
-    steps.mark('layout');
+    const l = await layout('counted', steps);
     const txn = new CountedTransaction(cluster, l.tid, 120_000);
     const h = await txn.begin();
     const out = await sendThroughLeaderKill(txn, l, steps);

@@ -64,7 +64,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { Runtime, DefaultLogger } from '@temporalio/worker';
 import { markdown, spliceGenerated, svgChart, TARGETS_MARKERS, targetsBlock } from '../tools/bench/report';
 import { defaultOptions, runBench, type BenchResult } from '../tools/bench/run';
@@ -72,17 +72,17 @@ import { defaultOptions, runBench, type BenchResult } from '../tools/bench/run';
 const ROOT = join(__dirname, '..');
 
 async function main() {
-  const result = process.env.BENCH_FROM ? readResult(process.env.BENCH_FROM) : await measure();
+  const { result, file } = process.env.BENCH_FROM
+    ? { result: readResult(process.env.BENCH_FROM), file: process.env.BENCH_FROM }
+    : await measure();
   const before = process.env.BENCH_BEFORE ? readResult(process.env.BENCH_BEFORE) : undefined;
   const block = markdown(result, 'performance.svg', before);
   const earlier = (process.env.BENCH_TARGET_RUNS ?? '')
     .split(',')
     .map((f) => f.trim())
     .filter(Boolean)
-    .map((file) => ({ file, result: readResult(file) }));
-  const targets = earlier.length
-    ? targetsBlock([...earlier, { file: process.env.BENCH_FROM ?? 'this run', result }])
-    : undefined;
+    .map((f) => ({ file: f, result: readResult(f) }));
+  const targets = earlier.length ? targetsBlock([...earlier, { file, result }]) : undefined;
   if (process.env.BENCH_DOCS !== '0') {
     const page = join(ROOT, 'docs', 'performance.md');
     const text = existsSync(page) ? readFileSync(page, 'utf8') : '# Performance\n';
@@ -99,7 +99,8 @@ function readResult(file: string): BenchResult {
   return JSON.parse(readFileSync(file, 'utf8')) as BenchResult;
 }
 
-async function measure(): Promise<BenchResult> {
+/** Runs the bench; the result and the results file it was written to (relative to the checkout). */
+async function measure(): Promise<{ result: BenchResult; file: string }> {
   process.env.ONCEFLOW_RUN_DIR ??= join(homedir(), '.cache', 'onceflow', 'bench-run');
   process.env.ONCEFLOW_PORT_BASE ??= '28000';
   if (process.env.BENCH_SKIP_SERVICES !== '1') {
@@ -117,7 +118,7 @@ async function measure(): Promise<BenchResult> {
     JSON.stringify(result, null, 2) + '\n',
   );
   console.log(`results written to ${file}`);
-  return result;
+  return { result, file: relative(ROOT, file) };
 }
 
 /** Writes <stem>.json, or <stem>-2.json, -3, … if taken: a second run with one label on one day keeps the first. */

@@ -7,6 +7,7 @@ import type { KafkaSettings } from '../../src/config';
 import { kafkaClientConfig } from '../../src/kafka/client-config';
 import { createTopicsReady } from '../../src/kafka/topics';
 import { pollUntil } from '../../src/poll';
+import { errorMessage } from '../../src/errors';
 import { Kafka, logLevel, type Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
 import { recoverXids, rollbackXid } from '../../src/mysql/branch';
@@ -50,6 +51,7 @@ export function compareSpec(
 /** Deletes what an earlier run of the same pipeline left: topics, tables, ledger rows, group, prepared branches. */
 export async function resetPipeline(admin: Admin, pool: Pool, spec: PipelineSpec, partitions: number): Promise<void> {
   const topics = [spec.source.topic, spec.kafkaSink.topic, spec.deadLetterTopic, spec.progressTopic];
+  await brokerSettled(admin);
   const existing = new Set(await admin.listTopics());
   const present = topics.filter((t) => existing.has(t));
   if (present.length) {
@@ -62,6 +64,35 @@ export async function resetPipeline(admin: Admin, pool: Pool, spec: PipelineSpec
   await admin.deleteGroups([consumerGroupId(spec.name)]).catch(() => undefined);
   await dropPipelineTables(pool, spec);
   await createTopic(admin, spec.source.topic, partitions);
+}
+
+/**
+ * Waits until the broker answers metadata with a leader for every partition. A broker that has
+ * just started loads its partitions for a while — tens of seconds for the ~8,800 that `npm test`
+ * leaves — and meanwhile answers LEADER_NOT_AVAILABLE, on which kafkajs's admin gives up after
+ * its retries: a demo started right after the test suite failed so at its first listTopics.
+ */
+async function brokerSettled(admin: Admin): Promise<void> {
+  let last = 'no answer yet';
+  await pollUntil(
+    async () => {
+      try {
+        const leaderless = (await admin.fetchTopicMetadata()).topics.flatMap((t) =>
+          t.partitions.filter((p) => p.leader < 0).map((p) => `${t.name}[${p.partitionId}]`),
+        );
+        if (!leaderless.length) return true;
+        last = `${leaderless.length} partitions without a leader, e.g. ${leaderless.slice(0, 3).join(', ')}`;
+      } catch (e) {
+        last = errorMessage(e);
+      }
+      return undefined;
+    },
+    {
+      timeoutMs: 180_000,
+      everyMs: 500,
+      onTimeout: () => new Error(`the Kafka broker did not settle within 180 s after its start: ${last}`),
+    },
+  );
 }
 
 /**

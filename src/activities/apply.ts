@@ -2,8 +2,9 @@
  * Runs the user transform over a chunk of source records and turns the results into Kafka
  * messages and row operations. A record whose transform throws, or whose rows do not fit the
  * table definitions, goes to the dead-letter topic with the reason, its class and its source
- * coordinates. Used by prepare and by both redo paths, so a redo writes what the prepare wrote;
- * the prepares then judge the result against the dead-letter budget (./budget.ts).
+ * coordinates. Used by the prepare, by both redo paths (./source.ts reapply) and by `verify`'s
+ * expectation (src/verify/expected.ts), so a redo writes what the prepare wrote and `verify`
+ * expects the same; the prepare then judges the result against the dead-letter budget (./budget.ts).
  */
 import { OnceflowError, errorMessage } from '../errors';
 import { rowProblem, type RowOp } from '../mysql/sink';

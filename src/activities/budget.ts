@@ -1,9 +1,9 @@
 /**
  * The dead-letter budget (spec.deadLetter, docs/design.md §1.1): a transform that fails on many
  * records of an epoch is a bug, not bad data, and an epoch that holds such failures is never
- * committed. Both prepares (./prepare.ts, ./group/prepare.ts) call `haltIfOverBudget` after the
- * transform and before they write anything to Kafka or MySQL; `verify` judges a whole run with
- * `deadLettersAllowed`.
+ * committed. The prepare (./prepare.ts, a partition's epoch or a group's) calls `haltIfOverBudget`
+ * after the transform and before it writes anything to Kafka or MySQL; `verify` judges a whole run
+ * with `deadLettersAllowed`.
  */
 import { PipelineHalted } from '../errors';
 import { SPEC_DEFAULTS, type DeadLetterBudget, type PipelineSpec } from '../spec';

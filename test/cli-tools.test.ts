@@ -12,13 +12,13 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { stringify } from 'yaml';
-import { main } from '../src/cli';
 import { COMMANDS, GLOBAL_OPTIONS } from '../src/cli/commands';
 import { ISOLATION, latestOffset } from '../src/kafka/internals';
 import { readAll } from '../src/verify';
 import { pipelineWorkflowId } from '../src/spec';
 import { COMPARE_TABLE } from '../examples/flink-compare/transform';
 import { openDeps, quietRuntime, uniqueName, type Deps } from './support/env';
+import { cli } from './support/cli';
 
 const ROOT = join(__dirname, '..');
 const BIN = join(ROOT, 'bin', 'onceflow.js');
@@ -26,13 +26,6 @@ const TRANSFORMS = join(ROOT, 'examples', 'flink-compare', 'transforms.ts');
 const tmp = join(__dirname, '.tmp');
 let deps: Deps;
 const started: string[] = [];
-
-async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(args, { stdout: (s) => void (out += s), stderr: (s) => void (err += s) });
-  return { code, out, err };
-}
 
 /** A pipeline config of its own (unique names), written to a file; `over` replaces top-level parts. */
 function configFile(

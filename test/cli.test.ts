@@ -14,13 +14,13 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { stringify } from 'yaml';
-import { main } from '../src/cli';
 import { ISOLATION, PreparedTransaction, latestOffset } from '../src/kafka/internals';
 import { epochGtrid, xidSql, xidToString } from '../src/mysql/xid';
 import { makeEvents, produceValues, resetPipeline, compareSpec } from '../examples/flink-compare/scenario';
 import { partitionWorkflowId, pipelineWorkflowId, transactionalId } from '../src/spec';
 import { COMPARE_TABLE } from '../examples/flink-compare/transform';
 import { openDeps, quietRuntime, uniqueName, waitUntil, type Deps } from './support/env';
+import { cli } from './support/cli';
 
 let deps: Deps;
 const tmp = join(__dirname, '.tmp');
@@ -31,13 +31,6 @@ let workerExited: Promise<unknown>;
 let metricsPort = 0;
 let configFile: string;
 const TRANSFORMS = join(__dirname, '..', 'examples', 'flink-compare', 'transforms.ts');
-
-async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(args, { stdout: (s) => void (out += s), stderr: (s) => void (err += s) });
-  return { code, out, err };
-}
 
 const config = (over: Record<string, unknown> = {}) => ({
   pipeline: {

@@ -12,7 +12,6 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
-import { controlPartitions } from '../src/cli/partitions';
 import { pipelineStatus } from '../src/cli/status';
 import { resolveInDoubt } from '../src/cli/transactions';
 import { startPipeline } from '../src/client';
@@ -27,8 +26,10 @@ import { bundle, openDeps, quietRuntime, spawnWorker, uniqueName, waitUntil, typ
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { createTopic, makeEvents, produceValues } from '../examples/flink-compare/scenario';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
+import { cli } from './support/cli';
 
 let deps: Deps;
+
 before(async () => {
   quietRuntime();
   deps = await openDeps();
@@ -299,7 +300,7 @@ test(
 );
 
 test(
-  'partitions added while a grouped pipeline runs join their group; pause and resume reach every group; status answers per partition',
+  'partitions added while a grouped pipeline runs join their group; onceflow pause and resume reach every group; status answers per partition',
   { timeout: 240_000 },
   async () => {
     const s = await prepareScenario(deps, {
@@ -318,17 +319,26 @@ test(
         async () => (await pipelineStatus(deps, spec, 2)).every((r) => (r.committedOffset ?? 0) > 0),
         30_000,
       );
-      const paused = await controlPartitions(deps.client, spec.name, 2, 'pause');
-      assert.ok(
-        paused.every((r) => r.ok),
-        JSON.stringify(paused),
+      // Through the command a user types: it must reach the group workflows, not partition workflows that do not exist.
+      const paused = await cli('pause', spec.name, '--json');
+      assert.equal(paused.code, 0, paused.out + paused.err);
+      assert.deepEqual(
+        (JSON.parse(paused.out) as { partition: number; ok: boolean }[]).map((r) => [r.partition, r.ok]),
+        [
+          [0, true],
+          [1, true],
+        ],
       );
       await waitUntil(
         'both groups paused',
         async () => (await pipelineStatus(deps, spec, 2)).every((r) => r.phase === 'paused'),
         30_000,
       );
-      await controlPartitions(deps.client, spec.name, 2, 'resume');
+      const again = await cli('pause', spec.name);
+      assert.equal(again.code, 1, 'pausing a paused pipeline is refused');
+      assert.match(again.out, /partition 0: rejected — .*already paused/);
+      const resumed = await cli('resume', spec.name);
+      assert.equal(resumed.code, 0, resumed.out + resumed.err);
       await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 4 }] });
       const more = makeEvents(400, 11, 0);
       await produceValues(deps.settings.kafka, spec.source.topic, 4, more.values);

@@ -8,13 +8,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { compareTransforms } from '../examples/flink-compare/transforms';
-import { main } from '../src/cli';
 import { recoverXids, rollbackXid } from '../src/mysql/branch';
 import { epochGtrid } from '../src/mysql/xid';
 import { partitionWorkflowId, pipelineWorkflowId } from '../src/spec';
 import { createOnceflowWorker } from '../src/worker';
 import { openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
+import { cli } from './support/cli';
 
 let deps: Deps;
 before(async () => {
@@ -22,13 +22,6 @@ before(async () => {
   deps = await openDeps();
 });
 after(async () => deps.close());
-
-async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const code = await main(args, { stdout: (s) => void (out += s), stderr: (s) => void (err += s) });
-  return { code, out, err };
-}
 
 /** Runs the pipeline on a worker that stalls at `fault` in epoch 1's commit, then kills the worker and terminates the workflows. */
 async function crashMidCommit(s: Scenario, fault: string): Promise<void> {

@@ -74,7 +74,7 @@ export function pauseResumeCommand({ cmd, arg, settings, out, need }: CommandCon
   const action = cmd === 'pause' ? 'pause' : 'resume';
   return withServices(settings, async (s) => {
     const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
-    const res = await controlPartitions(s.client, spec.name, await pipelinePartitionIds(s, spec), action);
+    const res = await controlPartitions(s.client, spec, await pipelinePartitionIds(s, spec), action);
     out(res.map((r) => `partition ${r.partition}: ${r.ok ? 'ok' : 'rejected'} — ${r.message}`).join('\n'), res);
     return res.every((r) => r.ok) ? 0 : 1;
   });
@@ -86,7 +86,7 @@ export function stopCommand({ arg, o, settings, out, io, need }: CommandContext)
     const spec = await pipelineSpecOf(s.client, need(arg, 'pipeline'));
     const partitions = await pipelinePartitionIds(s, spec);
     const action = o.drain ? 'drain' : 'stop';
-    const res = await controlPartitions(s.client, spec.name, partitions, action);
+    const res = await controlPartitions(s.client, spec, partitions, action);
     if (res.some((r) => !r.ok)) await controlPipeline(s.client, spec.name, action); // children not started yet: via the parent
     if (!o.wait) {
       out(res.map((r) => `partition ${r.partition}: ${r.ok ? `${action} accepted` : r.message}`).join('\n'), res);

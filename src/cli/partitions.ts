@@ -7,7 +7,7 @@ import type { Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
 import { listSources } from '../mysql/sources';
 import type { ControlAction } from '../protocol';
-import { partitionWorkflowId, pipelineWorkflowId, type PipelineSpec } from '../spec';
+import { partitionWorkflowId, pipelineWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
 import { pipelineSources } from '../verify';
 import type { PipelineInfo } from '../workflows/interface';
 
@@ -47,20 +47,28 @@ export async function pipelinePartitionIds(deps: { admin: Admin; pool: Pool }, s
 }
 
 /**
- * Sends a control action to every partition workflow through its validated update — given a
- * count, to every partition workflow the pipeline workflow says it started (all topics, added
- * partitions) — and to a discovering pipeline workflow itself, so that partitions it starts
- * later get the same control state (a control that does not apply any more is ignored there).
+ * Sends a control action to the workflow that runs each source partition — its own, or its
+ * group's with spec.parallelism — through its validated update; given a count, to every
+ * partition the pipeline workflow says it started (all topics, added partitions). Which workflow
+ * runs a partition: the pipeline workflow's answer, else the spec's (runnerWorkflowId), else
+ * (given only a name) the partition's own. Then to a discovering pipeline workflow itself, so
+ * that partitions it starts later get the same control state (a control that does not apply any
+ * more is ignored there).
  */
 export async function controlPartitions(
   client: Client,
-  pipeline: string,
+  pipeline: string | PipelineSpec,
   partitions: number | number[],
   action: ControlAction,
 ): Promise<{ partition: number; ok: boolean; message: string }[]> {
   const out: { partition: number; ok: boolean; message: string }[] = [];
-  const started = Array.isArray(partitions) ? null : await startedIds(client, pipeline);
-  const targets = started ?? idsOf(partitions).map((id) => ({ id, workflowId: partitionWorkflowId(pipeline, id) }));
+  const name = typeof pipeline === 'string' ? pipeline : pipeline.name;
+  const started = await startedIds(client, name);
+  const runner = (id: number) =>
+    started?.find((s) => s.id === id)?.workflowId ??
+    (typeof pipeline === 'string' ? partitionWorkflowId(name, id) : runnerWorkflowId(pipeline, id));
+  const targets =
+    !Array.isArray(partitions) && started ? started : idsOf(partitions).map((id) => ({ id, workflowId: runner(id) }));
   // One update per workflow: the partitions of a group (spec.parallelism) share the group's answer.
   const answers = new Map<string, Promise<{ ok: boolean; message: string }>>();
   for (const { id: p, workflowId } of targets) {
@@ -84,7 +92,7 @@ export async function controlPartitions(
   // After the partitions' own updates (which answer), so none of them finds it applied already.
   if (started)
     await client.workflow
-      .getHandle(pipelineWorkflowId(pipeline))
+      .getHandle(pipelineWorkflowId(name))
       .signal('control', action)
       .catch(() => undefined);
   return out;

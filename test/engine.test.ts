@@ -24,7 +24,15 @@ import { readAll } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';
 import { bundle, openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
 import { compareTransforms } from '../examples/flink-compare/transforms';
-import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
+import {
+  drainAndWait,
+  failedChecks,
+  prepareScenario,
+  rollBackWhenPrepared,
+  start,
+  verify,
+  type Scenario,
+} from './support/pipeline';
 
 let deps: Deps;
 before(async () => {
@@ -364,15 +372,7 @@ test(
     try {
       const handle = await start(deps, s);
       const gtrid = epochGtrid(s.spec.name, 0, 0);
-      const rolledBack = await waitUntil(
-        'epoch 0 prepared',
-        async () => {
-          const [x] = await recoverXids(deps.pool, gtrid);
-          return x && x.gtrid === gtrid && (await rollbackXid(deps.pool, x)) === 'rolled-back' ? x : undefined;
-        },
-        30_000,
-        50,
-      );
+      const rolledBack = await rollBackWhenPrepared(deps, gtrid, 'epoch 0 prepared');
       assert.equal(rolledBack.gtrid, gtrid);
       const [result] = await drainAndWait(deps, s, handle);
       assert.equal(result?.state.mysqlRedos, 1, 'the vanished branch was redone in a local transaction');

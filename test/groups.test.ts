@@ -18,14 +18,24 @@ import { startPipeline } from '../src/client';
 import { committedMarkers } from '../src/kafka/progress';
 import { earliestOffset } from '../src/kafka/internals';
 import { readGroup } from '../src/activities/source';
+import { Faults, parseFaults } from '../src/faults';
 import { recoverXids } from '../src/mysql/branch';
-import { pipelineGroupGtridPrefix } from '../src/mysql/xid';
+import { insertLedgerRows } from '../src/mysql/ledger';
+import { groupGtrid, pipelineGroupGtridPrefix, xidSql } from '../src/mysql/xid';
 import { groupWorkflowId, pipelineWorkflowId } from '../src/spec';
 import { createOnceflowWorker } from '../src/worker';
 import { bundle, openDeps, quietRuntime, spawnWorker, uniqueName, waitUntil, type Deps } from './support/env';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { createTopic, makeEvents, produceValues } from '../examples/flink-compare/scenario';
-import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
+import {
+  drainAndWait,
+  failedChecks,
+  prepareScenario,
+  rollBackWhenPrepared,
+  start,
+  verify,
+  type Scenario,
+} from './support/pipeline';
 import { cli } from './support/cli';
 
 let deps: Deps;
@@ -126,11 +136,12 @@ async function markerXids(s: Scenario, partitions: number[]): Promise<Map<number
   return out;
 }
 
-async function withWorker<T>(s: Scenario, fn: () => Promise<T>): Promise<T> {
+async function withWorker<T>(s: Scenario, fn: () => Promise<T>, faults?: Faults): Promise<T> {
   const w = await createOnceflowWorker({
     settings: deps.settings,
     taskQueue: s.taskQueue,
     transforms: compareTransforms(),
+    ...(faults ? { faults } : {}),
     worker: { workflowBundle: bundle() },
   });
   const running = w.run();
@@ -141,6 +152,53 @@ async function withWorker<T>(s: Scenario, fn: () => Promise<T>): Promise<T> {
     await running;
   }
 }
+
+test(
+  "a group epoch's decided branch rolled back behind the pipeline while a stale branch of the same group epoch holds its ledger rows: the redo rolls the stale one back and writes the epoch once",
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'gxagone', records: 200, partitions: 2, parallelism: 1 });
+    // The MySQL commit of group epoch 0 stalls 4 s; meanwhile its decided branch is rolled back from
+    // outside and a stale attempt's branch (as a zombie prepare leaves one) takes the members' ledger rows.
+    const faults = new Faults(parseFaults('commit.mysql@epoch=0@partition=0:stall=4000'));
+    await withWorker(
+      s,
+      async () => {
+        const handle = await start(deps, s);
+        const gtrid = groupGtrid(s.spec.name, 0, 0);
+        const decided = await rollBackWhenPrepared(deps, gtrid, 'group epoch 0 prepared');
+        const stale = { gtrid, bqual: `${decided.bqual}-zombie` };
+        const zombie = await deps.pool.getConnection();
+        try {
+          await zombie.query(`XA START ${xidSql(stale)}`);
+          await insertLedgerRows(
+            zombie,
+            s.spec.name,
+            [0, 1].map((partition) => ({ partition, epoch: 0, start: 0, end: 1, records: 1, redo: false })),
+          );
+          await zombie.query(`XA END ${xidSql(stale)}`);
+          await zombie.query(`XA PREPARE ${xidSql(stale)}`);
+        } finally {
+          zombie.destroy(); // as prepareBranch leaves its session: the prepared branch outlives it, detached
+        }
+        const [result] = await drainAndWait(deps, s, handle);
+        assert.equal(result?.state.mysqlRedos, 1, 'the vanished branch was redone in a local transaction');
+        assert.deepEqual(await recoverXids(deps.pool, gtrid), [], 'the stale branch was rolled back');
+        const report = await verify(deps, s);
+        assert.ok(report.ok, failedChecks(report));
+        const [rows] = await deps.pool.query(
+          'SELECT source_partition AS p, redo FROM onceflow_ledger WHERE pipeline = ? AND epoch = 0 ORDER BY p',
+          [s.spec.name],
+        );
+        assert.deepEqual(rows, [
+          { p: 0, redo: 1 },
+          { p: 1, redo: 1 },
+        ]);
+      },
+      faults,
+    );
+  },
+);
 
 // The poison records all fall on partition 5, 50 offsets apart: up to 2 in a group epoch of 100 records, an explicit budget.
 test(

@@ -14,8 +14,9 @@ import type { ActivityContext } from './context';
 import { reapply, type Src } from './source';
 
 /**
- * Rolls back prepared branches of an epoch: those older than `olderThan` (a fencing token), or
- * all but `except` (the decided xid, when history decided one). Returns the rolled-back xids.
+ * Rolls back prepared branches of an epoch of a partition (of `gtrid`: by default the partition's
+ * own epoch's): those older than `olderThan` (a fencing token), or all but `except` (the decided
+ * xid, when history decided one). Returns the rolled-back xids.
  */
 export async function rollbackBranches(
   ctx: ActivityContext,
@@ -23,8 +24,9 @@ export async function rollbackBranches(
   partition: number,
   epoch: number,
   which: { olderThan: number } | { except: string },
+  gtrid = epochGtrid(spec.name, partition, epoch),
 ): Promise<string[]> {
-  return rollbackGtrid(ctx, epochGtrid(spec.name, partition, epoch), which, (xid) =>
+  return rollbackGtrid(ctx, gtrid, which, (xid) =>
     ctx.observe({ kind: 'rolled-back', pipeline: spec.name, partition, epoch, xid }),
   );
 }
@@ -110,7 +112,10 @@ export async function finishMysqlSide(
 /**
  * The decided branch is gone (rolled back behind our back): write the epoch again in a local
  * transaction, the ledger row first. Every other prepared branch of the epoch is stale (history
- * decided exactly one), so it is rolled back first: it may hold the ledger row's lock.
+ * decided exactly one), so it is rolled back first: it may hold the ledger row's lock. Those are
+ * the partition's own epoch's branches and, for a member of a group epoch, the other attempts'
+ * branches of the group epoch (the decided xid's gtrid): a zombie prepare's holds every member's
+ * ledger row.
  */
 export async function redoMysqlSide(
   ctx: ActivityContext,
@@ -119,7 +124,11 @@ export async function redoMysqlSide(
   p: { epoch: number; start: number; end: number; xid?: string },
   src: Src,
 ): Promise<MysqlCommitOutcome> {
-  await rollbackBranches(ctx, spec, partition, p.epoch, p.xid ? { except: p.xid } : { olderThan: Infinity });
+  const stale = p.xid ? { except: p.xid } : { olderThan: Infinity };
+  await rollbackBranches(ctx, spec, partition, p.epoch, stale);
+  const unit = p.xid ? xidFromString(p.xid).gtrid : undefined;
+  if (unit && unit !== epochGtrid(spec.name, partition, p.epoch))
+    await rollbackBranches(ctx, spec, partition, p.epoch, stale, unit);
   const { records, applied } = await reapply(ctx, spec, partition, p, src);
   const dialect = await ctx.dialect();
   const outcome = await inLocalTransaction(ctx.pool, async (conn) => {

@@ -13,7 +13,9 @@ import type { CompareOptions } from '../../examples/flink-compare/transform';
 import { verifyPipeline, type VerifyReport } from '../../src/verify';
 import { compareTransforms } from '../../examples/flink-compare/transforms';
 import type { pipelineWorkflow } from '../../src/workflows/pipeline';
-import { uniqueName, type Deps } from './env';
+import { recoverXids, rollbackXid } from '../../src/mysql/branch';
+import type { Xid } from '../../src/mysql/xid';
+import { uniqueName, waitUntil, type Deps } from './env';
 
 export interface Scenario {
   spec: PipelineSpec;
@@ -83,4 +85,20 @@ export function failedChecks(r: VerifyReport): string {
     .filter((c) => !c.ok)
     .map((c) => `${c.name}: ${c.detail}`)
     .join('\n');
+}
+
+/**
+ * Waits until a branch of `gtrid` is prepared and rolls it back from outside the pipeline (as an
+ * operator's XA ROLLBACK or a MySQL that lost it would): the branch history decides. Returns its xid.
+ */
+export function rollBackWhenPrepared(deps: Deps, gtrid: string, what: string): Promise<Xid> {
+  return waitUntil(
+    what,
+    async () => {
+      const [x] = await recoverXids(deps.pool, gtrid);
+      return x && x.gtrid === gtrid && (await rollbackXid(deps.pool, x)) === 'rolled-back' ? x : undefined;
+    },
+    30_000,
+    50,
+  );
 }

@@ -24,6 +24,9 @@ export interface Connections {
   close(): Promise<void>;
 }
 
+/** The services whose TLS settings include the name to check the server's certificate for (MySQL's do not). */
+const SERVER_NAME_SETTING = new Set(['ONCEFLOW_KAFKA_SSL', 'ONCEFLOW_TEMPORAL_TLS']);
+
 /**
  * What to do about a TLS or authentication failure, from its message, or undefined when it is
  * neither; `prefix` names the settings of the service (e.g. ONCEFLOW_KAFKA_SSL).
@@ -38,7 +41,7 @@ export function securityHint(e: unknown, prefix: string): string | undefined {
     return `the server's certificate is not signed by a CA this client trusts (${msg}) — set ${prefix}_CA_FILE to the CA that signed it`;
   }
   if (/altnames|does not match certificate|NotValidForName|hostname mismatch|ERR_TLS_CERT_ALTNAME_INVALID/i.test(msg)) {
-    return `the server's certificate does not name the host connected to (${msg}) — connect by a name it lists, or set ${prefix}_SERVER_NAME`;
+    return `the server's certificate does not name the host connected to (${msg}) — connect by a name it lists${SERVER_NAME_SETTING.has(prefix) ? `, or set ${prefix}_SERVER_NAME` : ''}`;
   }
   if (/certificate required|handshake failure|bad certificate|CertificateRequired/i.test(msg)) {
     return `the server refused this client's certificate (${msg}) — set ${prefix}_CERT_FILE and ${prefix}_KEY_FILE to a client certificate the server trusts`;
@@ -119,7 +122,6 @@ export async function openKafka(
   return { kafka, admin, cluster };
 }
 
-/** A MySQL pool whose first connection (login, TLS) succeeded. */
 /**
  * MariaDB ends a session whose write transaction has been idle this long (s): a frozen worker (a
  * GC pause, a suspended VM) caught inside an apply or a prepare holds row locks that other
@@ -130,6 +132,7 @@ export async function openKafka(
  */
 export const IDLE_WRITE_TRANSACTION_SEC = 5;
 
+/** A MySQL pool whose first connection (login, TLS) succeeded. */
 export async function openPool(settings: Settings, options: PoolOptions = {}): Promise<Pool> {
   const pool = createPool({ ...settings.mysql, ...options });
   pool.on('connection', (conn) => {

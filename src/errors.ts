@@ -73,7 +73,7 @@ export class SourceTopicGone extends OnceflowError {
   }
 }
 
-/** The pipeline names a transform this worker (or verify/replay) was not given. */
+/** The pipeline names a transform this worker (or `verify`) was not given. */
 export class MissingTransform extends OnceflowError {
   constructor(transform: string, registered: string[], pipeline?: string) {
     super(

@@ -1,6 +1,6 @@
 /**
  * The worker's Prometheus endpoint (prom-client, text exposition format 0.0.4), fed by the
- * activities' observed events: records and epochs committed, epoch phase durations, lag, seconds
+ * activities' observed events: records and epochs prepared, commits, epoch phase durations, lag, seconds
  * since the last commit (computed at scrape time), retries, redos, splits, dead letters, halts,
  * rolled-back leftovers. Each WorkerMetrics has its own registry, so two workers in one process
  * do not share (or collide on) series.

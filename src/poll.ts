@@ -1,6 +1,6 @@
 /**
- * The one poll loop outside workflow code (which cannot use real timers): ask until there is an
- * answer or the time is up.
+ * A poll loop outside workflow code (which cannot use real timers), shared by the Kafka waits:
+ * ask until there is an answer or the time is up.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 

@@ -18,7 +18,7 @@ type Optional<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
 /**
  * A pipeline as it travels through workflow history: the fields of src/schema/pipeline.ts with
  * their defaults filled. `source.topic` is the first source topic (read every one with
- * `sourceTopics(spec)`); `source.topics` is there only when the definition listed several.
+ * `sourceTopics(spec)`); `source.topics` is there only when the definition gave `topics` (a list, of one or more).
  * Runs started by older versions lack a few fields, so they stay optional here:
  * `source.discoveryIntervalMs` (no partition discovery then), `mysqlSink.mode` (direct writes)
  * and `deadLetter` (SPEC_DEFAULTS.deadLetter applies).

@@ -26,7 +26,7 @@ import { onStopSignal } from './signals';
 export interface WorkerHandle {
   worker: Worker;
   metrics: WorkerMetrics;
-  /** Port of the Prometheus endpoint (http://127.0.0.1:<port>/metrics), if enabled. */
+  /** Port of the Prometheus endpoint (http://<settings.metricsHost>:<port>/metrics), if enabled. */
   metricsPort?: number;
   /** Runs until shutdown() or a fatal error; closes every client afterwards. */
   run(): Promise<void>;
@@ -38,7 +38,7 @@ export function transformsOf(settings: Settings, given?: TransformRegistry): Tra
   return (
     given ??
     (settings.transformsModule
-      ? loadTransforms(settings.transformsModule, 'ONCEFLOW_TRANSFORMS')
+      ? loadTransforms(settings.transformsModule, '--transforms (or ONCEFLOW_TRANSFORMS)')
       : new TransformRegistry())
   );
 }

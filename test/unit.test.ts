@@ -1737,3 +1737,16 @@ test("a group's memo names its first partitions and counts the rest: under the s
     { pipeline: 'p1', group: 0, partitions: '', kafkaSink: 'out', tables: COMPARE_TABLE.name },
   );
 });
+
+import { securityHint } from '../src/connections';
+
+test('a certificate that does not name the host: the hint names a server-name setting only where the service has one (Kafka, Temporal; not MySQL)', () => {
+  const altname = new Error(
+    "Hostname/IP does not match certificate's altnames: Host: db. is not in the cert's altnames",
+  );
+  assert.match(securityHint(altname, 'ONCEFLOW_KAFKA_SSL')!, /or set ONCEFLOW_KAFKA_SSL_SERVER_NAME$/);
+  assert.match(securityHint(altname, 'ONCEFLOW_TEMPORAL_TLS')!, /or set ONCEFLOW_TEMPORAL_TLS_SERVER_NAME$/);
+  const mysql = securityHint(altname, 'ONCEFLOW_MYSQL_SSL')!;
+  assert.match(mysql, /does not name the host connected to .* connect by a name it lists$/);
+  assert.doesNotMatch(mysql, /SERVER_NAME/);
+});

@@ -22,9 +22,10 @@ import { memberOf, srcOf } from './members';
 import { applyEpoch, commitDecided, finishMysqlSide, redoMysqlSide } from './mysql-side';
 
 /**
- * A split found by a commit (src/kafka/outcome.ts): a metric, and a line in the worker's log with
- * the producer, the epochs and the partitions; the commit's result carries it into history, and
- * the workflow's status shows it.
+ * A split found by a commit or by a restarted pipeline's reconcile (src/kafka/outcome.ts): a
+ * metric, and a line in the worker's log with the producer, the epochs and the partitions. A
+ * commit's result carries it into history, and the workflow's status shows it; reconcile reports
+ * it among the lines of what it recovered.
  */
 export function reportSplit(
   ctx: ActivityContext,

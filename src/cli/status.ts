@@ -1,6 +1,6 @@
 /**
- * `onceflow status` and `onceflow list` as functions returning data: one row per source
- * partition (phase, epochs in flight, lag, last error) and whether it is stalled.
+ * `onceflow status` as functions returning data: the pipelines (without an argument), or one row
+ * per source partition of one (phase, epochs in flight, lag, last error) and whether it is stalled.
  */
 import type { Client } from '@temporalio/client';
 import type { Admin } from 'kafkajs';
@@ -91,7 +91,7 @@ interface PendingActivity {
 }
 
 /** A workflow's status, pending activities (most attempts first) and run start; null if it does not exist. */
-async function describePartition(
+async function describeWorkflow(
   client: Client,
   id: string,
 ): Promise<{ status: string; startedAt: number; pending: PendingActivity[]; failure?: string } | null> {
@@ -131,7 +131,7 @@ async function failureOf(client: Client, id: string): Promise<string | undefined
  * activity it retries; null when there is none.
  */
 export async function pipelineProblem(client: Client, spec: PipelineSpec): Promise<string | null> {
-  const wf = await describePartition(client, pipelineWorkflowId(spec.name));
+  const wf = await describeWorkflow(client, pipelineWorkflowId(spec.name));
   if (!wf) return null;
   if (wf.failure !== undefined || (wf.status !== 'RUNNING' && wf.status !== 'COMPLETED'))
     return `the pipeline workflow ${wf.status.toLowerCase()}${wf.failure ? `: ${wf.failure}` : ''}`;
@@ -167,7 +167,7 @@ export async function pipelineStatus(
   const rowOf = async (src: PipelineSourcePartition): Promise<PartitionRow> => {
     const p = src.id;
     const id = runnerWorkflowId(spec, p);
-    const wf = await describePartition(deps.client, id);
+    const wf = await describeWorkflow(deps.client, id);
     const gone = goneTopics.includes(src.topic)
       ? `source topic '${src.topic}' does not exist any more; partition ${src.partition} cannot be read`
       : null;

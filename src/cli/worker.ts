@@ -22,7 +22,7 @@ export async function workerCommand({ o, settings, logOptions }: CommandContext)
     w.shutdown();
   });
   say(
-    `onceflow worker on task queue '${taskQueue}'${w.metricsPort ? `, metrics at http://127.0.0.1:${w.metricsPort}/metrics` : ''}`,
+    `onceflow worker on task queue '${taskQueue}'${w.metricsPort ? `, metrics at http://${settings.metricsHost}:${w.metricsPort}/metrics` : ''}`,
   );
   progress.start();
   try {

@@ -69,7 +69,7 @@ export interface Settings {
    * worker with every slot busy stops polling, so no further task waits on it.
    */
   maxConcurrentActivities: number;
-  /** Module the worker, verify and replay load user transforms from (ONCEFLOW_TRANSFORMS, or --transforms). */
+  /** Module the worker (`worker`, `run`) and `verify` load user transforms from (ONCEFLOW_TRANSFORMS, or --transforms). */
   transformsModule?: string;
   /** A prebuilt workflow bundle (ONCEFLOW_WORKFLOW_BUNDLE); absent: the worker bundles src/workflows itself. */
   workflowBundle?: string;

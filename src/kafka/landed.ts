@@ -22,7 +22,8 @@
  * The checks are exact — fewer OR more records than sent fail the attempt:
  *  - every send: each topic-partition a send carried records for must be in its acknowledgement
  *    exactly once, and kafkajs's producer sequence for it (records it put in requests and did
- *    not roll back) must equal the records sent so far (free);
+ *    not roll back) must not exceed the records sent so far (free; a shortfall is the next
+ *    check's);
  *  - once, after the epoch's sends: per topic-partition, the leader's state of this producer id
  *    (DescribeProducers, one request per leader broker) must be this producer epoch with last
  *    sequence number sent-1 and an open transaction. The broker appends a producer's batches

@@ -1,8 +1,10 @@
 /**
  * Progress markers: one small record per epoch and source partition, written to the
  * pipeline's progress topic (partition = source partition) inside the epoch's Kafka
- * transaction. A committed marker is the definitive proof that the Kafka side of the epoch
- * committed; its absence once the LSO has passed the transaction proves it aborted.
+ * transaction. A marker says how the transaction ended on its own progress partition; Kafka
+ * can end one transaction differently on different partitions (a split, docs/design.md §6.15),
+ * so an epoch's outcome is judged on every partition it wrote (../outcome.ts). Only for prepare
+ * results of older versions (no `written`) do the markers stand for the whole Kafka side.
  */
 import { pollUntil } from '../poll';
 import { fetchPartition, ISOLATION, latestOffset, type KafkaCluster } from './internals';

@@ -6,9 +6,10 @@
  * then poll the metadata until every partition has a leader, treating "unknown topic" answers
  * as not yet; and then until every leader answers ListOffsets for it, because a leader named in
  * the metadata may still answer NOT_LEADER for ~200 ms (64 partitions: dozens of such answers;
- * a test's first offsets query on its new topic failed on it). Reads that ask a partition's
- * leader later go through onLeader in ./internals/cluster, which asks again while leadership
- * settles after a move.
+ * a test's first offsets query on its new topic failed on it). Offset queries and
+ * single-partition reads later go through onLeader in ./internals/cluster, which asks again
+ * while leadership settles after a move; the epoch read (fetchPartitions) refreshes the metadata
+ * and fails, and the activity's retry asks again.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Admin, ITopicConfig } from 'kafkajs';

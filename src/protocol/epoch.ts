@@ -132,7 +132,7 @@ export const prepared = (epoch: number, staged: boolean): EpochState => ({
   staged,
 });
 
-/** After commitEpoch: the state its outcomes put the epoch in. */
+/** After a commit (commitMembers or advanceMembers; commitEpoch in the legacy loop): the state its outcomes put the epoch in. */
 export function afterCommit(s: EpochState, kafka: 'committed' | 'aborted', mysql: 'committed' | 'redone'): EpochState {
   let n =
     kafka === 'committed' ? move(s, 'kafka', 'committed') : move(s, 'kafka', 'aborted', { committedEverywhere: false });

@@ -141,7 +141,7 @@ export function advancePositions(positions: MemberPosition[], p: PreparedGroupEp
   });
 }
 
-/** One member's part of a group epoch, seen as the epoch of an ungrouped partition (for the per-partition commit, redo and recovery). */
+/** A group of one's prepared epoch, seen as the epoch of an ungrouped partition: the legacy loop's PreparedEpoch (the adapters of src/activities/legacy.ts). */
 export function memberEpoch(p: PreparedGroupEpoch, m: MemberEpoch) {
   return {
     kind: 'prepared' as const,

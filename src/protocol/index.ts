@@ -133,7 +133,7 @@ export interface ReconcileResult {
   recovered?: string[];
 }
 
-/** Phases of one partition workflow; `phase` is also a search attribute. */
+/** Phases of the workflow that runs an epoch loop (a partition's or a group's); `phase` is also a search attribute. */
 export type Phase = 'reconciling' | 'preparing' | 'committing' | 'redoing' | 'paused' | 'done' | 'stopped';
 
 export const TRANSITIONS: Record<Phase, readonly Phase[]> = {

@@ -53,7 +53,7 @@ import type { RowOp } from '../mysql/sink';
 import type { OutputRecord, SourceRecord, Transform, TransformContext } from '../transforms/registry';
 
 /**
- * The methods of `SchemaRegistry` (`@kafkajs/confluent-schema-registry` ≥ 4) that onceflow
+ * The methods of `SchemaRegistry` (`@kafkajs/confluent-schema-registry` ≥ 3.9, the peer range) that onceflow
  * uses. `getRegistryId` is needed only for outputs named by subject and version; `getSchema`,
  * when present, checks output schemas given by id before the first record is mapped.
  */
@@ -208,8 +208,8 @@ export function withSchemaRegistry<V = unknown, Out = unknown, K = Buffer, OutKe
     );
 
   /**
-   * Runs a registry call; `notFound` says what a 404 means (the record's fault, or null when
-   * it is a configuration error). Errors without an HTTP status (wrong magic byte, bytes that
+   * Runs a registry call; `notFound` says what a 404 means ('record': the record's fault,
+   * 'config': a configuration error). Errors without an HTTP status (wrong magic byte, bytes that
    * do not fit the schema, a value the schema rejects) come from the record and are not retried.
    */
   async function call<T>(

@@ -1,5 +1,5 @@
 /**
- * Loads user transforms from a module (`onceflow worker|verify|replay --transforms <module>`):
+ * Loads user transforms from a module (`onceflow worker|run|verify --transforms <module>`):
  * a .js module, or a .ts one through tsx (the user's own, or the one next to onceflow). The
  * module exports `transforms` (or a default export): a TransformRegistry, or a plain object
  * mapping names to transforms.

@@ -16,7 +16,7 @@ export class Expected {
   readonly rows = new ExpectedTables();
   /** Expected output fingerprints per output partition and source id, in source order. */
   readonly outputs = new Map<number, Map<number, string[]>>();
-  /** Expected dead letters by source coordinates (their headers carry the epoch, which a redo may not share). */
+  /** Expected dead letters by source coordinates (their headers carry the run's epochs, which this expectation, mapped as epoch 0, does not know). */
   readonly deadLetters: string[] = [];
   private readonly tables: ReturnType<typeof tableMap>;
 

@@ -16,13 +16,13 @@ export interface PipelineInfo {
   partitions: number;
   workflowIds: string[];
   lastControl?: ControlAction;
-  /** Runs since source-discovery-v1: every partition workflow started, its topic and partition, and how it ended. */
+  /** Runs since source-discovery-v1: every source partition started, its topic and partition, the workflow that runs it (its own or its group's), and how it ended. */
   sources?: { id: number; topic: string; partition: number; workflowId: string; ended?: string }[];
   /** Source topics the last discovery did not find. */
   missingTopics?: string[];
 }
 
-/** The pipeline workflow's answer: the partition workflows it started. */
+/** The pipeline workflow's answer: the source partitions it started and the workflows that run them. */
 export const pipelineInfoQuery = defineQuery<PipelineInfo>('info');
 
 /** How a partition workflow ended: its result, or the failure that ended it. */
@@ -34,7 +34,7 @@ export interface PartitionEnd {
   errorType?: string;
 }
 
-/** Sent by a partition workflow to its pipeline workflow when it ends (runs started with a SourceRef only). */
+/** Sent by a partition workflow to its pipeline workflow when it ends (runs started with a SourceRef only); per member, by group workflows recorded before group-ends-v1. */
 export const partitionEndedSignal = defineSignal<[PartitionEnd]>('partitionEnded');
 /** Sent by a group workflow to its pipeline workflow when it ends: every member's end in one signal (since group-ends-v1). */
 export const partitionsEndedSignal = defineSignal<[PartitionEnd[]]>('partitionsEnded');

@@ -1,10 +1,11 @@
 /**
- * A pipeline: describes the source, then runs one partition workflow per source partition and
- * forwards control (pause, resume, drain, stop) to them. Adds no coordination of its own: each
- * partition's epochs are coordinated by its own workflow history.
+ * A pipeline: describes the source, then runs one partition workflow per source partition — or,
+ * with spec.parallelism, one group workflow per partition group (./group.ts) — and forwards
+ * control (pause, resume, drain, stop) to them. Adds no coordination of its own: each partition's
+ * epochs are coordinated by the history of the workflow that runs it.
  *
  * Since `source-discovery-v1` it also looks for partitions added to its source topics every
- * `source.discoveryIntervalMs` and starts a partition workflow for each, with the control state
+ * `source.discoveryIntervalMs` and has each run (its own workflow, or its group's), with the control state
  * of the moment. The design, and why it is the simplest one that stays correct:
  *  - Every (topic, partition) has a *source partition id* assigned once by describeSource and
  *    kept in MySQL (src/mysql/sources.ts): ids survive continue-as-new and a new start, and for
@@ -83,7 +84,7 @@ export const DISCOVERIES_PER_RUN = 500;
 export interface PipelineCarry {
   control: Control;
   lastControl?: ControlAction;
-  /** Every partition workflow started so far. */
+  /** Every source partition whose workflow (its own or its group's) was started so far. */
   sources: PipelineSource[];
   /** The partition workflows that ended, and how. */
   ended: PartitionEnd[];
@@ -229,7 +230,7 @@ async function discoveringPipeline(spec: PipelineSpec, carry: PipelineCarry | un
         );
     }
   };
-  /** Starts a partition workflow for every source partition not started yet; returns how many. */
+  /** Has every source partition not started yet run by its workflow (its own, or its group's: started or told); returns how many. */
   const discover = async (discovery: boolean): Promise<number> => {
     const found = await describeSource(spec, { discovery });
     missingTopics = found.missingTopics ?? [];

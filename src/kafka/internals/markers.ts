@@ -15,7 +15,7 @@ const Encoder = require('kafkajs/src/protocol/encoder');
 const Decoder = require('kafkajs/src/protocol/decoder');
 const { createErrorFromCode } = require('kafkajs/src/protocol/error');
 
-/** WriteTxnMarkers: the API key, not in kafkajs 2.2.4's table. */
+/** WriteTxnMarkers' API key: kafkajs 2.2.4 lists it but implements no request for it. */
 export const WRITE_TXN_MARKERS = 27;
 
 /** The WriteTxnMarkers v1 request (flexible: compact strings and arrays, tagged fields; Kafka 2.8 to 4.x) for one producer's transaction. */

@@ -86,7 +86,7 @@ export class PreparedTransaction {
     return res.map((r) => ({ topic: r.topicName, partition: r.partition, baseOffset: Number(r.baseOffset) }));
   }
 
-  /** The source offsets (the next offset to read) of every partition the transaction consumed, in one request. */
+  /** The source offsets (the next offset to read) of every partition the transaction consumed, in one call (AddOffsetsToTxn, then one TxnOffsetCommit for all). */
   async sendOffsets(groupId: string, offsets: { topic: string; partition: number; offset: number }[]): Promise<void> {
     const topics = [...new Set(offsets.map((o) => o.topic))].map((topic) => ({
       topic,
@@ -135,7 +135,8 @@ async function coordinatorRefusal(cluster: KafkaCluster, transactionalId: string
  * Kafka 3.x (transactions v1): a retried commit of a completed commit answers OK; commit after
  * an abort answers INVALID_TXN_STATE; commit after the epoch moved on (timeout abort, or a
  * newer transaction on the id) answers a fencing error. Anything but 'ok' is ambiguous and must
- * be resolved by reading the progress marker (see ../progress.ts).
+ * be resolved from the log: ../outcome.ts (commitOrFindOut) reads how the transaction ended on
+ * every partition it wrote.
  */
 export async function endTxn(cluster: KafkaCluster, h: TxnHandle, commit: boolean): Promise<EndTxnOutcome> {
   // CONCURRENT_TRANSACTIONS (a commit of the same transaction from elsewhere still completing)

@@ -57,22 +57,6 @@ export interface EpochRead {
 }
 
 /**
- * Records of the next epoch from `from`: waits up to `waitMs` for the first record, then takes
- * what is available up to the bounds, closing the epoch once caught up with the LSO.
- */
-export async function readEpoch(
-  cluster: KafkaCluster,
-  topic: string,
-  partition: number,
-  from: number,
-  bounds: EpochBounds,
-  waitMs: number,
-  onProgress: () => void,
-): Promise<EpochRead> {
-  return (await readGroup(cluster, [{ topic, partition, from }], bounds, waitMs, onProgress))[0]!;
-}
-
-/**
  * Long-polling fetches of this process in flight. A broker answers one connection's requests in
  * order, and each worker reads over one connection per broker: with many partitions idle, a
  * poll of up to POLL_SLICE_MS each would queue for longer than kafkajs's request timeout
@@ -83,7 +67,7 @@ let longPolls = 0;
 const LONG_POLL_BUDGET_MS = 5_000;
 
 /**
- * The next epoch of a group of partitions (one partition: readEpoch), read together: each round
+ * The next epoch of a group of partitions (a group of one: a partition's), read together: each round
  * is one Fetch per leader for all of them (fetchPartitions), which the broker answers as soon as
  * any has data. The bounds are the epoch's, whatever the number of partitions: in each round the
  * partitions that have data (returned or not: the broker leaves out a partition whose next

@@ -67,6 +67,7 @@ export interface VerifyReport {
     uncommittedOutputs: number;
     abortedCopies: number;
     duplicates: number;
+    /** Missing plus unexpected records (outputs and dead letters), as the 'nothing missing' check counts them. */
     missing: number;
     deadLetters: number;
     preparedXaBranches: number;

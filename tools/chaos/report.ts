@@ -126,7 +126,9 @@ export function renderReport(r: CampaignResult): string {
   out.push(`| records in (committed source) | ${v.totals.sourceRecords} |`);
   out.push(`| read_committed outputs | ${v.totals.outputs} |`);
   out.push(`| duplicates (verifyPipeline / per-record audit) | ${v.totals.duplicates} / ${r.audit.duplicates} |`);
-  out.push(`| missing (verifyPipeline / per-record audit) | ${v.totals.missing} / ${r.audit.missing} |`);
+  out.push(
+    `| missing or unexpected (verifyPipeline) / missing (per-record audit) | ${v.totals.missing} / ${r.audit.missing} |`,
+  );
   if (r.javaRead)
     out.push(
       `| Kafka's own read_committed console consumer: records / duplicates / missing | ${r.javaRead.records} / ${r.javaRead.duplicates} / ${r.javaRead.missing} |`,

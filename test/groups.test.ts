@@ -19,9 +19,9 @@ import { committedMarkers } from '../src/kafka/progress';
 import { earliestOffset } from '../src/kafka/internals';
 import { readGroup } from '../src/activities/source';
 import { Faults, parseFaults } from '../src/faults';
-import { recoverXids } from '../src/mysql/branch';
+import { prepareBranch, recoverXids } from '../src/mysql/branch';
 import { insertLedgerRows } from '../src/mysql/ledger';
-import { groupGtrid, pipelineGroupGtridPrefix, xidSql } from '../src/mysql/xid';
+import { groupGtrid, pipelineGroupGtridPrefix } from '../src/mysql/xid';
 import { groupWorkflowId, pipelineWorkflowId } from '../src/spec';
 import { createOnceflowWorker } from '../src/worker';
 import { bundle, openDeps, quietRuntime, spawnWorker, uniqueName, waitUntil, type Deps } from './support/env';
@@ -168,19 +168,14 @@ test(
         const gtrid = groupGtrid(s.spec.name, 0, 0);
         const decided = await rollBackWhenPrepared(deps, gtrid, 'group epoch 0 prepared');
         const stale = { gtrid, bqual: `${decided.bqual}-zombie` };
-        const zombie = await deps.pool.getConnection();
-        try {
-          await zombie.query(`XA START ${xidSql(stale)}`);
-          await insertLedgerRows(
-            zombie,
+        // Prepared the way a prepare attempt leaves its branch (its session closed, the branch detached).
+        await prepareBranch(deps.pool, stale, (conn) =>
+          insertLedgerRows(
+            conn,
             s.spec.name,
             [0, 1].map((partition) => ({ partition, epoch: 0, start: 0, end: 1, records: 1, redo: false })),
-          );
-          await zombie.query(`XA END ${xidSql(stale)}`);
-          await zombie.query(`XA PREPARE ${xidSql(stale)}`);
-        } finally {
-          zombie.destroy(); // as prepareBranch leaves its session: the prepared branch outlives it, detached
-        }
+          ),
+        );
         const [result] = await drainAndWait(deps, s, handle);
         assert.equal(result?.state.mysqlRedos, 1, 'the vanished branch was redone in a local transaction');
         assert.deepEqual(await recoverXids(deps.pool, gtrid), [], 'the stale branch was rolled back');

@@ -974,7 +974,7 @@ test('coordinatorCache: one FindCoordinator per key and type; forgotten after a 
   assert.deepEqual(lookups, ['1:tid', '0:tid'], 'a group of the same name is another key');
 
   coordinatorOf = 2; // the coordinator moved; node 1 still answers until it says so
-  answer = Object.assign(new Error('fenced'), { type: 'PRODUCER_FENCED' });
+  answer = Object.assign(new Error('fenced'), { type: 'INVALID_PRODUCER_EPOCH' });
   await assert.rejects(call(), /fenced/);
   answer = undefined;
   assert.equal(await call(), 'node 1', 'an answer that is not about the coordinator keeps it');

@@ -154,8 +154,9 @@ export async function endTxn(cluster: KafkaCluster, h: TxnHandle, commit: boolea
       return 'ok' as EndTxnOutcome;
     } catch (e: any) {
       switch (e?.type) {
+        // No PRODUCER_FENCED here: kafkajs 2.2 knows no such code (90), and a broker answers the
+        // EndTxn v0–1 it sends with INVALID_PRODUCER_EPOCH instead (KIP-588).
         case 'INVALID_PRODUCER_EPOCH':
-        case 'PRODUCER_FENCED':
         case 'INVALID_PRODUCER_ID_MAPPING':
           return 'fenced' as EndTxnOutcome;
         case 'INVALID_TXN_STATE':

@@ -124,6 +124,33 @@ test('topics create makes the source topics (idempotent); a bad broker is one cl
   assert.equal(r.code, 2);
 });
 
+test('init, produce and replay of a history file run without the MySQL password; a command that opens MySQL names the setting', async () => {
+  const name = uniqueName('nopw');
+  assert.equal((await cli('topics', 'create', configFile(name))).code, 0);
+  const events = join(tmp, `${name}.jsonl`);
+  writeFileSync(events, '{"id":"a"}\n');
+  const saved = { ...process.env };
+  try {
+    delete process.env.ONCEFLOW_MYSQL_PASSWORD;
+    delete process.env.ONCEFLOW_MYSQL_PASSWORD_FILE;
+    process.env.ONCEFLOW_SERVICES_ENV = join(tmp, 'no-services-file.env');
+    process.env.ONCEFLOW_KAFKA_BROKERS = deps.settings.kafka.brokers.join(',');
+    let r = await cli('init', join(tmp, name), '--onceflow', 'file:onceflow.tgz');
+    assert.equal(r.code, 0, r.err);
+    r = await cli('produce', `${name}.in`, '--file', events, '--key', 'id');
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /produced 1 record/);
+    r = await cli('replay', join(__dirname, 'histories', 'partition-compare-sink-retries-0.json'));
+    assert.equal(r.code, 0, r.out + r.err);
+    r = await cli('status', name);
+    assert.equal(r.code, 2);
+    assert.match(r.err, /ONCEFLOW_MYSQL_PASSWORD is not set/);
+  } finally {
+    for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
+    Object.assign(process.env, saved);
+  }
+});
+
 test('produce sends one record per line with its key; a bad line is named and nothing is produced', async () => {
   const name = uniqueName('produce');
   const topic = `${name}.in`;

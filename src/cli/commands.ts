@@ -44,7 +44,7 @@ export const OPTIONS = {
   onceflow: {
     type: 'string',
     value: 'spec',
-    help: "the project's onceflow dependency (default ^<this version>), e.g. file:onceflow-0.1.0.tgz",
+    help: "the project's onceflow dependency (default: the tarball this onceflow was installed from, else ^<this version>), e.g. file:onceflow-0.1.0.tgz",
   },
   partitions: { type: 'string', value: 'n', help: 'partitions of each topic created (default: 1)' },
   file: { type: 'string', value: 'f', help: 'a JSON-lines file: one JSON value per line (blank lines are skipped)' },

@@ -3,10 +3,13 @@ import { writeFileSync } from 'node:fs';
 import { exportHistory, replay } from '../history';
 import { withServices, type CommandContext } from './context';
 
+/** `onceflow replay <target>`: a history file (replayed offline) rather than a workflow id. */
+export const isHistoryFile = (target: string) => target.endsWith('.json');
+
 /** `onceflow replay <history.json | workflow id>`: exit 1 if a run does not replay. */
 export async function replayCommand({ arg, o, settings, out, io, need }: CommandContext): Promise<number> {
   const target = need(arg, 'history file or workflow id');
-  const isFile = target.endsWith('.json');
+  const isFile = isHistoryFile(target);
   const progress = o.json
     ? undefined
     : (done: number, total: number, run: string) => io.stderr(`  replayed ${run} (${done}/${total})\n`);

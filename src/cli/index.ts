@@ -13,12 +13,12 @@ import { COMMANDS, GLOBAL_OPTIONS, OPTIONS, commandHelp, usage, type OptionName 
 import { configCommand } from './config-check';
 import { UsageError, version, type CommandContext, type Io } from './context';
 import { pauseResumeCommand, startCommand, stopCommand } from './control';
-import { exportHistoryCommand, replayCommand } from './history';
+import { exportHistoryCommand, isHistoryFile, replayCommand } from './history';
 import { initCommand } from './init';
 import { installCliLog } from './progress';
 import { verifyCommand } from './report';
 import { runCommand } from './run';
-import { statusCommand } from './status';
+import { statusCommand } from './status-command';
 import { produceCommand, topicsCommand } from './topics';
 import { transactionsCommand } from './transactions';
 import { workerCommand } from './worker';
@@ -93,7 +93,11 @@ export async function main(
     const configFile = cmd === 'topics' ? args[1] : args[0];
     const fromFile =
       cmd === 'start' || cmd === 'run' || cmd === 'topics' || (cmd === 'config' && configFile !== undefined);
-    const base = fromFile ? loadPipelineConfig(need(configFile, 'config file')).settings : loadSettings();
+    // Commands that open no MySQL connection run without its password.
+    const mysql = !(cmd === 'init' || cmd === 'produce' || (cmd === 'replay' && isHistoryFile(args[0] ?? '')));
+    const base = fromFile
+      ? loadPipelineConfig(need(configFile, 'config file')).settings
+      : loadSettings(undefined, {}, { mysql });
     const settings = o.transforms ? { ...base, transformsModule: String(o.transforms) } : base;
     return await dispatch({ cmd, args, arg: args[0], o, settings, out, io, logOptions, need, usageError });
   } catch (e) {

@@ -174,8 +174,10 @@ the MySQL table \`${table}\`, exactly once.
 
 These need a Temporal server, Kafka and MySQL/MariaDB. Point onceflow at them with
 \`ONCEFLOW_TEMPORAL_ADDRESS\`, \`ONCEFLOW_KAFKA_BROKERS\`, \`ONCEFLOW_MYSQL_HOST\`, \`ONCEFLOW_MYSQL_USER\`,
-\`ONCEFLOW_MYSQL_DATABASE\` and \`ONCEFLOW_MYSQL_PASSWORD\` (or a \`connections\` section in
-pipeline.yaml); the output topics and the table are created by the pipeline.
+\`ONCEFLOW_MYSQL_DATABASE\` and \`ONCEFLOW_MYSQL_PASSWORD\` in the environment. A \`connections\` section
+in pipeline.yaml is read by \`onceflow topics\`, \`run\` and \`start\` only; \`produce\` (npm run feed),
+\`verify\`, \`status\` and \`worker\` read the environment. The output topics and the table are created
+by the pipeline.
 
 - \`npx onceflow status ${name}\` shows each partition's epoch, lag and last error.
 - Edit \`src/transforms.ts\` for your own records, \`pipeline.yaml\` for your topics and tables,

@@ -34,10 +34,17 @@ function kafkaSettings(get: Get, hooks: SettingsHooks): KafkaSettings {
  * Every setting, from the environment (then the services file).
  * @param hooks - what the environment cannot carry, e.g. a Kafka OAUTHBEARER token provider
  */
-export function loadSettings(env: NodeJS.ProcessEnv = process.env, hooks: SettingsHooks = {}): Settings {
+export function loadSettings(
+  env: NodeJS.ProcessEnv = process.env,
+  hooks: SettingsHooks = {},
+  opts: {
+    /** False for a caller that opens no MySQL connection (`onceflow init`, `produce`, `replay <file>`): the password may be unset, and is then ''. */
+    mysql?: boolean;
+  } = {},
+): Settings {
   const file = servicesEnv(env);
   const get: Get = (k) => env[k] ?? file[k];
-  const password = secret(get, 'ONCEFLOW_MYSQL_PASSWORD');
+  const password = secret(get, 'ONCEFLOW_MYSQL_PASSWORD') ?? (opts.mysql === false ? '' : undefined);
   if (password === undefined) {
     throw new ConfigError(
       'ONCEFLOW_MYSQL_PASSWORD',

@@ -76,6 +76,15 @@ export const DISCOVERY_INTERVAL_BOUNDS = { min: 1_000, max: 3_600_000 };
 /** MySQL identifiers onceflow accepts: plain names only, so quoting can never be escaped. */
 export const IDENTIFIER_RE = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
+/**
+ * A column's definition in `create.columns`, which goes into CREATE TABLE as text: words and
+ * numbers separated by spaces, a word followed at most by `(n)` or `(n, m)` — 'BIGINT UNSIGNED
+ * NOT NULL', 'DECIMAL(12, 2)', 'DATETIME(3) DEFAULT CURRENT_TIMESTAMP(3)', 'INT DEFAULT -1'. No
+ * quote, comment, list separator or bracket of its own: it can only describe its own column.
+ */
+export const COLUMN_TYPE_RE =
+  /^[A-Za-z][A-Za-z0-9_]*(?: ?\( ?\d{1,5} ?(?:, ?\d{1,5} ?)?\))?(?: +(?:[A-Za-z][A-Za-z0-9_]*(?: ?\( ?\d{1,5} ?(?:, ?\d{1,5} ?)?\))?|-?\d{1,20}(?:\.\d{1,20})?))*$/;
+
 /** Every source topic of a pipeline, in definition order. */
 export const sourceTopics = (spec: PipelineSpec): string[] => spec.source.topics ?? [spec.source.topic];
 

@@ -178,6 +178,37 @@ test('identifiers are validated before quoting; values never enter SQL text', ()
   assert.match(createTableSql(COMPARE_TABLE)!, /PRIMARY KEY \(`slot_time`, `key1`, `key2`, `key3`\)/);
 });
 
+test('a column type of create.columns describes its own column only, in the schema and where the SQL is built', () => {
+  const withType = (indicate: string): TableSpec => ({
+    ...COMPARE_TABLE,
+    create: { ...COMPARE_TABLE.create!, columns: { ...COMPARE_TABLE.create!.columns, indicate } },
+  });
+  for (const ok of [
+    'BIGINT UNSIGNED NOT NULL',
+    'DECIMAL(12, 2)',
+    'DATETIME(3) DEFAULT CURRENT_TIMESTAMP(3)',
+    'INT DEFAULT -1',
+  ])
+    assert.match(createTableSql(withType(ok))!, new RegExp(`\`indicate\` ${ok.replace(/[()]/g, '\\$&')}, `));
+  const injected = [
+    'BIGINT NOT NULL, extra BIGINT, INDEX (extra)', // a column, an index: accepted by the schema before
+    'INT) SELECT user, password FROM secrets -- ', // CREATE … SELECT from a spec that skipped the schema
+    "ENUM('a', 'b')",
+    'INT; DROP TABLE t',
+  ];
+  for (const bad of injected) {
+    // A spec from a workflow's history is not validated again: the SQL builder refuses it itself.
+    assert.throws(
+      () => createTableSql(withType(bad)),
+      /create\.columns\.indicate of table 'test_two_step_compare'.*plain column type/,
+    );
+    assert.throws(
+      () => definePipeline({ ...base, mysqlSink: { tables: [withType(bad)] } }),
+      /mysqlSink\.tables\[0\]\.create\.columns\.indicate: must be a plain column type/,
+    );
+  }
+});
+
 test('xids: epoch in the gtrid, hex literals in SQL, round trip through history strings', () => {
   const x = { gtrid: epochGtrid('demo', 3, 17), bqual: 'a2.beef' };
   assert.deepEqual(parseGtrid(x.gtrid), { pipeline: 'demo', partition: 3, epoch: 17 });
@@ -1023,7 +1054,7 @@ test('coordinatorCache: one FindCoordinator per key and type; forgotten after a 
   assert.deepEqual(lookups, ['1:tid', '0:tid', '1:tid', '1:tid', '1:tid', '1:tid', '1:tid']);
 });
 
-import { combineRows, onDuplicateSql, rowProblem } from '../src/mysql/sink';
+import { combineRows, onDuplicateSql, rowProblem, type SqlValue } from '../src/mysql/sink';
 import { possibleRows } from '../src/mysql/table-mode';
 import type { TableSpec } from '../src/spec';
 
@@ -1219,6 +1250,49 @@ test('a newest-wins row without a comparable version is a bad record with the re
   );
   assert.equal(out.rows.length, 0);
   assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /has no version/);
+});
+
+test('a row value that is not an SQL value (array, object, boolean, undefined, NaN, bad Date) is a bad record naming the column', async () => {
+  const tables = new Map([['m', NEWEST]]);
+  const problem = (val: unknown) => rowProblem({ table: 'm', values: { k: 'a', val: val as SqlValue, v: 7 } }, tables);
+  for (const ok of [null, 'x', 1.5, 10n, new Date(0), Buffer.from('x')]) assert.equal(problem(ok), null);
+  for (const [bad, says] of [
+    [['x', 'y'], /column 'val' is an array; .*JSON\.stringify it for a JSON column/],
+    [{ a: 1 }, /column 'val' is an object/],
+    [{ n: '5' }, /column 'val' is an object/], // the staged rows' tag for a bigint: never taken for one
+    [true, /column 'val' is true; give 1 or 0/],
+    [undefined, /column 'val' is undefined \(a missing field\?\); give null for SQL NULL/],
+    [NaN, /column 'val' is NaN, which no SQL column holds/],
+    [new Date('nope'), /column 'val' is an invalid Date/],
+  ] as const)
+    assert.match(String(problem(bad)), says);
+  // Dead-lettered with its reason, the record's other rows and outputs not written.
+  const spec = definePipeline({ ...base, mysqlSink: { tables: [NEWEST] } });
+  const rec = (offset: number) => ({
+    topic: 'in',
+    partition: 0,
+    offset,
+    key: null,
+    value: null,
+    headers: {},
+    timestamp: '0',
+  });
+  const out = await applyTransform(
+    spec,
+    {
+      map: (r) => ({
+        kafka: [{ value: 'v' }],
+        mysql: [{ table: 'm', values: { k: 'a', val: (r.offset === 1 ? [1, 2] : 1) as SqlValue, v: 7 } }],
+      }),
+    },
+    [rec(0), rec(1), rec(2)],
+    { pipeline: 'p1', partition: 0, epoch: 1, attempt: 1, options: {} },
+    tables,
+  );
+  assert.equal(out.rows.length, 2);
+  assert.equal(out.outputs.length, 2);
+  assert.equal(out.deadLetters[0]!.headers?.['onceflow.reason'], 'row-mismatch');
+  assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /column 'val' is an array/);
 });
 
 test("verify's expectation per mode, from each source partition's rows of a key: what some order of their commits leaves", () => {

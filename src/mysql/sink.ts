@@ -1,12 +1,13 @@
 /**
  * Row operations → upsert statements. Identifiers come from the validated pipeline definition
- * (IDENTIFIER_RE) and are quoted; values are always parameters.
+ * (IDENTIFIER_RE) and are checked again and quoted here, as are the column types of CREATE TABLE
+ * (COLUMN_TYPE_RE); values are always parameters.
  *
  * MariaDB (what runs here) takes `col = col + VALUES(col)`; MySQL 8.0.20+ deprecates VALUES()
  * in ON DUPLICATE KEY UPDATE, so there the row alias form `AS new ... col = col + new.col` is used.
  */
 import type { Pool, PoolConnection } from 'mysql2/promise';
-import { IDENTIFIER_RE, type TableSpec } from '../spec';
+import { COLUMN_TYPE_RE, IDENTIFIER_RE, type TableSpec } from '../spec';
 import { ConfigError } from '../errors';
 import { keyColumns, mergeIsExact, mergeRow, updatedColumns, versionProblem } from './table-mode';
 
@@ -69,9 +70,19 @@ export function upsertSql(t: TableSpec, rows: number, dialect: Dialect): string 
   return `INSERT${ignore} INTO ${quoteIdent(t.name)} (${cols}) VALUES ${values}${alias}${onDuplicateSql(t, incoming)}`;
 }
 
+/** A column definition of `create.columns`, checked here, where it becomes SQL text: the spec may come from a workflow's history unvalidated. */
+function columnType(table: string, column: string, ty: string): string {
+  if (!COLUMN_TYPE_RE.test(ty))
+    throw new ConfigError(
+      `create.columns.${column} of table '${table}'`,
+      `is not a plain column type such as 'BIGINT NOT NULL' or 'DECIMAL(12, 2)' (words and numbers only, with one (n) or (n, m) after a word)`,
+    );
+  return ty;
+}
+
 export function createTableSql(t: TableSpec): string | null {
   if (!t.create) return null;
-  const defs = Object.entries(t.create.columns).map(([c, ty]) => `${quoteIdent(c)} ${ty}`);
+  const defs = Object.entries(t.create.columns).map(([c, ty]) => `${quoteIdent(c)} ${columnType(t.name, c, ty)}`);
   defs.push(`PRIMARY KEY (${t.create.primaryKey.map(quoteIdent).join(', ')})`);
   return `CREATE TABLE IF NOT EXISTS ${quoteIdent(t.name)} (${defs.join(', ')}) ENGINE=InnoDB`;
 }
@@ -89,7 +100,26 @@ export function rowProblem(op: RowOp, tables: Map<string, TableSpec>): string | 
   for (const c of Object.keys(op.values)) {
     if (!t.columns.includes(c)) return `row for '${t.name}' has unknown column '${c}'`;
   }
+  for (const c of t.columns) {
+    const problem = valueProblem(op.values[c]);
+    if (problem) return `row for '${t.name}': column '${c}' ${problem}`;
+  }
   return versionProblem(t, op.values);
+}
+
+/**
+ * Why `v` is not a SqlValue, or null. Anything else would be bound by mysql2 in a shape of its
+ * own (an array as a list, an object as `key = value` pairs, a boolean as TRUE) and would not
+ * survive the staged rows' encoding (src/mysql/stage-codec.ts) the same way: refused per record.
+ */
+function valueProblem(v: unknown): string | null {
+  if (v === null || typeof v === 'string' || typeof v === 'bigint' || Buffer.isBuffer(v)) return null;
+  if (typeof v === 'number') return Number.isFinite(v) ? null : `is ${v}, which no SQL column holds`;
+  if (v instanceof Date) return Number.isFinite(v.getTime()) ? null : 'is an invalid Date';
+  if (v === undefined) return 'is undefined (a missing field?); give null for SQL NULL';
+  if (typeof v === 'boolean') return `is ${v}; give 1 or 0 (MySQL's BOOLEAN is TINYINT(1))`;
+  const what = Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`;
+  return `is ${what}; give a string, number, bigint, Date, Buffer or null (JSON.stringify it for a JSON column)`;
 }
 
 const MAX_ROWS_PER_STATEMENT = 500;

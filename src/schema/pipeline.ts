@@ -8,6 +8,7 @@
  */
 import { z } from 'zod';
 import {
+  COLUMN_TYPE_RE,
   DISCOVERY_INTERVAL_BOUNDS,
   IDENTIFIER_RE,
   MAX_PARALLELISM,
@@ -19,7 +20,6 @@ import { flag, got, strictObject, typeProblem, validate } from './problems';
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,39}$/;
 const TOPIC_RE = /^[a-zA-Z0-9._-]{1,249}$/;
-const SQL_TYPE_RE = /^[A-Za-z][A-Za-z0-9_ (),]*$/;
 
 /** An integer; `problem` words every value below min or above max (if given). */
 function int(min: number, max: number | undefined, problem: (iss: { input?: unknown }) => string) {
@@ -130,9 +130,10 @@ const create = strictObject({
   columns: z
     .record(
       z.string().regex(IDENTIFIER_RE),
-      z
-        .string()
-        .regex(SQL_TYPE_RE, { error: (iss) => `must be a plain SQL type such as 'BIGINT NOT NULL', got ${got(iss)}` }),
+      z.string().regex(COLUMN_TYPE_RE, {
+        error: (iss) =>
+          `must be a plain column type such as 'BIGINT NOT NULL' or 'DECIMAL(12, 2)' (words and numbers, one (n) or (n, m) after a word), got ${got(iss)}`,
+      }),
       {
         error: (iss) => (iss.code === 'invalid_key' ? `column name must match ${IDENTIFIER_RE}` : undefined),
       },

@@ -703,6 +703,21 @@ test('secure settings: TLS files, SASL and API keys from the environment or *_FI
   const shown = JSON.stringify(redactedSettings(s));
   for (const secret of ['kafka-secret-1', 'api-key-secret-2', 'mysql-secret-3', 'PRIVATE KEY'])
     assert.ok(!shown.includes(secret), `${secret} is redacted`);
+  // A combined key + certificate file (what `openssl pkcs12 -nodes` writes: text before the first
+  // PEM block) given as both certificate and key: its key is not printed as the certificate.
+  const combined = join(dir, 'combined.pem');
+  writeFileSync(
+    combined,
+    `Bag Attributes\n    localKeyID: 01\n${readFileSync(key, 'utf8')}${readFileSync(crt, 'utf8')}`,
+  );
+  const both = { ...env, ONCEFLOW_KAFKA_SSL_CERT_FILE: combined, ONCEFLOW_KAFKA_SSL_KEY_FILE: combined };
+  const shownBoth = JSON.stringify(
+    redactedSettings(
+      loadSettings({ ...both, ONCEFLOW_MYSQL_SSL_CERT_FILE: combined, ONCEFLOW_MYSQL_SSL_KEY_FILE: combined }),
+    ),
+  );
+  for (const secret of ['PRIVATE KEY', 'Bag Attributes', 'AAAA'])
+    assert.ok(!shownBoth.includes(secret), `${secret} is redacted`);
   // Plain settings stay plain: no TLS, no SASL, the broker's replication factor.
   const plain = loadSettings(env);
   assert.deepEqual(
@@ -741,14 +756,41 @@ test('secure settings: TLS files, SASL and API keys from the environment or *_FI
     ],
     [{ ONCEFLOW_TEMPORAL_TLS: 'false', ONCEFLOW_TEMPORAL_API_KEY: 'k' }, /API keys are only sent over TLS/],
     [{ ONCEFLOW_KAFKA_REPLICATION_FACTOR: '0' }, /ONCEFLOW_KAFKA_REPLICATION_FACTOR must be at least 1/],
+    [
+      { ONCEFLOW_KAFKA_SASL_MECHANISM: 'plain', ONCEFLOW_KAFKA_SASL_USERNAME: 'u', ONCEFLOW_KAFKA_SASL_PASSWORD: 'p' },
+      /ONCEFLOW_KAFKA_SASL_MECHANISM is plain, which sends the password as it is, but TLS to Kafka is off: .*ONCEFLOW_KAFKA_SASL_PLAINTEXT=true/,
+    ],
+    [
+      { ONCEFLOW_TEMPORAL_UI: 'https://admin:pw@ui.internal' },
+      /ONCEFLOW_TEMPORAL_UI holds a user name or password .*give the URL without it/,
+    ],
   ];
   for (const [extra, message] of bad)
     assert.throws(() => loadSettings({ ...env, ...extra }), message, JSON.stringify(extra));
-  // An OAUTHBEARER provider comes through the library API.
+  // PLAIN without TLS only when asked for (a SASL_PLAINTEXT listener).
+  const plainText = {
+    ...env,
+    ONCEFLOW_KAFKA_SASL_MECHANISM: 'plain',
+    ONCEFLOW_KAFKA_SASL_USERNAME: 'u',
+    ONCEFLOW_KAFKA_SASL_PASSWORD: 'p',
+    ONCEFLOW_KAFKA_SASL_PLAINTEXT: 'true',
+  };
+  assert.deepEqual(loadSettings(plainText).kafka.sasl, { mechanism: 'plain', username: 'u', password: 'p' });
+  // A password given as a file in the environment hides the services file's password (the dev stack's).
+  const services = join(dir, 'services.env');
+  writeFileSync(services, 'ONCEFLOW_MYSQL_PASSWORD=dev-stack-password\n');
+  assert.equal(
+    loadSettings({ ONCEFLOW_SERVICES_ENV: services, ONCEFLOW_MYSQL_PASSWORD_FILE: join(dir, 'kafka.password') }).mysql
+      .password,
+    'kafka-secret-1',
+  );
+  // An OAUTHBEARER provider comes through the library API (its token over TLS).
   const provider = async () => ({ value: 'token' });
   assert.deepEqual(
-    loadSettings({ ...env, ONCEFLOW_KAFKA_SASL_MECHANISM: 'oauthbearer' }, { kafkaOAuthBearerProvider: provider }).kafka
-      .sasl,
+    loadSettings(
+      { ...env, ONCEFLOW_KAFKA_SASL_MECHANISM: 'oauthbearer', ONCEFLOW_KAFKA_SSL_CA_FILE: ca },
+      { kafkaOAuthBearerProvider: provider },
+    ).kafka.sasl,
     {
       mechanism: 'oauthbearer',
       oauthBearerProvider: provider,
@@ -777,6 +819,71 @@ connections:
     `pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }\nconnections: { kafka: { sasl: { mechanism: kerberos } } }\n`,
   );
   assert.throws(() => loadPipelineConfig(file, env), /connections\.kafka\.sasl\.mechanism/);
+});
+
+test('a mistake in a config file never repeats a secret: values under connections, secret-named fields, JSON syntax errors; one source per secret; no secret in transformOptions', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'onceflow-cfg-'));
+  const env = { ONCEFLOW_SERVICES_ENV: '/nonexistent/services.env', ONCEFLOW_MYSQL_PASSWORD: 'x' };
+  const pipeline =
+    'pipeline: { name: p, source: { topic: a }, transform: t, kafkaSink: { topic: b }, mysqlSink: { tables: [] } }';
+  const refused = (name: string, text: string, says: RegExp, secret: string) => {
+    const file = join(dir, name);
+    writeFileSync(file, text);
+    assert.throws(
+      () => loadPipelineConfig(file, env),
+      (e: Error) => {
+        assert.match(e.message, says);
+        assert.ok(!e.message.includes(secret), `${name}: ${e.message}`);
+        return true;
+      },
+    );
+  };
+  refused(
+    'a.yaml',
+    `${pipeline}\nconnections: { mysql: { password: 83716254 } }\n`,
+    /connections\.mysql\.password: must be a string, got integer \(the value is not shown\)/,
+    '83716254',
+  );
+  refused(
+    'b.yaml',
+    `${pipeline}\nconnections: { mysql: "mysql://u:S3cretPw@db/x" }\n`,
+    /connections\.mysql: must be an object, got string/,
+    'S3cretPw',
+  );
+  refused(
+    'c.yaml',
+    `${pipeline}\nconnections: { mysql: { passwordEnv: "S3cretPw-literal" } }\n`,
+    /passwordEnv: is not the name of an environment variable .*use mysql\.passwordFile/,
+    'S3cretPw',
+  );
+  refused(
+    'd.yaml',
+    `${pipeline}\nconnections: { mysql: { password: S3cretPw, passwordFile: pw } }\n`,
+    /connections\.mysql\.passwordFile: and connections\.mysql\.password both give ONCEFLOW_MYSQL_PASSWORD; keep one/,
+    'S3cretPw',
+  );
+  refused(
+    'e.json',
+    '{\n  "pipeline": {},\n  "connections": { "mysql": { "password": hunter2-secret } }\n}\n',
+    /is not valid JSON: Unexpected token at line 3, column 43/,
+    'hunter2',
+  );
+  refused(
+    'f.yaml',
+    `${pipeline.replace('mysqlSink', 'transformOptions: { lookup: { apiToken: tok-123 } }, mysqlSink')}\n`,
+    /pipeline\.transformOptions\.lookup\.apiToken: 'apiToken' looks like a secret, .*through the worker's environment/,
+    'tok-123',
+  );
+  // Options that only sound alike pass.
+  writeFileSync(
+    join(dir, 'g.yaml'),
+    `${pipeline.replace('mysqlSink', 'transformOptions: { tokenizer: ws, keyColumn: k, authorName: a }, mysqlSink')}\n`,
+  );
+  assert.deepEqual(loadPipelineConfig(join(dir, 'g.yaml'), env).spec.transformOptions, {
+    tokenizer: 'ws',
+    keyColumn: 'k',
+    authorName: 'a',
+  });
 });
 
 test('DescribeProducers v0: the request as the protocol lays it out (flexible: header tagged fields, compact arrays); the response decoded field by field', async () => {

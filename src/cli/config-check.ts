@@ -19,16 +19,22 @@ export interface ConnectionCheck {
 }
 
 const SECRET_KEYS = new Set(['password', 'key', 'apiKey']);
+/** Certificate settings: shown by size whatever the file holds (a combined file of key and certificate, e.g. from `openssl pkcs12 -nodes`, starts with 'Bag Attributes' and holds the private key too). */
+const PEM_KEYS = new Set(['ca', 'cert', 'crt', 'serverRootCACertificate']);
 
 /**
- * The settings as onceflow uses them: every secret (passwords, private keys, API keys) replaced by
- * '(set, redacted)', certificates by '(PEM, n bytes)' and functions by their kind.
+ * The settings as onceflow uses them: every secret (passwords, private keys, API keys, any text
+ * holding a PRIVATE KEY block) replaced by '(set, redacted)', certificates by '(PEM, n bytes)'
+ * and functions by their kind.
  */
 export function redactedSettings(settings: Settings): unknown {
   const redact = (v: unknown, k = ''): unknown => {
-    if (SECRET_KEYS.has(k)) return v ? '(set, redacted)' : '(not set)';
+    if (SECRET_KEYS.has(k) || (typeof v === 'string' && v.includes('PRIVATE KEY')))
+      return v ? '(set, redacted)' : '(not set)';
     if (typeof v === 'function') return '(function)';
-    if (Buffer.isBuffer(v) || (typeof v === 'string' && v.startsWith('-----BEGIN'))) return `(PEM, ${v.length} bytes)`;
+    if (PEM_KEYS.has(k) && Array.isArray(v)) return `(PEM, ${v.length} entries)`;
+    if (PEM_KEYS.has(k) || Buffer.isBuffer(v) || (typeof v === 'string' && v.startsWith('-----BEGIN')))
+      return v ? `(PEM, ${(v as string | Buffer).length} bytes)` : '(not set)';
     if (Array.isArray(v)) return v.map((x) => redact(x));
     if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([kk, x]) => [kk, redact(x, kk)]));
     return v;

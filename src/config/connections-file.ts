@@ -31,6 +31,7 @@ export const FIELD_SETTINGS: Readonly<Record<string, string>> = {
   'kafka.sasl.username': 'ONCEFLOW_KAFKA_SASL_USERNAME',
   'kafka.sasl.passwordFile': 'ONCEFLOW_KAFKA_SASL_PASSWORD_FILE',
   'kafka.sasl.passwordEnv': 'ONCEFLOW_KAFKA_SASL_PASSWORD',
+  'kafka.sasl.plaintext': 'ONCEFLOW_KAFKA_SASL_PLAINTEXT',
   'mysql.host': 'ONCEFLOW_MYSQL_HOST',
   'mysql.port': 'ONCEFLOW_MYSQL_PORT',
   'mysql.database': 'ONCEFLOW_MYSQL_DATABASE',
@@ -60,17 +61,29 @@ function connectionsEnv(
   dir = '.',
 ): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = { ...env };
+  const given = new Map<string, string>(); // a setting (without _FILE) → the field that gave it
   for (const [field, value] of flatten(connections ?? {})) {
     const name = FIELD_SETTINGS[field];
     if (!name || value === undefined) continue;
+    const setting = name.replace(/_FILE$/, '');
+    const earlier = given.get(setting);
+    if (earlier)
+      throw new ValidationError('connections', [
+        { field: `connections.${field}`, problem: `and connections.${earlier} both give ${setting}; keep one` },
+      ]);
+    given.set(setting, field);
     let v: string;
     if (field.endsWith('Env')) {
-      const held = env[String(value)];
+      // The name of a variable, never its value: a secret written here by mistake is not repeated.
+      const named = /^[A-Za-z_][A-Za-z0-9_]*$/.test(String(value));
+      const held = named ? env[String(value)] : undefined;
       if (held === undefined) {
         throw new ValidationError('connections', [
           {
             field: `connections.${field}`,
-            problem: `names ${String(value)}, which is not set in the environment; export it or remove the field`,
+            problem: named
+              ? `names ${String(value)}, which is not set in the environment; export it or remove the field`
+              : `is not the name of an environment variable (the secret itself? it is not shown): give the variable's name, or use ${field.replace(/Env$/, 'File')}`,
           },
         ]);
       }

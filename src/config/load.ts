@@ -1,7 +1,7 @@
 /** Every setting, from the environment (then the services file): loadSettings. */
 import { existsSync } from 'node:fs';
 import { ConfigError } from '../errors';
-import { intSetting, optional, positive, secret, servicesEnv, type Get } from './env';
+import { flag, intSetting, optional, positive, secret, servicesEnv, type Get } from './env';
 import { kafkaSasl, mysqlSsl, temporalTls, tlsFiles, tlsWanted } from './security';
 import { DEFAULTS, defaultWebUi, type KafkaSettings, type Settings, type SettingsHooks } from './settings';
 
@@ -14,6 +14,16 @@ function kafkaSettings(get: Get, hooks: SettingsHooks): KafkaSettings {
   const files = tlsFiles(get, 'ONCEFLOW_KAFKA_SSL');
   const servername = get('ONCEFLOW_KAFKA_SSL_SERVER_NAME');
   const sasl = kafkaSasl(get, hooks);
+  const tls = tlsWanted(get, 'ONCEFLOW_KAFKA_SSL', files, servername);
+  if (
+    (sasl?.mechanism === 'plain' || sasl?.mechanism === 'oauthbearer') &&
+    !tls &&
+    !flag(get, 'ONCEFLOW_KAFKA_SASL_PLAINTEXT')
+  )
+    throw new ConfigError(
+      'ONCEFLOW_KAFKA_SASL_MECHANISM',
+      `is ${sasl.mechanism}, which sends the ${sasl.mechanism === 'plain' ? 'password' : 'token'} as it is, but TLS to Kafka is off: turn it on (ONCEFLOW_KAFKA_SSL=true or a CA file), use scram-sha-512, or set ONCEFLOW_KAFKA_SASL_PLAINTEXT=true to send it unencrypted anyway (a SASL_PLAINTEXT listener on a network you trust)`,
+    );
   const rf = get('ONCEFLOW_KAFKA_REPLICATION_FACTOR');
   const replicationFactor =
     rf === undefined || rf === '' || rf === '-1'
@@ -22,12 +32,20 @@ function kafkaSettings(get: Get, hooks: SettingsHooks): KafkaSettings {
   return {
     brokers,
     clientId: get('ONCEFLOW_KAFKA_CLIENT_ID') ?? 'onceflow',
-    ...(tlsWanted(get, 'ONCEFLOW_KAFKA_SSL', files, servername)
-      ? { ssl: { ...files, ...optional('servername', servername), rejectUnauthorized: true as const } }
-      : {}),
+    ...(tls ? { ssl: { ...files, ...optional('servername', servername), rejectUnauthorized: true as const } } : {}),
     ...(sasl ? { sasl } : {}),
     replicationFactor,
   };
+}
+
+/** The Web UI's base URL: printed by start and run, so it may carry no user:password@. */
+function webUi(given: string | undefined, address: string): string {
+  if (given !== undefined && /^[a-z][a-z0-9+.-]*:\/\/[^/]*@/i.test(given))
+    throw new ConfigError(
+      'ONCEFLOW_TEMPORAL_UI',
+      'holds a user name or password (user:password@…), which onceflow would print with every link; give the URL without it',
+    );
+  return (given ?? defaultWebUi(address)).replace(/\/+$/, '');
 }
 
 /**
@@ -43,7 +61,10 @@ export function loadSettings(
   } = {},
 ): Settings {
   const file = servicesEnv(env);
-  const get: Get = (k) => env[k] ?? file[k];
+  // A setting given either way (NAME or NAME_FILE) in the environment hides both ways in the
+  // services file: a config file's passwordFile is not "both set" with the dev stack's password.
+  const pair = (k: string) => (k.endsWith('_FILE') ? k.slice(0, -'_FILE'.length) : `${k}_FILE`);
+  const get: Get = (k) => env[k] ?? (env[pair(k)] === undefined ? file[k] : undefined);
   const password = secret(get, 'ONCEFLOW_MYSQL_PASSWORD') ?? (opts.mysql === false ? '' : undefined);
   if (password === undefined) {
     throw new ConfigError(
@@ -67,9 +88,7 @@ export function loadSettings(
       address: get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress,
       namespace: get('ONCEFLOW_TEMPORAL_NAMESPACE') ?? DEFAULTS.namespace,
       taskQueue: get('ONCEFLOW_TASK_QUEUE') ?? DEFAULTS.taskQueue,
-      webUi: (
-        get('ONCEFLOW_TEMPORAL_UI') ?? defaultWebUi(get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress)
-      ).replace(/\/+$/, ''),
+      webUi: webUi(get('ONCEFLOW_TEMPORAL_UI'), get('ONCEFLOW_TEMPORAL_ADDRESS') ?? DEFAULTS.temporalAddress),
       ...temporalTls(get, apiKey),
       ...optional('apiKey', apiKey),
     },

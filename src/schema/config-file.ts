@@ -51,6 +51,12 @@ const connections = strictObject({
       username: z.string().optional(),
       passwordFile: file('file holding the password').optional(),
       passwordEnv: z.string().optional().describe(PASSWORD_ENV),
+      plaintext: z
+        .boolean()
+        .optional()
+        .describe(
+          'true: plain or oauthbearer without TLS (a SASL_PLAINTEXT listener), which sends the secret unencrypted',
+        ),
     }).optional(),
   }).optional(),
   mysql: strictObject({

@@ -21,6 +21,24 @@ import { flag, got, strictObject, typeProblem, validate } from './problems';
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,39}$/;
 const TOPIC_RE = /^[a-zA-Z0-9._-]{1,249}$/;
 
+/** Words of an option name that make it a secret: apiToken, db_password, privateKey, clientSecret, … */
+const SECRET_WORDS = /^(pass(word|wd|phrase)?|secret|token|credentials?|apikey|privatekey)$/;
+
+/** Paths (below transformOptions) of keys whose words name a secret, at any depth. */
+function secretKeys(v: unknown, path: PropertyKey[] = []): [PropertyKey[], string][] {
+  if (!v || typeof v !== 'object') return [];
+  return Object.entries(v).flatMap(([k, x]) => {
+    const at = [...path, Array.isArray(v) ? Number(k) : k];
+    const words = k
+      .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+      .toLowerCase()
+      .split(/[^a-z0-9]+/);
+    const pairs = words.slice(1).map((w, i) => words[i]! + w);
+    const secret = !Array.isArray(v) && [...words, ...pairs].some((w) => SECRET_WORDS.test(w));
+    return [...(secret ? [[at, k] as [PropertyKey[], string]] : []), ...secretKeys(x, at)];
+  });
+}
+
 /** An integer; `problem` words every value below min or above max (if given). */
 function int(min: number, max: number | undefined, problem: (iss: { input?: unknown }) => string) {
   const atLeast = z.int({ error: (iss) => typeProblem('int', iss.input) }).min(min, { error: problem });
@@ -213,6 +231,15 @@ export const pipelineSchema = strictObject({
     .describe('name of a transform registered on the workers, e.g. flink-compare'),
   transformOptions: z
     .record(z.string(), z.unknown())
+    .check((ctx) => {
+      for (const [path, key] of secretKeys(ctx.value))
+        flag(
+          ctx,
+          path,
+          undefined,
+          `'${key}' looks like a secret, and transformOptions travel through workflow history and the Web UI: give it to the transform through the worker's environment or a file it reads, in the transforms module`,
+        );
+    })
     .optional()
     .describe('free-form, JSON-serialisable options handed to the transform (no secrets)'),
   kafkaSink: strictObject({

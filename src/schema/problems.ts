@@ -89,6 +89,17 @@ const describeIssue: z.core.$ZodErrorMap = (iss) => {
   return undefined;
 };
 
+/** Fields whose value may be a credential: all of `connections` (a DSN, a broker with user:password@) and any secret-named field. */
+const SECRET_FIELD = /^connections(\.|\[|$)|pass(word|wd)?|secret|token|api_?key|credential/i;
+
+/** The issue's message, without the rejected value where it may be a secret. */
+function withoutSecret(iss: z.core.$ZodIssue, field: string): string {
+  const input = (iss as { input?: unknown }).input;
+  if (input === undefined || !SECRET_FIELD.test(field)) return iss.message;
+  const shown = JSON.stringify(input);
+  return shown === undefined ? iss.message : iss.message.split(shown).join('(the value is not shown)');
+}
+
 /** `a.b[0].c` for the path ['a', 'b', 0, 'c']. */
 function fieldPath(path: readonly PropertyKey[]): string {
   return path.map((k, i) => (typeof k === 'number' ? `[${k}]` : `${i ? '.' : ''}${String(k)}`)).join('');
@@ -103,7 +114,7 @@ function fieldPath(path: readonly PropertyKey[]): string {
 function problemsOf(error: z.ZodError, root: string, pipelineAt = ''): Problem[] {
   return error.issues.flatMap((iss): Problem[] => {
     const field = fieldPath(iss.path);
-    if (iss.code !== 'unrecognized_keys') return [{ field: field || root, problem: iss.message }];
+    if (iss.code !== 'unrecognized_keys') return [{ field: field || root, problem: withoutSecret(iss, field) }];
     const lines = iss.message.split('\n');
     return iss.keys.map((k, n) => {
       const f = field ? `${field}.${k}` : k;
@@ -124,7 +135,7 @@ export function validate<S extends z.ZodType>(
   root: string,
   pipelineAt = '',
 ): z.output<S> {
-  const r = schema.safeParse(value, { error: describeIssue });
+  const r = schema.safeParse(value, { error: describeIssue, reportInput: true });
   if (!r.success) throw new ValidationError(what, problemsOf(r.error, root, pipelineAt));
   return r.data;
 }

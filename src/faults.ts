@@ -21,15 +21,17 @@ import { readFileSync, statSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { InjectedFault } from './errors';
 
-export type FaultPoint =
-  | 'prepare.start'
-  | 'prepare.kafka-sent'
-  | 'prepare.xa-prepared'
-  | 'commit.before'
-  | 'commit.between'
-  | 'redo.start'
-  | 'commit.mysql'
-  | 'commit.mysql-committed';
+export const FAULT_POINTS = [
+  'prepare.start',
+  'prepare.kafka-sent',
+  'prepare.xa-prepared',
+  'commit.before',
+  'commit.between',
+  'redo.start',
+  'commit.mysql',
+  'commit.mysql-committed',
+] as const;
+export type FaultPoint = (typeof FAULT_POINTS)[number];
 
 interface Rule {
   point: string;
@@ -54,6 +56,9 @@ export function parseFaults(spec: string | undefined): Rule[] {
     .map((item) => {
       const [where, action = 'crash'] = item.split(':');
       const [point, ...conds] = where!.split('@');
+      // A point no code hits would arm nothing, silently: refused.
+      if (!(FAULT_POINTS as readonly string[]).includes(point!))
+        throw new Error(`ONCEFLOW_FAULTS: unknown point '${point}' in '${item}' (points: ${FAULT_POINTS.join(', ')})`);
       const rule: Rule = { point: point!, action: 'crash', ms: 0 };
       for (const c of conds) {
         const [k, v] = c.split('=');

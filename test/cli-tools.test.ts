@@ -215,7 +215,7 @@ test("a wrong broker: one clear line on the terminal, the Kafka client's detail 
   );
 });
 
-test("--log-file holds the worker's info lines, its progress and its shutdown", async () => {
+test("--log-file holds the worker's info lines and its shutdown; the terminal does not get the info lines", async () => {
   const name = uniqueName('logfile');
   const log = join(tmp, `${name}.log`);
   const w = spawn(

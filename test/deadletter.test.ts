@@ -11,6 +11,7 @@ import assert from 'node:assert/strict';
 import type { RowDataPacket } from 'mysql2/promise';
 import type { ObservedEvent } from '../src/activities/observe';
 import { pipelineStatus } from '../src/cli/status';
+import { cli } from './support/cli';
 import { deadLetterLine, printReport } from '../src/cli/report';
 import { ISOLATION } from '../src/kafka/internals';
 import { lastLedgerRow } from '../src/mysql/ledger';
@@ -110,8 +111,11 @@ test(
     } finally {
       await stop();
     }
-    // The halt: named in status for both members of the group, with the first failing record.
-    const rows = await pipelineStatus(deps, s.spec, s.partitions);
+    // The halt: named by `onceflow status` for both members of the group, with the first failing record.
+    const status = await cli('status', s.spec.name, '--json');
+    assert.equal(status.code, 0, status.out + status.err);
+    const rows = (JSON.parse(status.out) as { partitions: { phase: string; lastError: string | null }[] }).partitions;
+    assert.equal(rows.length, s.partitions);
     for (const r of rows) {
       assert.equal(r.phase, 'failed', JSON.stringify(r));
       assert.match(

@@ -403,12 +403,13 @@ test(
   { timeout: 240_000 },
   async () => {
     const s = await prepareScenario(deps, { prefix: 'applykill', records: 400, partitions: 1 });
-    const { report } = await killedThenRecovered(s, 'commit.mysql-committed@epoch=1@partition=0', async () => {
+    const { result, report } = await killedThenRecovered(s, 'commit.mysql-committed@epoch=1@partition=0', async () => {
       // Epoch 1 is committed in MySQL, its rows still staged (encoded): the tables lack them right now.
       assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), [{ partition: 0, epoch: 1 }]);
       assert.ok((await encodedRows(s.spec.name)) > 0, 'the encoded copy of epoch 1 is there');
     });
-    // The next worker did not prepare epoch 1: it read the rows back from the encoded copy.
+    // The next worker did not prepare or redo epoch 1: it read the rows back from the encoded copy.
+    assert.deepEqual([result.state.redos, result.state.mysqlRedos], [0, 0]);
     assert.ok(report.ok, failedChecks(report));
     assert.deepEqual(await pendingEpochs(deps.pool, s.spec.name), []);
     assert.equal(await encodedRows(s.spec.name), 0);

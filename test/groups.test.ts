@@ -13,7 +13,6 @@ import { join } from 'node:path';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { pipelineStatus } from '../src/cli/status';
-import { resolveInDoubt } from '../src/cli/transactions';
 import { startPipeline } from '../src/client';
 import { committedMarkers } from '../src/kafka/progress';
 import { earliestOffset } from '../src/kafka/internals';
@@ -336,7 +335,10 @@ test(
     assert.ok(left.length >= 1, 'group epoch 1 left its XA branch prepared');
     for (const id of [pipelineWorkflowId(s.spec.name), groupWorkflowId(s.spec.name, 0)])
       await deps.client.workflow.getHandle(id).terminate('groups.test.ts: operator gave up');
-    const done = await resolveInDoubt(deps, s.spec, [0, 1]);
+    // Through the command a user types: it reads the spec back from the terminated pipeline and finds its partitions.
+    const resolved = await cli('transactions', s.spec.name, '--resolve', '--json');
+    assert.equal(resolved.code, 0, resolved.out + resolved.err);
+    const done = JSON.parse(resolved.out) as string[];
     assert.ok(
       done.some((l) => /^group 0 epoch 1: XA .* rolled-back \(no committed progress marker names it\)/.test(l)),
       done.join('\n'),
@@ -369,7 +371,10 @@ test(
       const handle = await start(deps, t);
       await waitUntil(
         'both partitions committing',
-        async () => (await pipelineStatus(deps, spec, 2)).every((r) => (r.committedOffset ?? 0) > 0),
+        async () => {
+          const rows = await pipelineStatus(deps, spec, 2);
+          return rows.length === 2 && rows.every((r) => (r.committedOffset ?? 0) > 0);
+        },
         30_000,
       );
       // Through the command a user types: it must reach the group workflows, not partition workflows that do not exist.
@@ -384,7 +389,10 @@ test(
       );
       await waitUntil(
         'both groups paused',
-        async () => (await pipelineStatus(deps, spec, 2)).every((r) => r.phase === 'paused'),
+        async () => {
+          const rows = await pipelineStatus(deps, spec, 2);
+          return rows.length === 2 && rows.every((r) => r.phase === 'paused');
+        },
         30_000,
       );
       const again = await cli('pause', spec.name);

@@ -35,6 +35,8 @@ import { SEARCH_ATTRIBUTES } from '../src/search-attributes';
 import { bundle, openDeps, quietRuntime, uniqueName, waitUntil, type Deps } from './support/env';
 import { failedChecks, verify, type Scenario } from './support/pipeline';
 
+const TRANSFORMS = join(__dirname, '..', 'examples', 'flink-compare', 'transforms.ts');
+
 let deps: Deps;
 before(async () => {
   quietRuntime();
@@ -152,7 +154,10 @@ test(
       // Running on two partitions; then the topic grows to four and the new ones get records.
       await waitUntil(
         'both partitions committing',
-        async () => (await pipelineStatus(deps, spec, 2)).every((r) => (r.committedOffset ?? 0) > 0),
+        async () => {
+          const rows = await pipelineStatus(deps, spec, 2);
+          return rows.length === 2 && rows.every((r) => (r.committedOffset ?? 0) > 0);
+        },
         30_000,
       );
       await deps.admin.createPartitions({ topicPartitions: [{ topic: spec.source.topic, count: 4 }] });
@@ -210,7 +215,10 @@ test(
       await startPipeline(deps.client, spec, tq);
       await waitUntil(
         'all five partition workflows started',
-        async () => (await pipelineStatus(deps, spec, 0)).every((r) => r.phase !== 'not started'),
+        async () => {
+          const rows = await pipelineStatus(deps, spec, 0);
+          return rows.length === 5 && rows.every((r) => r.phase !== 'not started');
+        },
         30_000,
       );
       // Through the command a user types: it reaches the partitions of both topics, all five.
@@ -303,7 +311,11 @@ test(
         return true;
       });
     });
-    const report = await verify(deps, { spec } as Scenario);
+    // `onceflow verify` as a user runs it: the failed check names the topic, and the exit code says so.
+    const verified = await cli('verify', spec.name, '--transforms', TRANSFORMS, '--json');
+    assert.equal(verified.code, 1, verified.err);
+    const report = JSON.parse(verified.out) as { ok: boolean; checks: { name: string; ok: boolean; detail: string }[] };
+    assert.equal(report.ok, false);
     const check = report.checks.find((c) => c.name === 'source topics exist')!;
     assert.equal(check.ok, false);
     assert.match(check.detail, new RegExp(b.replace(/\./g, '\\.')));

@@ -229,9 +229,13 @@ test('fault rules parse and reject unknown conditions', () => {
     { point: 'commit.before', epoch: 2, action: 'split', ms: 0, commits: 'outputs' },
   ]);
   assert.throws(() => parseFaults('commit.before:split=half'), /split=markers or split=outputs/);
+  assert.throws(
+    () => parseFaults('commit.mysql-commited:crash'),
+    /unknown point 'commit\.mysql-commited'.*commit\.mysql-committed/,
+  );
   assert.throws(() => parseFaults('prepare.start:split=markers'), /commit.before only/);
-  assert.throws(() => parseFaults('x@color=red'), /unknown condition/);
-  assert.throws(() => parseFaults('x:explode'), /unknown action/);
+  assert.throws(() => parseFaults('commit.before@color=red'), /unknown condition/);
+  assert.throws(() => parseFaults('commit.before:explode'), /unknown action/);
 });
 
 test('control requests: validators reject what does not apply', () => {

@@ -50,6 +50,17 @@ function workerB(s: Scenario, events: unknown[], faults: string, observe?: (e: O
   });
 }
 
+/** When this process first wrote a stderr line matching `line` (a fault of the in-process worker B fired), until `stop`. */
+function watchStderr(line: RegExp): { began: () => number | undefined; stop: () => void } {
+  const write = process.stderr.write.bind(process.stderr);
+  let at: number | undefined;
+  process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
+    if (at === undefined && line.test(String(chunk))) at = Date.now();
+    return (write as (...a: unknown[]) => boolean)(chunk, ...rest);
+  }) as typeof process.stderr.write;
+  return { began: () => at, stop: () => void (process.stderr.write = write) };
+}
+
 /**
  * Thaws worker A and requires the pipeline to drain within RECOVERY_BOUND_MS, the frozen attempt
  * to have run on after the thaw (the zombie), and verify to pass with every record once.
@@ -114,6 +125,9 @@ test(
       ONCEFLOW_FAULTS:
         'prepare.start@epoch=2@partition=0@attempt=1:throw,prepare.start@epoch=2@partition=0@attempt=2:freeze=240000',
     });
+    const { began: stallBegan, stop: stopWatching } = watchStderr(
+      /\[faults\] stall=20000 at commit\.mysql epoch=2 partition=0 /,
+    );
     let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
     let running: Promise<void> | undefined;
     try {
@@ -138,10 +152,19 @@ test(
         async () => stallSeen.length > 0,
         150_000,
       );
-      // Thaw the zombie while the decided branch awaits its XA COMMIT.
-      await new Promise((r) => setTimeout(r, 2000));
+      // Thaw the zombie while the decided branch awaits its XA COMMIT: once B's stall (its fault
+      // line, written by this process) has begun. A fixed 2 s after B's prepare was not enough in
+      // a run of 2026-12-06 (the stall began after the thaw; why the commit came late is not
+      // known), so the stall itself is waited for.
+      await waitUntil(
+        "worker B's XA COMMIT of epoch 2 held back (its stall fired)",
+        async () => stallBegan() !== undefined,
+        60_000,
+      );
+      await new Promise((r) => setTimeout(r, 1000));
       await thawAndRecover(s, handle, frozen, /thawed at prepare\.start epoch=2/, events);
     } finally {
+      stopWatching();
       await stopBoth(frozen, healthy, running);
     }
   },

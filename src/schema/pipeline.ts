@@ -16,25 +16,17 @@ import {
   type PipelineInput,
   type PipelineSpec,
 } from '../spec';
-import { flag, got, strictObject, typeProblem, validate } from './problems';
+import { flag, got, namesSecret, strictObject, typeProblem, validate } from './problems';
 
 const NAME_RE = /^[a-z0-9][a-z0-9._-]{0,39}$/;
 const TOPIC_RE = /^[a-zA-Z0-9._-]{1,249}$/;
 
-/** Words of an option name that make it a secret: apiToken, db_password, privateKey, clientSecret, … */
-const SECRET_WORDS = /^(pass(word|wd|phrase)?|secret|token|credentials?|apikey|privatekey)$/;
-
-/** Paths (below transformOptions) of keys whose words name a secret, at any depth. */
+/** Paths (below transformOptions) of keys that name a secret (namesSecret), at any depth. */
 function secretKeys(v: unknown, path: PropertyKey[] = []): [PropertyKey[], string][] {
   if (!v || typeof v !== 'object') return [];
   return Object.entries(v).flatMap(([k, x]) => {
     const at = [...path, Array.isArray(v) ? Number(k) : k];
-    const words = k
-      .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
-      .toLowerCase()
-      .split(/[^a-z0-9]+/);
-    const pairs = words.slice(1).map((w, i) => words[i]! + w);
-    const secret = !Array.isArray(v) && [...words, ...pairs].some((w) => SECRET_WORDS.test(w));
+    const secret = !Array.isArray(v) && namesSecret(k);
     return [...(secret ? [[at, k] as [PropertyKey[], string]] : []), ...secretKeys(x, at)];
   });
 }

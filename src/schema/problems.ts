@@ -89,13 +89,23 @@ const describeIssue: z.core.$ZodErrorMap = (iss) => {
   return undefined;
 };
 
-/** Fields whose value may be a credential: all of `connections` (a DSN, a broker with user:password@) and any secret-named field. */
-const SECRET_FIELD = /^connections(\.|\[|$)|pass(word|wd)?|secret|token|api_?key|credential/i;
+/** Words of a name that make it a secret's: apiToken, db_password, privateKey, clientSecret, passwordEnv, … */
+const SECRET_WORDS = /^(pass(word|wd|phrase)?|secret|token|credentials?|apikey|privatekey)$/;
 
-/** The issue's message, without the rejected value where it may be a secret. */
+/** Whether a field or option name names a secret, by its words (camelCase, snake_case, kebab-case) and pairs of them. */
+export function namesSecret(name: string): boolean {
+  const words = name
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/);
+  return [...words, ...words.slice(1).map((w, i) => words[i]! + w)].some((w) => SECRET_WORDS.test(w));
+}
+
+/** The issue's message, without the rejected value where it may be a secret: anything under `connections` (a DSN, a broker with user:password@) or in a secret-named field. */
 function withoutSecret(iss: z.core.$ZodIssue, field: string): string {
   const input = (iss as { input?: unknown }).input;
-  if (input === undefined || !SECRET_FIELD.test(field)) return iss.message;
+  const secret = /^connections(\.|\[|$)/.test(field) || field.split(/[.[\]]/).some(namesSecret);
+  if (input === undefined || !secret) return iss.message;
   const shown = JSON.stringify(input);
   return shown === undefined ? iss.message : iss.message.split(shown).join('(the value is not shown)');
 }

@@ -39,7 +39,14 @@ export class LedgerProbe {
     return new Map(rows.map((r) => [Number(r.p), Number(r.e)]));
   }
 
-  private async danglingOnce(): Promise<string[]> {
+  /**
+   * Prepared branches of committed epochs, right after a recovery. (Until 2026-12-06 a branch
+   * counted only if it was still there 3 s later: on the code of 2026-12-01, seed 284101 once
+   * found an attempt-1 branch of a committed epoch that was gone 3 s later, never explained. None
+   * of the campaign logs kept on 2026-12-06 — two CI runs of that short campaign, three full
+   * campaigns — shows such a branch, so the grace is gone: any branch counts.)
+   */
+  readonly danglingNow = async (): Promise<string[]> => {
     const { env } = this;
     const max = await this.ledgerMax();
     // A group's epochs below its workflow's group epoch counter have been committed (the counter
@@ -57,16 +64,7 @@ export class LedgerProbe {
         return g !== null && g.epoch <= (max.get(g.partition) ?? -1);
       })
       .map(xidToString);
-  }
-
-  /**
-   * Prepared branches of committed epochs, right after a recovery. (Until 2026-12-06 a branch
-   * counted only if it was still there 3 s later: on the code of 2026-12-01, seed 284101 once
-   * found an attempt-1 branch of a committed epoch that was gone 3 s later, never explained. None
-   * of the campaign logs kept on 2026-12-06 — two CI runs of that short campaign, three full
-   * campaigns — shows such a branch, so the grace is gone: any branch counts.)
-   */
-  readonly danglingNow = (): Promise<string[]> => this.danglingOnce();
+  };
 }
 
 /** Where a fault's recovery is measured from: the ledger before it, the database clock and the time, and the partitions it affects. */

@@ -18,7 +18,7 @@
  */
 export { defineTransform, TransformRegistry } from './transforms/registry';
 export type { Transform, TransformContext, TransformResult, SourceRecord, OutputRecord } from './transforms/registry';
-export type { RowOp, SqlValue } from './mysql/sink';
+export type { RowOp, RowValue, SqlValue } from './mysql/sink';
 export { definePipeline } from './schema/pipeline';
 export { SPEC_DEFAULTS, pipelineWorkflowId, partitionWorkflowId } from './spec';
 export type { PipelineSpec, PipelineInput, TableSpec, EpochBounds, DeadLetterBudget } from './spec';

@@ -7,7 +7,8 @@
  */
 import type { Pool } from 'mysql2/promise';
 import { ISOLATION, PreparedTransaction, earliestOffset, latestOffset, type KafkaCluster } from './kafka/internals';
-import { DECIDE_TIMEOUT_MS, splitsInLog, type LoggedSplit } from './kafka/outcome';
+import { DECIDE_TIMEOUT_MS } from './kafka/outcome';
+import { splitsInLog, type LoggedSplit } from './kafka/splits-in-log';
 import { mapLimit } from './limit';
 import { lastCommittedMarker, waitDecided, type Marker } from './kafka/progress';
 import { commitBranch, recoverXids, rollbackXid } from './mysql/branch';
@@ -53,7 +54,7 @@ export async function settleKafka(
 
 /**
  * The transactions of the partition's last epochs that Kafka split, found in the log (no history
- * names them: src/kafka/outcome.ts splitsInLog). Reconcile of a restarted pipeline repairs them
+ * names them: src/kafka/splits-in-log.ts). Reconcile of a restarted pipeline repairs them
  * before it trusts the progress marker; `onceflow transactions` lists them. Call after settleKafka.
  */
 export async function loggedSplits(
@@ -206,8 +207,8 @@ export async function examinePartition(
   let last = -1;
   let end = 0;
   let refuse: string | undefined;
-  if (L === M && L >= 0 && ledger!.end !== marker!.end)
-    refuse = `epoch ${L}: the ledger says it ended at offset ${ledger!.end}, the progress marker at ${marker!.end}`;
+  if (L === M && L >= 0 && (ledger!.start !== marker!.start || ledger!.end !== marker!.end))
+    refuse = `epoch ${L}: the ledger says offsets [${ledger!.start}, ${ledger!.end}), the progress marker [${marker!.start}, ${marker!.end})`;
   else if (L === M || L === M + 1 || M === L + 1) {
     last = Math.max(L, M);
     if (last >= 0) end = last === L ? ledger!.end : marker!.end;
@@ -250,6 +251,8 @@ export async function examinePartition(
     };
     epochs.push({ epoch, evidence, actions: refuse ? [] : recoverEpoch(evidence) });
   }
+  // An epoch recoverEpoch will not decide stops the partition as a whole: it never resumes past it.
+  refuse ??= epochs.flatMap((e) => e.actions).find((a) => a.do === 'refuse')?.why;
   return {
     partition,
     ledger,

@@ -3,16 +3,21 @@
  * a worker in the middle of an epoch's commit and terminating the pipeline's workflows, as an
  * operator might. Following what the command prints — `--resolve` while stopped, then start the
  * pipeline again — must end in a running pipeline that drains and verifies exactly once.
- * Reconcile and the command decide through the same recovery path (src/recovery.ts).
+ * Reconcile and the command decide through the same recovery path (src/recovery.ts); the last
+ * test holds a decided branch attached to its preparing session and requires that path to wait.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { compareTransforms } from '../examples/flink-compare/transforms';
+import { TransientError } from '../src/errors';
 import { recoverXids, rollbackXid } from '../src/mysql/branch';
-import { epochGtrid } from '../src/mysql/xid';
-import { partitionWorkflowId, pipelineWorkflowId } from '../src/spec';
+import { insertLedgerRows, ledgerRow } from '../src/mysql/ledger';
+import { epochGtrid, xidSql, xidToString } from '../src/mysql/xid';
+import type { EpochEvidence } from '../src/protocol/epoch';
+import { carryOut, type PartitionFindings } from '../src/recovery';
+import { partitionWorkflowId, pipelineWorkflowId, type PipelineSpec } from '../src/spec';
 import { createOnceflowWorker } from '../src/worker';
-import { openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
+import { faultLine, openDeps, quietRuntime, spawnWorker, uniqueName, waitUntil, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 import { cli } from './support/cli';
 
@@ -31,10 +36,9 @@ async function crashMidCommit(s: Scenario, fault: string): Promise<void> {
   });
   try {
     await start(deps, s);
-    const point = fault.replace('.', '\\.');
     await waitUntil(
       `the worker to stall at ${fault} of epoch 1`,
-      async () => new RegExp(`stall=120000 at ${point} epoch=1`).test(doomed.stderrText),
+      async () => doomed.faultLines.some((l) => faultLine('stall=120000', `${fault}@epoch=1@partition=0`).test(l)),
       90_000,
     );
     await new Promise((r) => setTimeout(r, 1000)); // the other side of the commit finishes
@@ -123,5 +127,43 @@ test(
       /partition 0 epoch 1: Kafka committed, MySQL did not → starting the pipeline redoes the MySQL side/,
     );
     await resolveStartVerify(s, 400);
+  },
+);
+
+test(
+  'a decided branch still attached to the session that prepared it: recovery waits for it to detach, fails retryably meanwhile, and never moves past it',
+  { timeout: 60_000 },
+  async () => {
+    const pipeline = uniqueName('attached');
+    const xid = { gtrid: epochGtrid(pipeline, 0, 0), bqual: 'attached-1' };
+    const findings: PartitionFindings = {
+      partition: 0,
+      ledger: null,
+      marker: null,
+      next: null,
+      epochs: [{ epoch: 0, evidence: {} as EpochEvidence, actions: [{ do: 'commit-branch', xid: xidToString(xid) }] }],
+    };
+    const recover = () => carryOut(deps, { name: pipeline } as PipelineSpec, findings, { apply: async () => false });
+    // Prepared on a session that stays open (a worker cut off from MySQL right after XA PREPARE):
+    // other sessions get XAER_NOTA while XA RECOVER lists it.
+    const conn = await deps.pool.getConnection();
+    try {
+      await conn.query(`XA START ${xidSql(xid)}`);
+      await insertLedgerRows(conn, pipeline, [{ partition: 0, epoch: 0, start: 0, end: 1, records: 1, redo: false }]);
+      await conn.query(`XA END ${xidSql(xid)}`);
+      await conn.query(`XA PREPARE ${xidSql(xid)}`);
+      const attached = (e: unknown) => e instanceof TransientError && /still attached to the session/.test(e.message);
+      await assert.rejects(recover(), attached, 'reconcile and --resolve do not take an attached branch as done');
+      await assert.rejects(rollbackXid(deps.pool, xid), attached, 'nor a rollback');
+      assert.deepEqual(await recoverXids(deps.pool, xid.gtrid), [xid], 'still prepared');
+    } finally {
+      conn.destroy();
+    }
+    // Detached once its session is gone: committed, with what it wrote.
+    assert.deepEqual(await recover(), [
+      `partition 0 epoch 0: XA ${xidToString(xid)} committed (the progress marker names it: its Kafka side committed)`,
+    ]);
+    assert.equal((await ledgerRow(deps.pool, pipeline, 0, 0))?.end, 1);
+    await deps.pool.query('DELETE FROM onceflow_ledger WHERE pipeline = ?', [pipeline]);
   },
 );

@@ -1165,7 +1165,7 @@ test('coordinatorCache: one FindCoordinator per key and type; forgotten after a 
   assert.deepEqual(lookups, ['1:tid', '0:tid', '1:tid', '1:tid', '1:tid', '1:tid', '1:tid']);
 });
 
-import { combineRows, onDuplicateSql, rowProblem, type SqlValue } from '../src/mysql/sink';
+import { combineRows, onDuplicateSql, rowProblem, tableRows, type SqlValue } from '../src/mysql/sink';
 import { possibleRows } from '../src/mysql/table-mode';
 import type { TableSpec } from '../src/spec';
 
@@ -1363,15 +1363,32 @@ test('a newest-wins row without a comparable version is a bad record with the re
   assert.match(String(out.deadLetters[0]!.headers?.['onceflow.error']), /has no version/);
 });
 
-test('a row value that is not an SQL value (array, object, boolean, undefined, NaN, bad Date) is a bad record naming the column', async () => {
+test('a boolean row value is written as 1 or 0, the same number in the statement, the staged rows and an accumulate sum', () => {
+  const acc = modeTable({ kind: 'accumulate', columns: ['v'] }, ['k', 'flag', 'v']);
+  const tables = new Map([['m', acc]]);
+  const ops = [
+    { table: 'm', values: { k: true, flag: false, v: true } },
+    { table: 'm', values: { k: true, flag: false, v: true } },
+    { table: 'm', values: { k: false, flag: true, v: false } },
+  ];
+  for (const op of ops) assert.equal(rowProblem(op, tables), null);
+  const rows = tableRows(ops, tables);
+  // Keys true/false became 1/0 (so true and 1 are one key, as in the table), v summed as numbers.
+  assert.deepEqual(rows[0]![1], [
+    [0, 1, 0],
+    [1, 0, 2],
+  ]);
+  assert.deepEqual(decodeRows(bodiesOf(rows), [acc])[0]![1], rows[0]![1]);
+});
+
+test('a row value that is not an SQL value (array, object, undefined, NaN, bad Date) is a bad record naming the column', async () => {
   const tables = new Map([['m', NEWEST]]);
   const problem = (val: unknown) => rowProblem({ table: 'm', values: { k: 'a', val: val as SqlValue, v: 7 } }, tables);
-  for (const ok of [null, 'x', 1.5, 10n, new Date(0), Buffer.from('x')]) assert.equal(problem(ok), null);
+  for (const ok of [null, 'x', 1.5, 10n, true, false, new Date(0), Buffer.from('x')]) assert.equal(problem(ok), null);
   for (const [bad, says] of [
     [['x', 'y'], /column 'val' is an array; .*JSON\.stringify it for a JSON column/],
     [{ a: 1 }, /column 'val' is an object/],
     [{ n: '5' }, /column 'val' is an object/], // the staged rows' tag for a bigint: never taken for one
-    [true, /column 'val' is true; give 1 or 0/],
     [undefined, /column 'val' is undefined \(a missing field\?\); give null for SQL NULL/],
     [NaN, /column 'val' is NaN, which no SQL column holds/],
     [new Date('nope'), /column 'val' is an invalid Date/],

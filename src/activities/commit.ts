@@ -5,7 +5,8 @@
  *
  * Every step asks the protocol first (src/protocol/epoch.ts, `move`): the activity states what
  * it observed, and a move the table does not allow fails the activity loudly (IllegalMove,
- * not retried) instead of acting.
+ * not retried) instead of acting. One exception: the Kafka side's commit sends EndTxn first and
+ * then moves by its outcome (prepared → committed, or → aborted), a move that cannot fail.
  */
 import type { SplitCommits } from '../faults';
 import { forceSplit, PreparedTransaction, type TxnHandle } from '../kafka/internals';

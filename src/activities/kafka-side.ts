@@ -111,7 +111,7 @@ async function sendRecords(
   return markerOffsets as number[];
 }
 
-/** The epoch a redo produces again; `original`, its decided transaction (from history, or from the log for a split reconcile found: src/kafka/outcome.ts splitsInLog; absent otherwise in reconcile and for prepare results of older versions). */
+/** The epoch a redo produces again; `original`, its decided transaction (from history, or from the log for a split reconcile found: src/kafka/splits-in-log.ts; absent otherwise in reconcile and for prepare results of older versions). */
 export interface RedoEpoch {
   epoch: number;
   start: number;
@@ -125,8 +125,9 @@ export interface RedoEpoch {
 /**
  * The broker aborted the epoch's transaction (timeout, a zombie's InitProducerId), wholly or on
  * some of its partitions (a split, src/kafka/outcome.ts): produce again what has no committed
- * copy, in a fresh transaction, and commit it. InitProducerId first completes every earlier
- * transaction of the id; then the marker read says whether the marker is committed (by the
+ * copy, in a fresh transaction, and commit it. InitProducerId on the partition's own id first
+ * completes every earlier transaction of that id (for a group member not the group's transaction,
+ * whose markers the reads below wait for: docs/design.md §6.15); then the marker read says whether the marker is committed (by the
  * original or an earlier redo attempt), and with the original's `written`, each output and
  * dead-letter partition says the same (committedCopies). Only the rest is written: never a
  * committed part again, always an aborted one, even when the marker committed. Without

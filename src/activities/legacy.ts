@@ -4,7 +4,9 @@
  * prepareEpoch, advanceEpoch, commitEpoch, commitKafka, commitMysql, abortPrepared, redoKafka)
  * run as a group of one, a partition group's (reconcileGroup, prepareGroup, advanceGroup,
  * commitGroup, redoGroupKafka) unchanged. A pipeline still running an old loop when the worker
- * is upgraded goes on through these until its next continue-as-new, which starts the engine.
+ * is upgraded goes on through these until its next continue-as-new, which starts the engine —
+ * but for a partition run without a SourceRef (started before source discovery), which keeps
+ * the legacy loop across continue-as-new (src/workflows/partition.ts).
  */
 import {
   memberEpoch,

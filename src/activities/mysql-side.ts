@@ -1,6 +1,5 @@
 /** An epoch's MySQL side after its decision: XA COMMIT and the apply of staged rows; its redo. */
-import { setTimeout as sleep } from 'node:timers/promises';
-import { StaleEpoch, TransientError } from '../errors';
+import { StaleEpoch } from '../errors';
 import { commitBranch, recoverXids, rollbackXid } from '../mysql/branch';
 import { ER_DUP_ENTRY, sqlErrno } from '../mysql/errors';
 import { insertLedgerRows, ledgerPruneDue, pruneLedger } from '../mysql/ledger';
@@ -75,16 +74,7 @@ export async function commitDecided(
   xid: string,
   ledger: { pipeline: string; partition: number; epoch: number },
 ): Promise<'committed' | 'gone'> {
-  let r = await commitBranch(ctx.pool, xidFromString(xid), ledger);
-  // Attached: the preparing worker's session is still closing (it was destroyed right after
-  // XA PREPARE). That clears within milliseconds; look again shortly before an activity retry.
-  for (let i = 0; r === 'attached' && i < 40; i++) {
-    await sleep(25);
-    r = await commitBranch(ctx.pool, xidFromString(xid), ledger);
-  }
-  if (r === 'attached')
-    throw new TransientError(`XA branch ${xid} is still attached to its preparing session; retrying`);
-  return r === 'gone' ? 'gone' : 'committed';
+  return (await commitBranch(ctx.pool, xidFromString(xid), ledger)) === 'gone' ? 'gone' : 'committed';
 }
 
 /** After an epoch's XA COMMIT and its apply (`applyMs`, timed by the caller): the ledger pruned now and then, the commit observed. */

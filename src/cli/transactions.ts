@@ -23,7 +23,7 @@ import {
   type GroupBranchDecision,
   type PartitionFindings,
 } from '../recovery';
-import type { LoggedSplit } from '../kafka/outcome';
+import type { LoggedSplit } from '../kafka/splits-in-log';
 import { pipelineWorkflowId, runnerWorkflowId, type PipelineSpec } from '../spec';
 import { pipelineSpecOf } from '../client';
 import { withServices, type CommandContext } from './context';
@@ -34,7 +34,7 @@ export interface InDoubt {
   groups: GroupBranchDecision[];
   /** Per partition: what the shared recovery path (src/recovery.ts) found and would do. */
   partitions: PartitionFindings[];
-  /** Transactions Kafka split (src/kafka/outcome.ts splitsInLog) among the partitions' last epochs. */
+  /** Transactions Kafka split (src/kafka/splits-in-log.ts) among the partitions' last epochs. */
   splits: { partition: number; split: LoggedSplit }[];
   /** Partitions held back by an open transaction (LSO below the high watermark). */
   kafka: { topic: string; partition: number; lso: number; highWatermark: number }[];

@@ -24,15 +24,16 @@
  *    exactly once, and kafkajs's producer sequence for it (records it put in requests and did
  *    not roll back) must not exceed the records sent so far (free; a shortfall is the next
  *    check's);
- *  - once, after the epoch's sends: per topic-partition, the leader's state of this producer id
- *    (DescribeProducers, one request per leader broker) must be this producer epoch with last
- *    sequence number sent-1 and an open transaction. The broker appends a producer's batches
- *    only in sequence (from 0 after InitProducerId, each batch following the last, a repeated
- *    batch answered as a duplicate and not written), so last sequence sent-1 means the log holds
- *    exactly sequences 0..sent-1 of this producer epoch: the records sent, each once. A dropped
- *    partition shows as a lower last sequence (its sequence numbers were reused), a request
- *    written twice as a higher one. Every acknowledged batch was replicated (acks=all), so a new
- *    leader answers the same.
+ *  - once, after the epoch's sends: per topic-partition but those of `skipTopics` (the epoch's
+ *    sends skip the progress topic: its markers have the checks above only), the leader's state
+ *    of this producer id (DescribeProducers, one request per leader broker) must be this producer
+ *    epoch with last sequence number sent-1 and an open transaction. The broker appends a
+ *    producer's batches only in sequence (from 0 after InitProducerId, each batch following the
+ *    last, a repeated batch answered as a duplicate and not written), so last sequence sent-1
+ *    means the log holds exactly sequences 0..sent-1 of this producer epoch: the records sent,
+ *    each once. A dropped partition shows as a lower last sequence (its sequence numbers were
+ *    reused), a request written twice as a higher one. Every acknowledged batch was replicated
+ *    (acks=all), so a new leader answers the same.
  * Any failure is a TransientError: prepare (and the redo) abort the transaction and the attempt
  * is retried from the source offsets, with a new producer epoch.
  */

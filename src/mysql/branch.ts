@@ -2,11 +2,12 @@
  * MySQL/MariaDB XA branches: prepare on a dedicated connection, commit or roll back from any
  * connection, list what is prepared. Xids: src/mysql/xid.ts; errors: src/mysql/errors.ts.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool, PoolConnection, RowDataPacket } from 'mysql2/promise';
 import { TransientError } from '../errors';
 import { ER_LOCK_WAIT_TIMEOUT, ER_XAER_NOTA, ER_XA_RBROLLBACK, sqlErrno } from './errors';
 import { ledgerRow } from './ledger';
-import { XA_FORMAT_ID, xidSql, type Xid } from './xid';
+import { XA_FORMAT_ID, xidSql, xidToString, type Xid } from './xid';
 
 /** Prepared branches of ours (formatID and gtrid prefix match). */
 export async function recoverXids(db: Pool | PoolConnection, gtridPrefix: string): Promise<Xid[]> {
@@ -24,15 +25,43 @@ export async function recoverXids(db: Pool | PoolConnection, gtridPrefix: string
   return out;
 }
 
-export async function rollbackXid(db: Pool, x: Xid): Promise<'rolled-back' | 'gone'> {
-  try {
-    await db.query(`XA ROLLBACK ${xidSql(x)}`);
-    return 'rolled-back';
-  } catch (e) {
-    if (sqlErrno(e) === ER_XAER_NOTA) return 'gone';
-    if (sqlErrno(e) === ER_XA_RBROLLBACK) return 'rolled-back';
-    throw e;
+const NOTA = Symbol('XAER_NOTA');
+
+/**
+ * The one reading of XAER_NOTA: MariaDB answers it alike for a branch that is no longer prepared
+ * (committed or rolled back) and for one still attached to the session that prepared it, which
+ * XA RECOVER lists. That session closes within milliseconds of XA PREPARE (prepareBranch ends
+ * it), so `act` is asked again every 25 ms for up to 1 s while XA RECOVER lists the branch; then
+ * a TransientError (an activity retries; `onceflow transactions --resolve` says to run again).
+ * `act` returns NOTA for an XAER_NOTA answer.
+ */
+async function whenDetached<T>(pool: Pool, xid: Xid, act: () => Promise<T | typeof NOTA>): Promise<T | typeof NOTA> {
+  for (let i = 0; ; i++) {
+    const r = await act();
+    if (r !== NOTA) return r;
+    const listed = await recoverXids(pool, xid.gtrid);
+    if (!listed.some((x) => x.bqual === xid.bqual)) return NOTA;
+    if (i >= 40)
+      throw new TransientError(
+        `XA branch ${xidToString(xid)} is still attached to the session that prepared it (that worker's MySQL connection has not closed); try again shortly`,
+      );
+    await sleep(25);
   }
+}
+
+/** XA ROLLBACK from any connection: 'rolled-back', or 'gone' (no longer prepared: committed or rolled back before). */
+export async function rollbackXid(pool: Pool, x: Xid): Promise<'rolled-back' | 'gone'> {
+  const r = await whenDetached(pool, x, async () => {
+    try {
+      await pool.query(`XA ROLLBACK ${xidSql(x)}`);
+      return 'rolled-back' as const;
+    } catch (e) {
+      if (sqlErrno(e) === ER_XAER_NOTA) return NOTA;
+      if (sqlErrno(e) === ER_XA_RBROLLBACK) return 'rolled-back' as const;
+      throw e;
+    }
+  });
+  return r === NOTA ? 'gone' : r;
 }
 
 /**
@@ -119,22 +148,24 @@ export async function prepareBranch(
 /**
  * XA COMMIT from any connection. Returns 'committed', 'already' (the ledger row shows it
  * committed earlier) or 'gone' (neither prepared nor committed: it was rolled back; the caller
- * redoes the MySQL side). A branch still attached to a live session is reported as retryable.
+ * redoes the MySQL side). A branch still attached to its preparing session: whenDetached.
  */
 export async function commitBranch(
   pool: Pool,
   xid: Xid,
   ledger: { pipeline: string; partition: number; epoch: number },
-): Promise<'committed' | 'already' | 'gone' | 'attached'> {
-  try {
-    await pool.query(`XA COMMIT ${xidSql(xid)}`);
-    return 'committed';
-  } catch (e) {
-    if (sqlErrno(e) !== ER_XAER_NOTA) throw e;
-  }
-  // XAER_NOTA: either committed before, rolled back, or still attached to its preparing session.
-  const listed = await recoverXids(pool, xid.gtrid);
-  if (listed.some((x) => x.bqual === xid.bqual)) return 'attached';
+): Promise<'committed' | 'already' | 'gone'> {
+  const r = await whenDetached(pool, xid, async () => {
+    try {
+      await pool.query(`XA COMMIT ${xidSql(xid)}`);
+      return 'committed' as const;
+    } catch (e) {
+      if (sqlErrno(e) === ER_XAER_NOTA) return NOTA;
+      throw e;
+    }
+  });
+  if (r !== NOTA) return r;
+  // Not prepared any more: committed before (its ledger row is there) or rolled back.
   const row = await ledgerRow(pool, ledger.pipeline, ledger.partition, ledger.epoch);
   return row ? 'already' : 'gone';
 }

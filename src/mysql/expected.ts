@@ -13,12 +13,12 @@
  */
 import type { Pool, RowDataPacket } from 'mysql2/promise';
 import type { TableSpec } from '../spec';
-import { quoteIdent, type SqlValue } from './sink';
+import { quoteIdent, rowValues, type RowValue, type SqlValue } from './sink';
 import { keyColumns, mergeRow, possibleRows } from './table-mode';
 
-/** Key of a row as verify compares it: the key columns as text (values read back may differ in type from those written). */
-const rowKey = (t: TableSpec, values: Record<string, SqlValue>) =>
-  JSON.stringify(keyColumns(t).map((c) => String(values[c])));
+/** Key of a row (values in column order) as verify compares it: the key columns as text (values read back may differ in type from those written). */
+const rowKey = (t: TableSpec, row: SqlValue[]) =>
+  JSON.stringify(keyColumns(t).map((c) => String(row[t.columns.indexOf(c)])));
 
 const same = (a: SqlValue[], b: SqlValue[]) => a.length === b.length && a.every((x, i) => String(x) === String(b[i]));
 const show = (r: SqlValue[]) => `(${r.map(String).join(', ')})`;
@@ -29,11 +29,11 @@ export class ExpectedTables {
   private readonly tables = new Map<string, Map<string, Map<number, SqlValue[]>>>();
 
   /** Adds one row operation of source partition `partition`, in that partition's record order. */
-  add(t: TableSpec, partition: number, values: Record<string, SqlValue>): void {
+  add(t: TableSpec, partition: number, values: Record<string, RowValue>): void {
     const keys = this.tables.get(t.name) ?? this.tables.set(t.name, new Map()).get(t.name)!;
-    const k = rowKey(t, values);
+    const incoming = rowValues(t, values);
+    const k = rowKey(t, incoming);
     const byPartition = keys.get(k) ?? keys.set(k, new Map()).get(k)!;
-    const incoming = t.columns.map((c) => values[c] ?? null);
     const existing = byPartition.get(partition);
     if (existing) mergeRow(t, existing, incoming);
     else byPartition.set(partition, incoming);
@@ -54,11 +54,8 @@ export class ExpectedTables {
       );
       const actual = new Map<string, SqlValue[]>();
       for (const r of rows) {
-        const values = Object.fromEntries(t.columns.map((c) => [c, r[c] as SqlValue]));
-        actual.set(
-          rowKey(t, values),
-          t.columns.map((c) => values[c] ?? null),
-        );
+        const row = t.columns.map((c) => (r[c] as SqlValue) ?? null);
+        actual.set(rowKey(t, row), row);
       }
       for (const [k, byPartition] of expected) {
         const a = actual.get(k);

@@ -106,11 +106,13 @@ export async function lastLedgerRow(db: Pool, pipeline: string, partition: numbe
 }
 
 /**
- * What recovery needs of the ledger: the partition's last row and the one before (reconcile and
- * `onceflow transactions` compare them with the last progress marker, at most one epoch apart),
- * and the first row (`onceflow verify` checks the pipeline's output from its first offset on).
- * Everything between is history. The ledger keeps the first row and the last LEDGER_KEEP_EPOCHS
- * epochs per partition; every LEDGER_PRUNE_EVERY-th commit deletes the rest.
+ * What recovery needs of the ledger: the partition's last row (reconcile and `onceflow
+ * transactions` compare it with the last progress marker, at most one epoch apart), the row of an
+ * older epoch that still has a prepared branch or staged rows, and the first row (`onceflow
+ * verify` checks the pipeline's output from its first offset on). Everything between is history.
+ * The ledger keeps, per partition, the first row and the rows from epoch e - LEDGER_KEEP_EPOCHS
+ * on, e being the committed epoch that last pruned; every LEDGER_PRUNE_EVERY-th commit deletes
+ * the rest.
  */
 export const LEDGER_KEEP_EPOCHS = 100;
 export const LEDGER_PRUNE_EVERY = 100;

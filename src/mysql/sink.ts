@@ -13,9 +13,20 @@ import { keyColumns, mergeIsExact, mergeRow, updatedColumns, versionProblem } fr
 
 export type SqlValue = string | number | bigint | null | Date | Buffer;
 
+/** A value a transform may give a column: an SQL value, or a boolean, written as 1 or 0 (MySQL's BOOLEAN is TINYINT(1)). */
+export type RowValue = SqlValue | boolean;
+
 export interface RowOp {
   table: string;
-  values: Record<string, SqlValue>;
+  values: Record<string, RowValue>;
+}
+
+/** Row op values in `t`'s column order as SQL values: the one place a boolean becomes 1 or 0. */
+export function rowValues(t: TableSpec, values: Record<string, RowValue>): SqlValue[] {
+  return t.columns.map((c) => {
+    const v = values[c] ?? null;
+    return typeof v === 'boolean' ? (v ? 1 : 0) : v;
+  });
 }
 
 export type Dialect = 'mariadb' | 'mysql';
@@ -108,18 +119,18 @@ export function rowProblem(op: RowOp, tables: Map<string, TableSpec>): string | 
 }
 
 /**
- * Why `v` is not a SqlValue, or null. Anything else would be bound by mysql2 in a shape of its
- * own (an array as a list, an object as `key = value` pairs, a boolean as TRUE) and would not
- * survive the staged rows' encoding (src/mysql/stage-codec.ts) the same way: refused per record.
+ * Why `v` is not a RowValue, or null. Anything else would be bound by mysql2 in a shape of its
+ * own (an array as a list, an object as `key = value` pairs) and would not survive the staged
+ * rows' encoding (src/mysql/stage-codec.ts) the same way: refused per record.
  */
 function valueProblem(v: unknown): string | null {
-  if (v === null || typeof v === 'string' || typeof v === 'bigint' || Buffer.isBuffer(v)) return null;
+  if (v === null || typeof v === 'string' || typeof v === 'bigint' || typeof v === 'boolean' || Buffer.isBuffer(v))
+    return null;
   if (typeof v === 'number') return Number.isFinite(v) ? null : `is ${v}, which no SQL column holds`;
   if (v instanceof Date) return Number.isFinite(v.getTime()) ? null : 'is an invalid Date';
   if (v === undefined) return 'is undefined (a missing field?); give null for SQL NULL';
-  if (typeof v === 'boolean') return `is ${v}; give 1 or 0 (MySQL's BOOLEAN is TINYINT(1))`;
   const what = Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`;
-  return `is ${what}; give a string, number, bigint, Date, Buffer or null (JSON.stringify it for a JSON column)`;
+  return `is ${what}; give a string, number, bigint, boolean, Date, Buffer or null (JSON.stringify it for a JSON column)`;
 }
 
 const MAX_ROWS_PER_STATEMENT = 500;
@@ -178,7 +189,7 @@ export function tableRows(ops: RowOp[], tables: Map<string, TableSpec>): [TableS
     const t = tables.get(op.table)!;
     let list = byTable.get(t.name);
     if (!list) byTable.set(t.name, (list = []));
-    list.push(t.columns.map((c) => op.values[c] ?? null));
+    list.push(rowValues(t, op.values));
   }
   return [...byTable.keys()].sort().map((name) => {
     const t = tables.get(name)!;

@@ -15,7 +15,7 @@
  * Pure module.
  */
 import type { TableSpec } from '../spec';
-import type { SqlValue } from './sink';
+import type { RowValue, SqlValue } from './sink';
 
 /** The columns a duplicate key updates, in assignment order: for 'newest' the version column last. */
 export function updatedColumns(t: TableSpec): string[] {
@@ -43,7 +43,7 @@ function versionKind(v: unknown): 'n' | 'd' | null {
  * reason), or null. A version is a number, a bigint or a Date: those compare in JS as MySQL
  * compares them in a numeric or DATETIME column (strings would compare by the column's collation).
  */
-export function versionProblem(t: TableSpec, values: Record<string, SqlValue>): string | null {
+export function versionProblem(t: TableSpec, values: Record<string, RowValue>): string | null {
   const od = t.onDuplicate;
   if (od.kind !== 'newest') return null;
   const v = values[od.version];

@@ -8,7 +8,8 @@
  *
  * Everything that recovery reads stays per source partition, as without groups: each member
  * has its own epoch numbers, its own progress marker (in its progress partition) and its own
- * ledger and staged rows — all written inside the group's transaction and branch. So a member's
+ * ledger row — all written inside the group's transaction and branch. (The group epoch's rows
+ * are staged once, under its first taking member's partition and epoch, and applied once.) So a member's
  * position never depends on which group it was in, and `verify`, `transactions` and reconcile
  * read members exactly as they read partitions of an ungrouped pipeline. What belongs to the
  * group is only the transaction's identity: its transactional ids and its XA gtrid

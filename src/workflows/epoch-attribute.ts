@@ -7,9 +7,10 @@
  * Temporal server used 0.38 cores with them, 0.35 without; docs/performance-history.md, change 21).
  * Since the patch it is upserted at most once per
  * EPOCH_ATTRIBUTE_EVERY_MS of workflow time while epochs run, and whenever the phase attribute
- * changes (pause, stop, done, failure states), so a workflow that is not running shows its last
- * committed epoch; each run sets it at its start as before. The status query and the activity
- * summaries always have the current epoch.
+ * changes (pause, stop, done), so a paused, stopped or drained workflow shows its last committed
+ * epoch; a failed one may show the epoch of up to EPOCH_ATTRIBUTE_EVERY_MS before it failed (no
+ * phase marks a failure). Each run sets it at its start as before. The status query and the
+ * activity summaries always have the current epoch.
  */
 import { patched, upsertSearchAttributes } from '@temporalio/workflow';
 import { SEARCH_ATTRIBUTES } from '../search-attributes';

@@ -1,7 +1,8 @@
 /**
  * LEGACY — the loop of an ungrouped partition before the one engine (src/workflows/engine.ts),
  * kept unchanged so that histories recorded before ONE_ENGINE_PATCH replay, and so that runs
- * still inside such a history go on until their next continue-as-new (which starts the engine).
+ * still inside such a history go on until their next continue-as-new (which starts the engine),
+ * and runs without a SourceRef (started before source discovery) go on in it for good.
  * Do not change what it schedules; its activities are adapters (src/activities/legacy.ts).
  *
  * One source partition of a pipeline: every checkpoint epoch is a step of this workflow.

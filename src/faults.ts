@@ -90,7 +90,15 @@ export class Faults {
   constructor(
     private readonly rules: Rule[] = [],
     private readonly file?: string,
+    /** Told each `[faults]` line as it is written (an in-process worker's test reads them here, not from its own stderr). */
+    private readonly onLine?: (line: string) => void,
   ) {}
+
+  /** One line per fault that fires, so a campaign watching stderr knows when and where it hit. */
+  private say(line: string): void {
+    process.stderr.write(`${line}\n`);
+    this.onLine?.(line);
+  }
 
   /** The faults a worker's settings arm (src/config/). */
   static fromSettings(f: { rules?: string; file?: string }): Faults {
@@ -113,7 +121,7 @@ export class Faults {
       try {
         this.fileRules = parseFaults(readFileSync(this.file, 'utf8').replace(/\n/g, ','));
       } catch (e) {
-        process.stderr.write(`[faults] ignoring ${this.file}: ${e instanceof Error ? e.message : String(e)}\n`);
+        this.say(`[faults] ignoring ${this.file}: ${e instanceof Error ? e.message : String(e)}`);
         this.fileRules = [];
       }
     }
@@ -131,33 +139,32 @@ export class Faults {
       if (r.epoch !== undefined && r.epoch !== at.epoch) continue;
       if (r.partition !== undefined && r.partition !== at.partition) continue;
       if (r.attempt !== undefined && r.attempt !== at.attempt) continue;
-      // One line per fault that fires, so a campaign watching stderr knows when and where it hit.
       const where = `${point} epoch=${at.epoch} partition=${at.partition} attempt=${at.attempt} pid=${process.pid}`;
       if (r.action === 'crash') {
-        process.stderr.write(`[faults] SIGKILL at ${where}\n`);
+        this.say(`[faults] SIGKILL at ${where}`);
         process.kill(process.pid, 'SIGKILL');
         await new Promise(() => undefined);
       }
       if (r.action === 'throw') {
-        process.stderr.write(`[faults] throw at ${where}\n`);
+        this.say(`[faults] throw at ${where}`);
         throw new InjectedFault(point);
       }
       if (r.action === 'freeze') {
-        process.stderr.write(`[faults] freeze=${r.ms} at ${where}\n`);
+        this.say(`[faults] freeze=${r.ms} at ${where}`);
         // The whole process stops (timers, heartbeats, sockets); a detached shell thaws it.
         spawn('sh', ['-c', `sleep ${r.ms / 1000}; kill -CONT ${process.pid}`], {
           detached: true,
           stdio: 'ignore',
         }).unref();
         process.kill(process.pid, 'SIGSTOP');
-        process.stderr.write(`[faults] thawed at ${where}\n`);
+        this.say(`[faults] thawed at ${where}`);
       }
       if (r.action === 'split' && split) {
-        process.stderr.write(`[faults] split=${r.commits} at ${where}\n`);
+        this.say(`[faults] split=${r.commits} at ${where}`);
         await split(r.commits!);
       }
       if (r.action === 'stall') {
-        process.stderr.write(`[faults] stall=${r.ms} at ${where}\n`);
+        this.say(`[faults] stall=${r.ms} at ${where}`);
         await sleep(r.ms);
       }
     }

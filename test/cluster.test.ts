@@ -144,12 +144,14 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
   steps.mark('set up');
   process.kill(-pid, 'SIGSTOP');
   try {
+    let settledAt = Infinity;
     const sending = txn
       .send([{ topic: l.topic, messages: [...messages(0, 10, l.tid), ...messages(1, 10, l.tid)] }])
       .then(
         (r) => ({ ok: true as const, r }),
         (e: unknown) => ({ ok: false as const, e }),
-      );
+      )
+      .finally(() => (settledAt = Date.now()));
     await waitFor(
       `${l.topic}[1] led by node ${l.answering}`,
       async () => (await partitionLeader(watcher, l.topic, 1)) === l.answering,
@@ -158,9 +160,15 @@ async function sendThroughLeaderKill(txn: PreparedTransaction, l: Awaited<Return
     steps.mark('leader moved');
     // The answering broker acknowledges partition 0 once the frozen node left its ISR (same moment).
     await sleep(2000);
+    const killAt = Date.now();
     await services(stack, ['kill', l.service]);
     const out = await sending;
     steps.mark('send settled');
+    // The interleaving the tests name: the send still pending when the victim was killed.
+    assert.ok(
+      settledAt >= killAt,
+      `the send settled ${killAt - settledAt} ms before the victim was killed (${out.ok ? 'acknowledged' : String(out.e)})`,
+    );
     return out;
   } finally {
     await watcher.disconnect().catch(() => undefined);

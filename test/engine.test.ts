@@ -22,7 +22,18 @@ import { partitionWorkflowId } from '../src/spec';
 import { SEARCH_ATTRIBUTES } from '../src/search-attributes';
 import { readAll } from '../src/verify';
 import { createOnceflowWorker } from '../src/worker';
-import { bundle, openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
+import {
+  assertFired,
+  bundle,
+  doomedWorker,
+  faultLine,
+  openDeps,
+  quietRuntime,
+  recordedFaults,
+  spawnWorker,
+  waitUntil,
+  type Deps,
+} from './support/env';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import {
   drainAndWait,
@@ -114,16 +125,9 @@ test(
  * process and returns the partition result and the verification.
  */
 async function killedThenRecovered(s: Scenario, fault: string, whileDead: () => Promise<void> = async () => undefined) {
-  const doomed = spawnWorker(s.taskQueue, {
-    ONCEFLOW_FAULTS: `${fault}:crash`,
-    ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
-  });
+  const doomed = doomedWorker(s.taskQueue, fault);
   const handle = await start(deps, s);
-  assert.equal(
-    await doomed.exited,
-    -1,
-    `the first worker died of SIGKILL at ${fault}; its stderr:\n${doomed.stderrText}`,
-  );
+  await doomed.died();
   await whileDead();
   const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
   try {
@@ -160,16 +164,9 @@ test(
       transactionTimeoutMs: 3000,
       epochsPerRun: 2,
     });
-    const doomed = spawnWorker(s.taskQueue, {
-      ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash',
-      ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
-    });
+    const doomed = doomedWorker(s.taskQueue, 'commit.before@epoch=0@partition=0');
     const handle = await start(deps, s);
-    assert.equal(
-      await doomed.exited,
-      -1,
-      `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`,
-    );
+    await doomed.died();
     // The commit activity is retried only after its heartbeat timeout (10 s), well past the 3 s
     // transaction timeout: by then the broker has aborted epoch 0's prepared transaction.
     const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
@@ -212,21 +209,25 @@ test(
     const faults = new Faults(
       parseFaults('prepare.xa-prepared@epoch=0@attempt=1:throw,prepare.xa-prepared@epoch=1@attempt=1:throw'),
     );
-    const rolledBack: string[] = [];
+    const rolledBack: { partition: number; epoch: number; xid: string }[] = [];
     const w = await createOnceflowWorker({
       settings: deps.settings,
       taskQueue: s.taskQueue,
       transforms: compareTransforms(),
       faults,
       worker: { workflowBundle: bundle() },
-      observe: (e) => void (e.kind === 'rolled-back' && rolledBack.push(e.xid)),
+      observe: (e) => void (e.kind === 'rolled-back' && rolledBack.push(e)),
     });
     const running = w.run();
     try {
       const handle = await start(deps, s);
       await drainAndWait(deps, s, handle);
       // Each failed first attempt left a prepared branch, which the retry rolled back: 2 epochs × 2 partitions.
-      assert.equal(rolledBack.length, 4, `rolled back: ${rolledBack.join(', ')}`);
+      assert.deepEqual(
+        rolledBack.map((e) => `${e.partition}/${e.epoch}`).sort(),
+        ['0/0', '0/1', '1/0', '1/1'],
+        `rolled back: ${rolledBack.map((e) => e.xid).join(', ')}`,
+      );
       const report = await verify(deps, s);
       assert.ok(report.ok, failedChecks(report));
       assert.equal(report.totals.preparedXaBranches, 0);
@@ -324,6 +325,21 @@ test(
     const running = w.run();
     try {
       await drainAndWait(deps, s, await start(deps, s));
+      // The last epoch's ledger row names another start offset than its progress marker.
+      await deps.pool.query(
+        'UPDATE onceflow_ledger SET start_offset = start_offset + 1 WHERE pipeline = ? AND epoch = 2',
+        [s.spec.name],
+      );
+      await assert.rejects((await start(deps, s)).result(), (e: unknown) => {
+        const text = causes(e);
+        assert.match(text, /epoch 2: the ledger says offsets \[201, 300\), the progress marker \[200, 300\)/);
+        assert.match(text, /ReconcileMismatch/);
+        return true;
+      });
+      await deps.pool.query(
+        'UPDATE onceflow_ledger SET start_offset = start_offset - 1 WHERE pipeline = ? AND epoch = 2',
+        [s.spec.name],
+      );
       // The MySQL side "loses" its last two epochs. One epoch apart is what a crash between the two
       // commits leaves (reconcile redoes the missing side, test/recovery.test.ts); two is not.
       await deps.pool.query('DELETE FROM onceflow_ledger WHERE pipeline = ? ORDER BY epoch DESC LIMIT 2', [
@@ -360,7 +376,7 @@ test(
   async () => {
     const s = await prepareScenario(deps, { prefix: 'xagone', records: 200, partitions: 1 });
     // The MySQL commit of epoch 0 stalls 4 s; meanwhile the prepared branch is rolled back from outside.
-    const faults = new Faults(parseFaults('commit.mysql@epoch=0@partition=0:stall=4000'));
+    const { faults, lines } = recordedFaults('commit.mysql@epoch=0@partition=0:stall=4000');
     const w = await createOnceflowWorker({
       settings: deps.settings,
       taskQueue: s.taskQueue,
@@ -375,6 +391,8 @@ test(
       const rolledBack = await rollBackWhenPrepared(deps, gtrid, 'epoch 0 prepared');
       assert.equal(rolledBack.gtrid, gtrid);
       const [result] = await drainAndWait(deps, s, handle);
+      // The commit of epoch 0 reached its MySQL side (the stall that keeps the rollback ahead of XA COMMIT).
+      assertFired(lines, faultLine('stall=4000', 'commit.mysql@epoch=0@partition=0'), 'the worker');
       assert.equal(result?.state.mysqlRedos, 1, 'the vanished branch was redone in a local transaction');
       const report = await verify(deps, s);
       assert.ok(report.ok, failedChecks(report));
@@ -419,11 +437,12 @@ test(
 /**
  * Partition 0's first epoch stays prepared for 8 s (stalled right after XA PREPARE, as a
  * crashed or cut-off worker would leave it) while partition 1 writes the same keys. Returns how
- * many epochs partition 1 committed while that branch was prepared, and its epochs in total.
+ * many epochs partition 1 committed while that branch was prepared, its epochs in total, and
+ * how long the branch was seen prepared (the stall held it: the test requires ≥ 5 s).
  */
 async function partitionsPastALingeringBranch(
   mode: 'staged' | 'direct',
-): Promise<{ whileLingering: number; total: number }> {
+): Promise<{ whileLingering: number; total: number; lingeredMs: number }> {
   const s = await prepareScenario(deps, {
     prefix: `linger-${mode}`,
     records: 1200,
@@ -431,7 +450,7 @@ async function partitionsPastALingeringBranch(
     mysqlMode: mode,
     epoch: { maxRecords: 50, maxWaitMs: 200 },
   });
-  const faults = new Faults(parseFaults('prepare.xa-prepared@epoch=0@partition=0:stall=8000'));
+  const { faults, lines } = recordedFaults('prepare.xa-prepared@epoch=0@partition=0:stall=8000');
   const w = await createOnceflowWorker({
     settings: deps.settings,
     taskQueue: s.taskQueue,
@@ -445,6 +464,7 @@ async function partitionsPastALingeringBranch(
     const gtrid = epochGtrid(s.spec.name, 0, 0);
     const lingering = async () => (await recoverXids(deps.pool, gtrid)).some((x) => x.gtrid === gtrid);
     await waitUntil('partition 0 epoch 0 prepared', lingering, 30_000, 20);
+    const since = Date.now();
     let whileLingering = 0;
     for (;;) {
       const seen = ((await lastLedgerRow(deps.pool, s.spec.name, 1))?.epoch ?? -1) + 1;
@@ -452,10 +472,16 @@ async function partitionsPastALingeringBranch(
       whileLingering = seen;
       await sleep(100);
     }
+    const lingeredMs = Date.now() - since;
+    assertFired(lines, faultLine('stall=8000', 'prepare.xa-prepared@epoch=0@partition=0'), `${mode}: the worker`);
     await drainAndWait(deps, s, handle);
     const report = await verify(deps, s);
     assert.ok(report.ok, `${mode}: ${failedChecks(report)}`);
-    return { whileLingering, total: ((await lastLedgerRow(deps.pool, s.spec.name, 1))?.epoch ?? -1) + 1 };
+    return {
+      whileLingering,
+      total: ((await lastLedgerRow(deps.pool, s.spec.name, 1))?.epoch ?? -1) + 1,
+      lingeredMs,
+    };
   } finally {
     w.shutdown();
     await running;
@@ -468,6 +494,10 @@ test(
   async () => {
     const staged = await partitionsPastALingeringBranch('staged');
     assert.equal(staged.total, 12, 'partition 1 has 600 records in epochs of 50');
+    assert.ok(
+      staged.lingeredMs >= 5000,
+      `staged: the branch stayed prepared through the stall (${JSON.stringify(staged)})`,
+    );
     assert.equal(
       staged.whileLingering,
       staged.total,
@@ -475,6 +505,10 @@ test(
     );
     // The control: writing the tables inside the branch, partition 1 queues behind its row locks.
     const direct = await partitionsPastALingeringBranch('direct');
+    assert.ok(
+      direct.lingeredMs >= 5000,
+      `direct: the branch stayed prepared through the stall (${JSON.stringify(direct)})`,
+    );
     assert.ok(
       direct.whileLingering < direct.total / 2,
       `direct: partition 1 was held back by the prepared branch's row locks (${JSON.stringify(direct)})`,

@@ -17,13 +17,25 @@ import { startPipeline } from '../src/client';
 import { committedMarkers } from '../src/kafka/progress';
 import { earliestOffset } from '../src/kafka/internals';
 import { readGroup } from '../src/activities/source';
-import { Faults, parseFaults } from '../src/faults';
+import type { Faults } from '../src/faults';
 import { prepareBranch, recoverXids } from '../src/mysql/branch';
 import { insertLedgerRows } from '../src/mysql/ledger';
 import { groupGtrid, pipelineGroupGtridPrefix } from '../src/mysql/xid';
 import { groupWorkflowId, pipelineWorkflowId } from '../src/spec';
 import { createOnceflowWorker } from '../src/worker';
-import { bundle, openDeps, quietRuntime, spawnWorker, uniqueName, waitUntil, type Deps } from './support/env';
+import {
+  assertFired,
+  bundle,
+  doomedWorker,
+  faultLine,
+  openDeps,
+  quietRuntime,
+  recordedFaults,
+  spawnWorker,
+  uniqueName,
+  waitUntil,
+  type Deps,
+} from './support/env';
 import { compareTransforms } from '../examples/flink-compare/transforms';
 import { createTopic, makeEvents, produceValues } from '../examples/flink-compare/scenario';
 import {
@@ -159,7 +171,7 @@ test(
     const s = await prepareScenario(deps, { prefix: 'gxagone', records: 200, partitions: 2, parallelism: 1 });
     // The MySQL commit of group epoch 0 stalls 4 s; meanwhile its decided branch is rolled back from
     // outside and a stale attempt's branch (as a zombie prepare leaves one) takes the members' ledger rows.
-    const faults = new Faults(parseFaults('commit.mysql@epoch=0@partition=0:stall=4000'));
+    const { faults, lines } = recordedFaults('commit.mysql@epoch=0@partition=0:stall=4000');
     await withWorker(
       s,
       async () => {
@@ -176,6 +188,8 @@ test(
           ),
         );
         const [result] = await drainAndWait(deps, s, handle);
+        // The commit of epoch 0 reached its MySQL side (the stall that keeps the rollback ahead of XA COMMIT).
+        assertFired(lines, faultLine('stall=4000', 'commit.mysql@epoch=0@partition=0'), 'the worker');
         assert.equal(result?.state.mysqlRedos, 1, 'the vanished branch was redone in a local transaction');
         assert.deepEqual(await recoverXids(deps.pool, gtrid), [], 'the stale branch was rolled back');
         const report = await verify(deps, s);
@@ -244,16 +258,9 @@ test(
   { timeout: 240_000 },
   async () => {
     const s = await prepareScenario(deps, { prefix: 'gkill', records: 800, partitions: 4, parallelism: 2 });
-    const doomed = spawnWorker(s.taskQueue, {
-      ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash',
-      ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
-    });
+    const doomed = doomedWorker(s.taskQueue, 'commit.before@epoch=1@partition=0');
     const handle = await start(deps, s);
-    assert.equal(
-      await doomed.exited,
-      -1,
-      `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`,
-    );
+    await doomed.died();
     const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
     try {
       const results = await drainAndWait(deps, s, handle);
@@ -284,16 +291,9 @@ test(
       transactionTimeoutMs: 3000,
       epochsPerRun: 2,
     });
-    const doomed = spawnWorker(s.taskQueue, {
-      ONCEFLOW_FAULTS: 'commit.before@epoch=0@partition=0:crash',
-      ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
-    });
+    const doomed = doomedWorker(s.taskQueue, 'commit.before@epoch=0@partition=0');
     const handle = await start(deps, s);
-    assert.equal(
-      await doomed.exited,
-      -1,
-      `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`,
-    );
+    await doomed.died();
     // The advance activity is retried after its 10 s heartbeat timeout, past the 3 s transaction timeout.
     const second = spawnWorker(s.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
     try {
@@ -325,12 +325,9 @@ test(
   { timeout: 240_000 },
   async () => {
     const s = await prepareScenario(deps, { prefix: 'gleft', records: 600, partitions: 2, parallelism: 1 });
-    const doomed = spawnWorker(s.taskQueue, {
-      ONCEFLOW_FAULTS: 'commit.before@epoch=1@partition=0:crash',
-      ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath,
-    });
+    const doomed = doomedWorker(s.taskQueue, 'commit.before@epoch=1@partition=0');
     await start(deps, s);
-    assert.equal(await doomed.exited, -1, `the first worker died at commit.before; its stderr:\n${doomed.stderrText}`);
+    await doomed.died();
     const left = await recoverXids(deps.pool, pipelineGroupGtridPrefix(s.spec.name));
     assert.ok(left.length >= 1, 'group epoch 1 left its XA branch prepared');
     for (const id of [pipelineWorkflowId(s.spec.name), groupWorkflowId(s.spec.name, 0)])

@@ -102,7 +102,7 @@ for (const point of points) {
         const hit = new RegExp(`freeze=${FREEZE_MS} at ${point.replace('.', '\\.')} epoch=${epoch} partition=0`);
         await waitUntil(
           `worker A to freeze at ${point} of epoch ${epoch}`,
-          async () => hit.test(frozen.stderrText),
+          async () => frozen.faultLines.some((l) => hit.test(l)),
           120_000,
         ).catch((e) => {
           throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
@@ -128,7 +128,11 @@ for (const point of points) {
           worst.every((w) => w.gapMs <= LIVENESS_BOUND_MS),
           `longest no-progress time over ${LIVENESS_BOUND_MS / 1000} s while worker A was frozen at ${point}: ${report}`,
         );
-        await waitUntil('worker A to thaw', async () => /thawed at/.test(frozen.stderrText), FREEZE_MS + 30_000);
+        await waitUntil(
+          'worker A to thaw',
+          async () => frozen.faultLines.some((l) => l.startsWith('[faults] thawed at')),
+          FREEZE_MS + 30_000,
+        );
         await drainAndWait(deps, s, handle);
         const verified = await verify(deps, s);
         assert.ok(verified.ok, failedChecks(verified));

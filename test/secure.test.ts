@@ -23,7 +23,7 @@ import { recoverXids } from '../src/mysql/branch';
 import { partitionGtridPrefix } from '../src/mysql/xid';
 import { partitionWorkflowId, pipelineWorkflowId } from '../src/spec';
 import { failureOf } from '../src/workflows/partition';
-import { spawnWorker, type Deps } from './support/env';
+import { assertFired, faultLine, spawnWorker, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 
 const ROOT = join(__dirname, '..');
@@ -120,7 +120,7 @@ async function within<T>(what: string, ms: number, p: Promise<T>, more: () => st
 }
 
 function watched(w: ReturnType<typeof spawnWorker>, what: string) {
-  void w.exited.then(() => seen.push({ what, text: w.stderrText }));
+  void w.exited.then(() => seen.push({ what, text: w.fullStderr }));
   return w;
 }
 
@@ -161,6 +161,7 @@ test(
       -1,
       `the first worker died of SIGKILL at commit.before; its stderr:\n${doomed.stderrText}`,
     );
+    assertFired(doomed.faultLines, faultLine('SIGKILL', 'commit.before@epoch=1@partition=0'), 'the first worker');
     const second = watched(spawnWorker(s.taskQueue, { ONCEFLOW_SERVICES_ENV: PIPELINE_ENV }), 'worker (recovering)');
     try {
       await within('the drain on the second worker', 120_000, drainAndWait(admin, s, handle), () =>

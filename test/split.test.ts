@@ -21,12 +21,21 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ObservedEvent } from '../src/activities/observe';
 import { main } from '../src/cli';
-import { Faults, parseFaults } from '../src/faults';
 import { groupWorkflowId, partitionWorkflowId, pipelineWorkflowId } from '../src/spec';
 import type { KafkaSplit } from '../src/protocol';
 import { createOnceflowWorker } from '../src/worker';
 import { compareTransforms } from '../examples/flink-compare/transforms';
-import { bundle, openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
+import {
+  assertFired,
+  bundle,
+  faultLine,
+  openDeps,
+  quietRuntime,
+  recordedFaults,
+  spawnWorker,
+  waitUntil,
+  type Deps,
+} from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
 
 let deps: Deps;
@@ -48,12 +57,13 @@ async function splitRun(commits: 'markers' | 'outputs', parallelism?: number) {
   });
   const splits: KafkaSplit[] = [];
   const redos: ObservedEvent[] = [];
+  const { faults, lines } = recordedFaults(`commit.before@epoch=1@partition=0@attempt=1:split=${commits}`);
   const w = await createOnceflowWorker({
     settings: deps.settings,
     taskQueue: s.taskQueue,
     transforms: compareTransforms(),
     // Ungrouped: partition 0's epoch 1; grouped: group 0's group epoch 1.
-    faults: new Faults(parseFaults(`commit.before@epoch=1@partition=0@attempt=1:split=${commits}`)),
+    faults,
     observe: (e) => {
       if (e.kind === 'split') splits.push(e.split);
       if (e.kind === 'redo') redos.push(e);
@@ -64,6 +74,8 @@ async function splitRun(commits: 'markers' | 'outputs', parallelism?: number) {
   try {
     const handle = await start(deps, s);
     const results = await drainAndWait(deps, s, handle);
+    // The split is the one the fault made, at that epoch's commit (a single broker splits nothing on its own).
+    assertFired(lines, faultLine(`split=${commits}`, 'commit.before@epoch=1@partition=0@attempt=1'), 'the worker');
     const report = await verify(deps, s);
     return { s, results, report, splits, redos };
   } finally {
@@ -146,9 +158,10 @@ async function splitThenAbandon(commits: 'markers' | 'outputs', parallelism?: nu
     await start(deps, s);
     await waitUntil(
       'the worker to split epoch 1 and stall',
-      async () => /stall=120000 at commit\.before epoch=1/.test(doomed.stderrText),
+      async () => doomed.faultLines.some((l) => faultLine('stall=120000', at).test(l)),
       90_000,
     );
+    assertFired(doomed.faultLines, faultLine(`split=${commits}`, at), 'the worker');
     const ids = parallelism
       ? [groupWorkflowId(s.spec.name, 0)]
       : [0, 1].map((p) => partitionWorkflowId(s.spec.name, p));

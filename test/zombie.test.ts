@@ -18,11 +18,10 @@ import { test, before, after } from 'node:test';
 import { temporal } from '@temporalio/proto';
 import assert from 'node:assert/strict';
 import { compareTransforms } from '../examples/flink-compare/transforms';
-import { Faults, parseFaults } from '../src/faults';
 import { createOnceflowWorker } from '../src/worker';
 import type { ObservedEvent } from '../src/activities/observe';
 import { partitionWorkflowId } from '../src/spec';
-import { openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
+import { assertFired, openDeps, quietRuntime, recordedFaults, spawnWorker, waitUntil, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 
 let deps: Deps;
@@ -36,29 +35,23 @@ after(async () => deps.close());
 const RECOVERY_BOUND_MS = 90_000;
 
 /** Worker B, in this process: the second worker of a deployment, collecting recovery events. */
-function workerB(s: Scenario, events: unknown[], faults: string, observe?: (e: ObservedEvent) => void) {
+function workerB(
+  s: Scenario,
+  events: unknown[],
+  faults: ReturnType<typeof recordedFaults>['faults'] | undefined,
+  observe?: (e: ObservedEvent) => void,
+) {
   return createOnceflowWorker({
     settings: deps.settings,
     taskQueue: s.taskQueue,
     transforms: compareTransforms(),
     worker: { workflowBundle: { codePath: process.env.ONCEFLOW_WORKFLOW_BUNDLE ?? '' } },
-    faults: new Faults(parseFaults(faults)),
+    ...(faults ? { faults } : {}),
     observe: (e) => {
       observe?.(e);
       if (e.kind === 'redo' || e.kind === 'rolled-back' || e.kind === 'retry') events.push(e);
     },
   });
-}
-
-/** When this process first wrote a stderr line matching `line` (a fault of the in-process worker B fired), until `stop`. */
-function watchStderr(line: RegExp): { began: () => number | undefined; stop: () => void } {
-  const write = process.stderr.write.bind(process.stderr);
-  let at: number | undefined;
-  process.stderr.write = ((chunk: string | Uint8Array, ...rest: unknown[]) => {
-    if (at === undefined && line.test(String(chunk))) at = Date.now();
-    return (write as (...a: unknown[]) => boolean)(chunk, ...rest);
-  }) as typeof process.stderr.write;
-  return { began: () => at, stop: () => void (process.stderr.write = write) };
 }
 
 /**
@@ -85,7 +78,7 @@ async function thawAndRecover(
   ]);
   assert.ok(result);
   assert.ok(Date.now() - thawedAt < RECOVERY_BOUND_MS);
-  assert.match(frozen.stderrText, thawed);
+  assertFired(frozen.faultLines, thawed, 'worker A');
   const report = await verify(deps, s);
   assert.ok(report.ok, `${failedChecks(report)}\nworker A:\n${frozen.stderrText}`);
   assert.equal(report.totals.sourceRecords, 600);
@@ -125,25 +118,26 @@ test(
       ONCEFLOW_FAULTS:
         'prepare.start@epoch=2@partition=0@attempt=1:throw,prepare.start@epoch=2@partition=0@attempt=2:freeze=240000',
     });
-    const { began: stallBegan, stop: stopWatching } = watchStderr(
-      /\[faults\] stall=20000 at commit\.mysql epoch=2 partition=0 /,
-    );
+    const bFaults = recordedFaults('commit.mysql@epoch=2@partition=0:stall=20000');
     let healthy: Awaited<ReturnType<typeof createOnceflowWorker>> | undefined;
     let running: Promise<void> | undefined;
     try {
       const handle = await start(deps, s);
       await waitUntil(
         'worker A to freeze in prepare(epoch 2) attempt 2',
-        async () => /freeze=240000 at prepare\.start epoch=2/.test(frozen.stderrText),
+        async () =>
+          frozen.faultLines.some((l) => /freeze=240000 at prepare\.start epoch=2 partition=0 attempt=2 /.test(l)),
         120_000,
       ).catch((e) => {
         throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
       });
+      // Attempt 2 exists because attempt 1 failed by its injected throw.
+      assertFired(frozen.faultLines, /throw at prepare\.start epoch=2 partition=0 attempt=1 /, 'worker A');
       // Worker B takes over; it holds epoch 2's XA COMMIT back for 20 s, the window in which the
       // decided branch is prepared and the zombie wakes.
       const stallSeen: string[] = [];
       const events: unknown[] = [];
-      healthy = await workerB(s, events, 'commit.mysql@epoch=2@partition=0:stall=20000', (e) => {
+      healthy = await workerB(s, events, bFaults.faults, (e) => {
         if (e.kind === 'prepared' && e.epoch === 2) stallSeen.push('prepared');
       });
       running = healthy.run();
@@ -153,18 +147,17 @@ test(
         150_000,
       );
       // Thaw the zombie while the decided branch awaits its XA COMMIT: once B's stall (its fault
-      // line, written by this process) has begun. A fixed 2 s after B's prepare was not enough in
+      // line, told by its Faults) has begun. A fixed 2 s after B's prepare was not enough in
       // a run of 2026-12-06 (the stall began after the thaw; why the commit came late is not
       // known), so the stall itself is waited for.
       await waitUntil(
         "worker B's XA COMMIT of epoch 2 held back (its stall fired)",
-        async () => stallBegan() !== undefined,
+        async () => bFaults.firedAt(/stall=20000 at commit\.mysql epoch=2 partition=0 /) !== undefined,
         60_000,
       );
       await new Promise((r) => setTimeout(r, 1000));
       await thawAndRecover(s, handle, frozen, /thawed at prepare\.start epoch=2/, events);
     } finally {
-      stopWatching();
       await stopBoth(frozen, healthy, running);
     }
   },
@@ -194,14 +187,14 @@ test(
       const handle = await start(deps, s);
       await waitUntil(
         'worker A to freeze after XA PREPARE of epoch 2',
-        async () => /freeze=400000 at prepare\.xa-prepared epoch=2/.test(frozen.stderrText),
+        async () => frozen.faultLines.some((l) => /freeze=400000 at prepare\.xa-prepared epoch=2 partition=0 /.test(l)),
         120_000,
       ).catch((e) => {
         throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
       });
       // Worker B joins, as the second worker of a deployment would.
       const events: unknown[] = [];
-      healthy = await workerB(s, events, '');
+      healthy = await workerB(s, events, undefined);
       running = healthy.run();
       // The frozen attempt times out (heartbeat timeout) and a retry starts on B (A's one slot is
       // taken); the frozen branch's locks block it until A thaws.

@@ -68,6 +68,8 @@ export class Injector {
         ? await this.groupEpoch(f.partition)
         : (win.before.get(f.partition) ?? -1) + 1;
     const lasts = await this.inject(f.kind, f.worker, f, rec, next);
+    // A worker fault that found no process to signal did nothing: not counted as injected.
+    if (lasts === null) return;
     if (f.kind === 'worker-freeze') this.workerThawAt = Date.now() + FREEZE_MS + 1000;
     rec.faultMs = Math.max(Date.now() - win.t0, lasts);
     rec.injected = true;
@@ -118,19 +120,34 @@ export class Injector {
       else if (f.kind === 'worker-kill' || f.kind === SPLIT_KIND) rec.faultMs = 0;
       else {
         const lasts = await this.inject(f.kind, hit.worker, f, rec, e);
-        rec.faultMs = Math.max(Date.now() - win.t0, lasts);
+        rec.faultMs = Math.max(Date.now() - win.t0, lasts ?? 0);
       }
     }
   }
 
-  /** Injects a fault; resolves when the injection returned, with how long the fault lasts from its start (cuts and freezes outlast it). */
+  /**
+   * Signals worker i with `act` (kill or freeze) once it has a process — one killed just before is
+   * restarted after 0.5 s —; false, with a note, if none came within 10 s.
+   */
+  private async signal(i: number, act: (i: number) => number | undefined, rec?: FaultRecord): Promise<boolean> {
+    const deadline = Date.now() + 10_000;
+    while (this.workers.pid(i) === undefined && Date.now() < deadline) await sleep(100);
+    if (act(i) !== undefined) return true;
+    if (rec) rec.note += `worker ${i} had no process to signal; `;
+    return false;
+  }
+
+  /**
+   * Injects a fault; resolves when the injection returned, with how long the fault lasts from its
+   * start (cuts and freezes outlast it), or null when a worker fault found no process to signal.
+   */
   private async inject(
     kind: PlannedFault['kind'],
     worker: number,
     f: PlannedFault,
     rec?: FaultRecord,
     epoch?: number,
-  ): Promise<number> {
+  ): Promise<number | null> {
     const { stack, proxies } = this.env;
     switch (kind) {
       case 'kafka-txn-coordinator-kill':
@@ -139,12 +156,10 @@ export class Injector {
         await this.killNode(kind, f, rec, epoch ?? 0);
         return 0;
       case 'worker-kill':
-        this.workers.kill(worker);
-        return 0;
+        return (await this.signal(worker, (i) => this.workers.kill(i), rec)) ? 0 : null;
       case 'worker-freeze':
-        this.workers.freeze(worker, FREEZE_MS);
         // Measured from the freeze's start, as at a protocol step: the other worker carries on.
-        return 0;
+        return (await this.signal(worker, (i) => this.workers.freeze(i, FREEZE_MS), rec)) ? 0 : null;
       case 'kafka-restart':
       case 'mariadb-restart':
       case 'temporal-restart':
@@ -166,13 +181,17 @@ export class Injector {
       case 'mariadb-freeze':
         await this.freezer.freeze(stack, kind.replace('-freeze', '') as 'temporal' | 'kafka' | 'mariadb', f.freezeMs);
         return f.freezeMs;
-      case 'worker-kill+kafka-restart':
-        this.workers.kill(worker);
+      case 'worker-kill+kafka-restart': {
+        const killed = await this.signal(worker, (i) => this.workers.kill(i), rec);
         await services(stack, ['restart', 'kafka']);
-        return 0;
-      case 'workers-kill-all':
-        for (let i = 0; i < this.env.o.workers; i++) this.workers.kill(i);
-        return 0;
+        return killed ? 0 : null;
+      }
+      case 'workers-kill-all': {
+        let killed = true;
+        for (let i = 0; i < this.env.o.workers; i++)
+          killed = (await this.signal(i, (j) => this.workers.kill(j), rec)) && killed;
+        return killed ? 0 : null;
+      }
       case 'mariadb+temporal-restart':
         await Promise.all([services(stack, ['restart', 'mariadb']), services(stack, ['restart', 'temporal'])]);
         return 0;

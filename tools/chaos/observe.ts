@@ -41,6 +41,7 @@ export class WorkerReports {
     rolledBackBranches: 0,
     txnTimeoutPrecursors: 0,
     proxyResets: 0,
+    proxyResetsBy: { kafka: 0, mysql: 0 },
     inputSendRetries: 0,
     landedCheckFailures: 0,
   };

@@ -150,7 +150,9 @@ export function renderReport(r: CampaignResult): string {
       `| Kafka transactions split (committed on some partitions, aborted on others), detected and repaired | ${r.evidence.kafkaSplits} epochs |`,
     );
   out.push(`| sink throws | ${r.evidence.sinkThrows} |`);
-  out.push(`| proxied sockets reset by cuts | ${r.evidence.proxyResets} |`);
+  out.push(
+    `| proxied sockets reset by cuts | ${r.evidence.proxyResets}${r.evidence.proxyResetsBy ? ` (Kafka ${r.evidence.proxyResetsBy.kafka}, MySQL ${r.evidence.proxyResetsBy.mysql})` : ''} |`,
+  );
   out.push(`| input sends retried (broker down) | ${r.evidence.inputSendRetries} |`);
   if (r.evidence.landedCheckFailures !== undefined)
     out.push(

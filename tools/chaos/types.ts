@@ -131,6 +131,8 @@ export interface CampaignResult {
     rolledBackBranches: number;
     txnTimeoutPrecursors: number;
     proxyResets: number;
+    /** proxyResets by the service cut off (absent in results of older versions). */
+    proxyResetsBy?: { kafka: number; mysql: number };
     inputSendRetries: number;
     /** prepare attempts failed by src/kafka/landed.ts (an acknowledgement without a partition it carried, or records short in the log). */
     landedCheckFailures?: number;

@@ -56,7 +56,9 @@ export async function judgeCampaign(env: CampaignEnv, run: RunOutcome): Promise<
   const { evidence, faults } = run;
   evidence.workerSigkills = run.workers.exits.filter((x) => x.signal === 'SIGKILL' && !x.duringStop).length;
   evidence.workerRestarts = run.workers.starts - o.workers;
-  evidence.proxyResets = [...env.proxies.kafka, ...env.proxies.mysql].reduce((a, p) => a + p.resets, 0);
+  const resets = (ps: { resets: number }[]) => ps.reduce((a, p) => a + p.resets, 0);
+  evidence.proxyResetsBy = { kafka: resets(env.proxies.kafka), mysql: resets(env.proxies.mysql) };
+  evidence.proxyResets = evidence.proxyResetsBy.kafka + evidence.proxyResetsBy.mysql;
   evidence.inputSendRetries = run.feeder.sendErrors;
 
   const plannedKinds = new Set<FaultKind>([...run.plan.map((f) => f.kind), 'sink-throw', 'poison']);

@@ -25,22 +25,32 @@ export async function recoverXids(db: Pool | PoolConnection, gtridPrefix: string
   return out;
 }
 
-const NOTA = Symbol('XAER_NOTA');
-
 /**
- * The one reading of XAER_NOTA: MariaDB answers it alike for a branch that is no longer prepared
- * (committed or rolled back) and for one still attached to the session that prepared it, which
- * XA RECOVER lists. That session closes within milliseconds of XA PREPARE (prepareBranch ends
- * it), so `act` is asked again every 25 ms for up to 1 s while XA RECOVER lists the branch; then
- * a TransientError (an activity retries; `onceflow transactions --resolve` says to run again).
- * `act` returns NOTA for an XAER_NOTA answer.
+ * XA COMMIT or XA ROLLBACK of `xid` from any connection: `done` when it succeeded (or answered an
+ * errno of `alsoDone`), 'not-prepared' when the branch is no longer prepared. The one reading of
+ * XAER_NOTA: MariaDB answers it alike for a branch no longer prepared (committed or rolled back)
+ * and for one still attached to the session that prepared it, which XA RECOVER lists. That
+ * session closes within milliseconds of XA PREPARE (prepareBranch ends it), so the statement is
+ * tried again every 25 ms for up to 1 s while XA RECOVER lists the branch; then a TransientError
+ * (an activity retries; `onceflow transactions --resolve` says to run again).
  */
-async function whenDetached<T>(pool: Pool, xid: Xid, act: () => Promise<T | typeof NOTA>): Promise<T | typeof NOTA> {
+async function endBranch<T extends string>(
+  pool: Pool,
+  xid: Xid,
+  verb: 'COMMIT' | 'ROLLBACK',
+  done: T,
+  alsoDone: number[] = [],
+): Promise<T | 'not-prepared'> {
   for (let i = 0; ; i++) {
-    const r = await act();
-    if (r !== NOTA) return r;
+    try {
+      await pool.query(`XA ${verb} ${xidSql(xid)}`);
+      return done;
+    } catch (e) {
+      if (alsoDone.includes(sqlErrno(e) ?? -1)) return done;
+      if (sqlErrno(e) !== ER_XAER_NOTA) throw e;
+    }
     const listed = await recoverXids(pool, xid.gtrid);
-    if (!listed.some((x) => x.bqual === xid.bqual)) return NOTA;
+    if (!listed.some((x) => x.bqual === xid.bqual)) return 'not-prepared';
     if (i >= 40)
       throw new TransientError(
         `XA branch ${xidToString(xid)} is still attached to the session that prepared it (that worker's MySQL connection has not closed); try again shortly`,
@@ -51,17 +61,8 @@ async function whenDetached<T>(pool: Pool, xid: Xid, act: () => Promise<T | type
 
 /** XA ROLLBACK from any connection: 'rolled-back', or 'gone' (no longer prepared: committed or rolled back before). */
 export async function rollbackXid(pool: Pool, x: Xid): Promise<'rolled-back' | 'gone'> {
-  const r = await whenDetached(pool, x, async () => {
-    try {
-      await pool.query(`XA ROLLBACK ${xidSql(x)}`);
-      return 'rolled-back' as const;
-    } catch (e) {
-      if (sqlErrno(e) === ER_XAER_NOTA) return NOTA;
-      if (sqlErrno(e) === ER_XA_RBROLLBACK) return 'rolled-back' as const;
-      throw e;
-    }
-  });
-  return r === NOTA ? 'gone' : r;
+  const r = await endBranch(pool, x, 'ROLLBACK', 'rolled-back', [ER_XA_RBROLLBACK]);
+  return r === 'not-prepared' ? 'gone' : r;
 }
 
 /**
@@ -148,23 +149,14 @@ export async function prepareBranch(
 /**
  * XA COMMIT from any connection. Returns 'committed', 'already' (the ledger row shows it
  * committed earlier) or 'gone' (neither prepared nor committed: it was rolled back; the caller
- * redoes the MySQL side). A branch still attached to its preparing session: whenDetached.
+ * redoes the MySQL side). A branch still attached to its preparing session: endBranch.
  */
 export async function commitBranch(
   pool: Pool,
   xid: Xid,
   ledger: { pipeline: string; partition: number; epoch: number },
 ): Promise<'committed' | 'already' | 'gone'> {
-  const r = await whenDetached(pool, xid, async () => {
-    try {
-      await pool.query(`XA COMMIT ${xidSql(xid)}`);
-      return 'committed' as const;
-    } catch (e) {
-      if (sqlErrno(e) === ER_XAER_NOTA) return NOTA;
-      throw e;
-    }
-  });
-  if (r !== NOTA) return r;
+  if ((await endBranch(pool, xid, 'COMMIT', 'committed')) === 'committed') return 'committed';
   // Not prepared any more: committed before (its ledger row is there) or rolled back.
   const row = await ledgerRow(pool, ledger.pipeline, ledger.partition, ledger.epoch);
   return row ? 'already' : 'gone';

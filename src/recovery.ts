@@ -207,9 +207,7 @@ export async function examinePartition(
   let last = -1;
   let end = 0;
   let refuse: string | undefined;
-  if (L === M && L >= 0 && (ledger!.start !== marker!.start || ledger!.end !== marker!.end))
-    refuse = `epoch ${L}: the ledger says offsets [${ledger!.start}, ${ledger!.end}), the progress marker [${marker!.start}, ${marker!.end})`;
-  else if (L === M || L === M + 1 || M === L + 1) {
+  if (L === M || L === M + 1 || M === L + 1) {
     last = Math.max(L, M);
     if (last >= 0) end = last === L ? ledger!.end : marker!.end;
   } else {
@@ -223,7 +221,9 @@ export async function examinePartition(
     branches.set(g.epoch, [...(branches.get(g.epoch) ?? []), { xid: xidToString(x), token: bqualToken(x.bqual) }]);
   }
   const pending = new Set((await pendingEpochs(deps.pool, spec.name, partition)).map((x) => x.epoch));
-  const epochNumbers = [...new Set([...branches.keys(), ...pending, ...(L !== M && last >= 0 ? [last] : [])])].sort(
+  // The last epoch always: recoverEpoch judges it (a ledger row and marker of one epoch that
+  // name different offsets are refused there, the one place that decides it).
+  const epochNumbers = [...new Set([...branches.keys(), ...pending, ...(last >= 0 ? [last] : [])])].sort(
     (a, b) => a - b,
   );
 
@@ -320,9 +320,8 @@ export async function carryOut(
         case 'leave':
           done.push(`partition ${p} epoch ${epoch}: XA ${a.xid} left alone: ${a.why}`);
           break;
-        case 'refuse':
-          done.push(`partition ${p} epoch ${epoch}: not decided: ${a.why}`);
-          break;
+        case 'refuse': // never here: a refused epoch sets f.refuse, and callers stop before carryOut
+          throw new Error(`partition ${p} epoch ${epoch}: not decidable: ${a.why}`);
       }
     }
   }

@@ -332,7 +332,7 @@ test(
       );
       await assert.rejects((await start(deps, s)).result(), (e: unknown) => {
         const text = causes(e);
-        assert.match(text, /epoch 2: the ledger says offsets \[201, 300\), the progress marker \[200, 300\)/);
+        assert.match(text, /epoch 2: the progress marker says offsets \[200, 300\), the ledger \[201, 300\)/);
         assert.match(text, /ReconcileMismatch/);
         return true;
       });

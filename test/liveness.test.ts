@@ -24,7 +24,7 @@ import type { FaultPoint } from '../src/faults';
 import { lastLedgerRow } from '../src/mysql/ledger';
 import { createOnceflowWorker } from '../src/worker';
 import { compareTransforms } from '../examples/flink-compare/transforms';
-import { openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
+import { faultFired, openDeps, quietRuntime, spawnWorker, waitUntil, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
 
 /** The longest a partition may go without a committed epoch while a healthy worker polls. */
@@ -99,14 +99,7 @@ for (const point of points) {
       let running: Promise<void> | undefined;
       try {
         const handle = await start(deps, s);
-        const hit = new RegExp(`freeze=${FREEZE_MS} at ${point.replace('.', '\\.')} epoch=${epoch} partition=0`);
-        await waitUntil(
-          `worker A to freeze at ${point} of epoch ${epoch}`,
-          async () => frozen.faultLines.some((l) => hit.test(l)),
-          120_000,
-        ).catch((e) => {
-          throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
-        });
+        await faultFired(frozen, `freeze=${FREEZE_MS}`, `${point}@epoch=${epoch}@partition=0`);
         const frozenAt = Date.now();
         healthy = await createOnceflowWorker({
           settings: deps.settings,

@@ -17,7 +17,7 @@ import type { EpochEvidence } from '../src/protocol/epoch';
 import { carryOut, type PartitionFindings } from '../src/recovery';
 import { partitionWorkflowId, pipelineWorkflowId, type PipelineSpec } from '../src/spec';
 import { createOnceflowWorker } from '../src/worker';
-import { faultLine, openDeps, quietRuntime, spawnWorker, uniqueName, waitUntil, type Deps } from './support/env';
+import { faultFired, openDeps, quietRuntime, spawnWorker, uniqueName, type Deps } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 import { cli } from './support/cli';
 
@@ -36,11 +36,7 @@ async function crashMidCommit(s: Scenario, fault: string): Promise<void> {
   });
   try {
     await start(deps, s);
-    await waitUntil(
-      `the worker to stall at ${fault} of epoch 1`,
-      async () => doomed.faultLines.some((l) => faultLine('stall=120000', `${fault}@epoch=1@partition=0`).test(l)),
-      90_000,
-    );
+    await faultFired(doomed, 'stall=120000', `${fault}@epoch=1@partition=0`, 90_000);
     await new Promise((r) => setTimeout(r, 1000)); // the other side of the commit finishes
     for (const id of [partitionWorkflowId(s.spec.name, 0), pipelineWorkflowId(s.spec.name)])
       await deps.client.workflow.getHandle(id).terminate('recovery.test.ts: operator gave up');

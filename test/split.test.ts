@@ -28,12 +28,12 @@ import { compareTransforms } from '../examples/flink-compare/transforms';
 import {
   assertFired,
   bundle,
+  faultFired,
   faultLine,
   openDeps,
   quietRuntime,
   recordedFaults,
   spawnWorker,
-  waitUntil,
   type Deps,
 } from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
@@ -156,11 +156,7 @@ async function splitThenAbandon(commits: 'markers' | 'outputs', parallelism?: nu
   });
   try {
     await start(deps, s);
-    await waitUntil(
-      'the worker to split epoch 1 and stall',
-      async () => doomed.faultLines.some((l) => faultLine('stall=120000', at).test(l)),
-      90_000,
-    );
+    await faultFired(doomed, 'stall=120000', at, 90_000);
     assertFired(doomed.faultLines, faultLine(`split=${commits}`, at), 'the worker');
     const ids = parallelism
       ? [groupWorkflowId(s.spec.name, 0)]

@@ -21,7 +21,17 @@ import { compareTransforms } from '../examples/flink-compare/transforms';
 import { createOnceflowWorker } from '../src/worker';
 import type { ObservedEvent } from '../src/activities/observe';
 import { partitionWorkflowId } from '../src/spec';
-import { assertFired, openDeps, quietRuntime, recordedFaults, spawnWorker, waitUntil, type Deps } from './support/env';
+import {
+  assertFired,
+  faultFired,
+  faultLine,
+  openDeps,
+  quietRuntime,
+  recordedFaults,
+  spawnWorker,
+  waitUntil,
+  type Deps,
+} from './support/env';
 import { drainAndWait, failedChecks, prepareScenario, start, verify, type Scenario } from './support/pipeline';
 
 let deps: Deps;
@@ -123,16 +133,10 @@ test(
     let running: Promise<void> | undefined;
     try {
       const handle = await start(deps, s);
-      await waitUntil(
-        'worker A to freeze in prepare(epoch 2) attempt 2',
-        async () =>
-          frozen.faultLines.some((l) => /freeze=240000 at prepare\.start epoch=2 partition=0 attempt=2 /.test(l)),
-        120_000,
-      ).catch((e) => {
-        throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
-      });
+      // Worker A freezes in prepare(epoch 2) attempt 2.
+      await faultFired(frozen, 'freeze=240000', 'prepare.start@epoch=2@partition=0@attempt=2');
       // Attempt 2 exists because attempt 1 failed by its injected throw.
-      assertFired(frozen.faultLines, /throw at prepare\.start epoch=2 partition=0 attempt=1 /, 'worker A');
+      assertFired(frozen.faultLines, faultLine('throw', 'prepare.start@epoch=2@partition=0@attempt=1'), 'worker A');
       // Worker B takes over; it holds epoch 2's XA COMMIT back for 20 s, the window in which the
       // decided branch is prepared and the zombie wakes.
       const stallSeen: string[] = [];
@@ -185,13 +189,7 @@ test(
     let running: Promise<void> | undefined;
     try {
       const handle = await start(deps, s);
-      await waitUntil(
-        'worker A to freeze after XA PREPARE of epoch 2',
-        async () => frozen.faultLines.some((l) => /freeze=400000 at prepare\.xa-prepared epoch=2 partition=0 /.test(l)),
-        120_000,
-      ).catch((e) => {
-        throw new Error(`${(e as Error).message}; worker A's stderr:\n${frozen.stderrText}`);
-      });
+      await faultFired(frozen, 'freeze=400000', 'prepare.xa-prepared@epoch=2@partition=0');
       // Worker B joins, as the second worker of a deployment would.
       const events: unknown[] = [];
       healthy = await workerB(s, events, undefined);

@@ -127,6 +127,26 @@ export function assertFired(lines: readonly string[], line: RegExp, whose: strin
 export const faultLine = (action: string, fault: string) =>
   new RegExp(`^\\[faults\\] ${action} at ${fault.replace(/\./g, '\\.').replace(/@/g, ' ')} `);
 
+/**
+ * Waits until worker process `w` writes the `[faults]` line of `action` at `fault` (faultLine);
+ * on a timeout the error carries the worker's stderr.
+ */
+export async function faultFired(
+  w: { faultLines: string[]; stderrText: string },
+  action: string,
+  fault: string,
+  timeoutMs = 120_000,
+): Promise<void> {
+  const line = faultLine(action, fault);
+  await waitUntil(
+    `the worker's fault ${action} at ${fault}`,
+    async () => w.faultLines.some((l) => line.test(l)),
+    timeoutMs,
+  ).catch((e: unknown) => {
+    throw new Error(`${(e as Error).message}; its stderr:\n${w.stderrText}`);
+  });
+}
+
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function waitUntil<T>(

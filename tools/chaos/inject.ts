@@ -120,7 +120,12 @@ export class Injector {
       else if (f.kind === 'worker-kill' || f.kind === SPLIT_KIND) rec.faultMs = 0;
       else {
         const lasts = await this.inject(f.kind, hit.worker, f, rec, e);
-        rec.faultMs = Math.max(Date.now() - win.t0, lasts ?? 0);
+        // Nothing injected (no worker process to signal): armed again, as at a random moment it is not counted.
+        if (lasts === null) {
+          rec.injected = false;
+          continue;
+        }
+        rec.faultMs = Math.max(Date.now() - win.t0, lasts);
       }
     }
   }
@@ -139,7 +144,9 @@ export class Injector {
 
   /**
    * Injects a fault; resolves when the injection returned, with how long the fault lasts from its
-   * start (cuts and freezes outlast it), or null when a worker fault found no process to signal.
+   * start (cuts and freezes outlast it), or null when nothing was injected: a worker fault found
+   * no process to signal. A compound fault of which a part happened counts (the note names the
+   * worker that had no process).
    */
   private async inject(
     kind: PlannedFault['kind'],
@@ -181,16 +188,15 @@ export class Injector {
       case 'mariadb-freeze':
         await this.freezer.freeze(stack, kind.replace('-freeze', '') as 'temporal' | 'kafka' | 'mariadb', f.freezeMs);
         return f.freezeMs;
-      case 'worker-kill+kafka-restart': {
-        const killed = await this.signal(worker, (i) => this.workers.kill(i), rec);
+      case 'worker-kill+kafka-restart':
+        await this.signal(worker, (i) => this.workers.kill(i), rec);
         await services(stack, ['restart', 'kafka']);
-        return killed ? 0 : null;
-      }
+        return 0;
       case 'workers-kill-all': {
-        let killed = true;
+        let killed = 0;
         for (let i = 0; i < this.env.o.workers; i++)
-          killed = (await this.signal(i, (j) => this.workers.kill(j), rec)) && killed;
-        return killed ? 0 : null;
+          if (await this.signal(i, (j) => this.workers.kill(j), rec)) killed++;
+        return killed > 0 ? 0 : null;
       }
       case 'mariadb+temporal-restart':
         await Promise.all([services(stack, ['restart', 'mariadb']), services(stack, ['restart', 'temporal'])]);

@@ -61,6 +61,8 @@ if ((needs_chromium)) && ! command -v chromium >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
 fi
 if ((needs_services)); then
+  # Names XA branches an earlier run left prepared on this stack (it only reports).
+  npx tsx test/support/leftovers.ts
   npx tsc --noEmit -p .
   # The onceflow bin runs the compiled package (dist/), as an installed copy would.
   rm -rf dist && npx tsc -p tsconfig.build.json

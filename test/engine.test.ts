@@ -515,3 +515,61 @@ test(
     );
   },
 );
+
+test(
+  "a branch another pipeline's killed worker left prepared blocks no pipeline on the same database; its own restart commits it",
+  { timeout: 240_000 },
+  async () => {
+    // Pipeline A's worker dies right after XA PREPARE of its first epoch: the branch stays in
+    // doubt (nothing on A's side is running) while pipelines B, whose names sort before A's (the
+    // keys of B's ledger, claim and staged rows sit in the index gap before A's), run to the end.
+    const a = await prepareScenario(deps, { prefix: 'left-z', records: 200, partitions: 1 });
+    const fault = 'prepare.xa-prepared@epoch=0@partition=0';
+    const doomed = doomedWorker(a.taskQueue, fault);
+    const handleA = await start(deps, a);
+    await doomed.died();
+    const gtridA = epochGtrid(a.spec.name, 0, 0);
+    const inDoubt = async () => (await recoverXids(deps.pool, gtridA)).some((x) => x.gtrid === gtridA);
+    assert.ok(await inDoubt(), "A's epoch 0 branch is prepared, its worker dead");
+    for (const mode of ['staged', 'direct'] as const) {
+      const b = await prepareScenario(deps, {
+        prefix: `left-b-${mode}`,
+        records: 600,
+        partitions: 2,
+        mysqlMode: mode,
+        epoch: { maxRecords: 50, maxWaitMs: 200 },
+      });
+      const w = spawnWorker(b.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+      try {
+        const handle = await start(deps, b);
+        const stalled = sleep(90_000, undefined, { ref: false }).then(() => {
+          throw new Error(
+            `${mode}: pipeline B did not drain in 90 s beside A's prepared branch; its worker said:\n${w.stderrText}`,
+          );
+        });
+        await Promise.race([drainAndWait(deps, b, handle), stalled]);
+        const last = await Promise.all(
+          [0, 1].map(async (p) => (await lastLedgerRow(deps.pool, b.spec.name, p))?.epoch),
+        );
+        assert.deepEqual(last, [5, 5], `${mode}: each partition committed its 300 records in 6 epochs of 50`);
+        const report = await verify(deps, b);
+        assert.ok(report.ok, `${mode}: ${failedChecks(report)}`);
+        assert.ok(await inDoubt(), `${mode}: A's branch was still prepared when B finished`);
+      } finally {
+        w.kill('SIGTERM');
+        await w.exited;
+      }
+    }
+    // A's own next worker finds the branch and commits or redoes the epoch: A exactly once too.
+    const second = spawnWorker(a.taskQueue, { ONCEFLOW_WORKFLOW_BUNDLE: bundle().codePath });
+    try {
+      await drainAndWait(deps, a, handleA);
+      const report = await verify(deps, a);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(await inDoubt(), false, "A's branch was decided by A's recovery");
+    } finally {
+      second.kill('SIGTERM');
+      await second.exited;
+    }
+  },
+);

@@ -12,7 +12,10 @@ import { Kafka, logLevel, type Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
 import { recoverXids, rollbackXid } from '../../src/mysql/branch';
 import { partitionGtridPrefix } from '../../src/mysql/xid';
-import { dropPipelineTables } from '../../src/mysql/stage';
+import { STAGED_TABLE, STAGE_ROWS_TABLE, stageTableName } from '../../src/mysql/stage';
+import { LEDGER_TABLE } from '../../src/mysql/ledger';
+import { SOURCES_TABLE } from '../../src/mysql/sources';
+import { ER_NO_SUCH_TABLE, sqlErrno } from '../../src/mysql/errors';
 import { quoteIdent } from '../../src/mysql/sink';
 import { definePipeline } from '../../src/schema/pipeline';
 import { consumerGroupId, type PipelineInput, type PipelineSpec } from '../../src/spec';
@@ -46,6 +49,21 @@ export function compareSpec(
     mysqlSink: { tables: [{ ...COMPARE_TABLE, name: table }] },
     ...over,
   });
+}
+
+/**
+ * Drops a pipeline's target and staging tables and deletes its rows of the onceflow tables (test,
+ * demo and benchmark resets; an onceflow table not made yet has nothing to delete).
+ */
+export async function dropPipelineTables(db: Pool, spec: PipelineSpec): Promise<void> {
+  for (const t of spec.mysqlSink.tables) {
+    await db.query(`DROP TABLE IF EXISTS ${quoteIdent(t.name)}, ${quoteIdent(stageTableName(t.name))}`);
+  }
+  // The source partition ids go with the ledger they key (src/mysql/sources.ts).
+  for (const t of [LEDGER_TABLE, STAGED_TABLE, STAGE_ROWS_TABLE, SOURCES_TABLE])
+    await db.query(`DELETE FROM \`${t}\` WHERE pipeline = ?`, [spec.name]).catch((e: unknown) => {
+      if (sqlErrno(e) !== ER_NO_SUCH_TABLE) throw e;
+    });
 }
 
 /** Deletes what an earlier run of the same pipeline left: topics, tables, ledger rows, group, prepared branches. */

@@ -40,9 +40,8 @@ import {
   type SqlValue,
 } from './sink';
 import { ER_NO_SUCH_TABLE, sqlErrno } from './errors';
-import { epochKeyedTableSql, LEDGER_TABLE } from './ledger';
+import { epochKeyedTableSql } from './ledger';
 import { decodeRows, encodeParts, type StagedRows } from './stage-codec';
-import { SOURCES_TABLE } from './sources';
 
 export const STAGED_TABLE = 'onceflow_staged';
 export const STAGE_ROWS_TABLE = 'onceflow_stage_rows';
@@ -282,14 +281,4 @@ export async function pendingEpochs(
     if (sqlErrno(e) === ER_NO_SUCH_TABLE) return [];
     throw e;
   }
-}
-
-/** Drops a pipeline's target and staging tables and deletes its ledger rows (test and benchmark resets). */
-export async function dropPipelineTables(db: Pool, spec: PipelineSpec): Promise<void> {
-  for (const t of spec.mysqlSink.tables) {
-    await db.query(`DROP TABLE IF EXISTS ${quoteIdent(t.name)}, ${quoteIdent(stageTableName(t.name))}`);
-  }
-  // The source partition ids go with the ledger they key (src/mysql/sources.ts).
-  for (const t of [LEDGER_TABLE, STAGED_TABLE, STAGE_ROWS_TABLE, SOURCES_TABLE])
-    await db.query(`DELETE FROM \`${t}\` WHERE pipeline = ?`, [spec.name]).catch(() => undefined);
 }

@@ -352,7 +352,7 @@ function warmupNote(seconds: number | undefined, records: string): string {
 }
 
 /**
- * Where the paced runs' time and CPU went: the machine's CPU while the input was fed, and for C
+ * Where the paced runs' time and CPU went: the services' round trips before the run, the machine's CPU while the input was fed, and for C
  * the p50 / p99 of its epoch cycle and parts, and of the workflow task round trip (results from
  * before these were measured have none of it).
  */
@@ -361,6 +361,11 @@ export function latencyTail(runs: LatencyRun[]): string[] {
   for (const l of runs) {
     const parts: string[] = [];
     if (l.gaugeMs !== undefined) parts.push(`machine-speed gauge before it ${gaugeOf(l)} ms`);
+    const g = l.serviceGauge;
+    if (g)
+      parts.push(
+        `service round trips before it (median): Kafka transaction ${f1(g.kafkaTxnMs)} ms, XA branch ${f1(g.xaMs)} ms, Temporal start ${f1(g.temporalStartMs)} ms`,
+      );
     const c = l.feedCpu;
     if (c)
       parts.push(

@@ -23,9 +23,14 @@ import { loadSettings, runDir, toolPaths } from '../../src/config';
 import type { Pool } from 'mysql2/promise';
 import { ISOLATION, fetchPartitions, type KafkaCluster } from '../../src/kafka/internals';
 import { recoverXids, rollbackXid } from '../../src/mysql/branch';
-import { dropPipelineTables } from '../../src/mysql/stage';
 import { pipelineGtridPrefix } from '../../src/mysql/xid';
-import { compareSpec, makeEvents, produceRecords, type KeySpace } from '../../examples/flink-compare/scenario';
+import {
+  compareSpec,
+  dropPipelineTables,
+  makeEvents,
+  produceRecords,
+  type KeySpace,
+} from '../../examples/flink-compare/scenario';
 import {
   groupWorkflowId,
   partitionWorkflowId,
@@ -48,6 +53,7 @@ import {
 import { COMMIT_ACTIVITIES, committedEpochs, type HistoryEventLike } from '../../src/history';
 import type { BaselineArgs, BaselineBatch } from './baseline';
 import { statCpuMs, type FromChild, type ThreadCpu, type ToChild, type Usage } from './ipc';
+import { serviceGauge, type ServiceGauge } from './service-gauge';
 
 const ROOT = join(__dirname, '..', '..');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -451,6 +457,8 @@ export interface LatencyRun extends Partial<Gauge> {
   split?: EpochSplit;
   commitStartWaitMs?: Percentiles & { mean: number };
   temporal?: TemporalCost;
+  /** the services' round trips just before the run (absent in results from before it was measured) */
+  serviceGauge?: ServiceGauge;
   /** CPU while the paced input was fed, in cores: the whole machine (of `machineCores`) and each service (absent in results from before it was measured) */
   feedCpu?: { machineCores: number; busyCores: number; services: ServiceCpu };
   verified?: boolean;
@@ -1625,6 +1633,7 @@ async function partitionsPolling(
 async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[]): Promise<LatencyRun> {
   const { engine, name, rate, seconds, warmupSeconds, partitions: P } = p;
   const gauge = cpuGauge();
+  const serviceRoundTrips = await serviceGauge(deps, name);
   const source = `${name}.in`;
   const spec = specFor(name, source, p.epoch, 'staged', engine === 'C' ? p.parallelism : undefined);
   created.push(spec);
@@ -1768,6 +1777,7 @@ async function runLatency(deps: Deps, p: LatencyParams, created: PipelineSpec[])
       ...(split ? { epochIntervalMs: split.cycleMs, split, commitStartWaitMs: commitStartWait(events) } : {}),
       ...(temporal ? { temporal } : {}),
       ...gauge,
+      serviceGauge: serviceRoundTrips,
       feedCpu,
       ...(verified !== undefined ? { verified, failedChecks: failedChecks ?? [] } : {}),
       ...(ended && ended !== 'drained' ? { ended } : {}),

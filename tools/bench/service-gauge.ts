@@ -64,17 +64,24 @@ export async function serviceGauge(deps: Connections, name: string): Promise<Ser
   );
   const conn = await deps.pool.getConnection();
   let xaMs: number;
+  let xid = '';
   try {
     xaMs = await timedRounds(async (i) => {
-      const xid = `'onceflow-bench-gauge-${i + 1}'`;
+      xid = `'onceflow-bench-gauge-${i + 1}'`;
       await conn.query(`XA START ${xid}`);
       await conn.query(`INSERT INTO ${GAUGE_TABLE} (v) VALUES (?)`, [i]);
       await conn.query(`XA END ${xid}`);
       await conn.query(`XA PREPARE ${xid}`);
       await conn.query(`XA COMMIT ${xid}`);
     });
-  } finally {
     conn.release();
+  } catch (e) {
+    // A round that failed midway leaves no branch behind: ended and rolled back, prepared or not.
+    await conn.query(`XA END ${xid}`).catch(() => undefined);
+    await conn.query(`XA ROLLBACK ${xid}`).catch(() => undefined);
+    conn.destroy();
+    throw e;
+  } finally {
     await deps.pool.query(`DROP TABLE IF EXISTS ${GAUGE_TABLE}`);
   }
 

@@ -6,6 +6,7 @@
  */
 import type { Connections } from '../../src/connections';
 import { createTopicsReady } from '../../src/kafka/topics';
+import { percentiles } from './analyze';
 
 export interface ServiceGauge {
   /** a Kafka transaction of one record: begin, send, commit (median ms) */
@@ -20,11 +21,6 @@ export interface ServiceGauge {
 const ROUNDS = 15;
 const GAUGE_TABLE = 'bench_service_gauge';
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
 async function timedRounds(round: (i: number) => Promise<void>): Promise<number> {
   await round(-1);
   const ms: number[] = [];
@@ -33,7 +29,7 @@ async function timedRounds(round: (i: number) => Promise<void>): Promise<number>
     await round(i);
     ms.push(performance.now() - t0);
   }
-  return median(ms);
+  return percentiles(ms).p50;
 }
 
 /** `name`: the paced run's, so its topic goes with the run's clean-up. */

@@ -44,7 +44,7 @@ async function readValues(consumer: Consumer, topic: string, expected: number, t
       if (seen.length >= expected) done();
     },
   });
-  await Promise.race([finished, new Promise((r) => setTimeout(r, timeoutMs))]);
+  await Promise.race([finished, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
   await consumer.disconnect();
   return seen;
 }

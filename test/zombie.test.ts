@@ -14,6 +14,7 @@
  * The second freezes right after XA PREPARE (the branch's session open, its locks held) and thaws
  * once a retry started. Both require the partition to drain within a bound, exactly once.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { test, before, after } from 'node:test';
 import { temporal } from '@temporalio/proto';
 import assert from 'node:assert/strict';
@@ -79,12 +80,10 @@ async function thawAndRecover(
   const thawedAt = Date.now();
   const [result] = await Promise.race([
     drainAndWait(deps, s, handle),
-    new Promise<never>((_, rej) =>
-      setTimeout(
-        () => rej(new Error(`partition 0 did not drain within ${RECOVERY_BOUND_MS} ms of the thaw: wedged`)),
-        RECOVERY_BOUND_MS,
-      ),
-    ),
+    // Unref'd: a drain that won leaves no timer holding the test process open.
+    sleep(RECOVERY_BOUND_MS, undefined, { ref: false }).then((): never => {
+      throw new Error(`partition 0 did not drain within ${RECOVERY_BOUND_MS} ms of the thaw: wedged`);
+    }),
   ]);
   assert.ok(result);
   assert.ok(Date.now() - thawedAt < RECOVERY_BOUND_MS);

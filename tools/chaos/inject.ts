@@ -11,6 +11,7 @@ import type { WorkerReports } from './observe';
 import { FaultWindow, retryDb, retryUntil, type LedgerProbe } from './recovery';
 import { SPLIT_KIND, type ClusterKind, type PlannedFault } from './schedule';
 import { sleep, type CampaignEnv } from './setup';
+import type { TcpProxy } from './proxy';
 import { services, type ServiceFreezer, type WorkerSupervisor } from './stack';
 import type { FaultRecord } from './types';
 
@@ -58,21 +59,30 @@ export class Injector {
     return win;
   }
 
+  /**
+   * Injects the fault now (up to 5 tries, 2 s apart): a fault that did nothing — a worker fault
+   * that found no process, a cut that found no connection — is tried again, as at a protocol step.
+   */
   private async atRandom(f: PlannedFault, rec: FaultRecord, win: FaultWindow): Promise<void> {
     const { env } = this;
-    await win.snapshot();
-    win.partitions = Array.from({ length: env.o.partitions }, (_, p) => p);
-    // The epoch a transaction coordinator kill names the transactional id by: the partition's next, or its group's.
-    const next =
-      env.grouped && f.kind === 'kafka-txn-coordinator-kill'
-        ? await this.groupEpoch(f.partition)
-        : (win.before.get(f.partition) ?? -1) + 1;
-    const lasts = await this.inject(f.kind, f.worker, f, rec, next);
-    // A worker fault that found no process to signal did nothing: not counted as injected.
-    if (lasts === null) return;
-    if (f.kind === 'worker-freeze') this.workerThawAt = Date.now() + FREEZE_MS + 1000;
-    rec.faultMs = Math.max(Date.now() - win.t0, lasts);
-    rec.injected = true;
+    for (let tries = 0; tries < 5 && !rec.injected; tries++) {
+      if (tries > 0) await sleep(2000);
+      await win.snapshot();
+      win.partitions = Array.from({ length: env.o.partitions }, (_, p) => p);
+      // The epoch a transaction coordinator kill names the transactional id by: the partition's next, or its group's.
+      const next =
+        env.grouped && f.kind === 'kafka-txn-coordinator-kill'
+          ? await this.groupEpoch(f.partition)
+          : (win.before.get(f.partition) ?? -1) + 1;
+      const lasts = await this.inject(f.kind, f.worker, f, rec, next);
+      if (lasts === null) {
+        env.log(`#${f.n} ${f.kind} @ random: nothing injected (${rec.note.trim().replace(/;$/, '')}); tried again`);
+        continue;
+      }
+      if (f.kind === 'worker-freeze') this.workerThawAt = Date.now() + FREEZE_MS + 1000;
+      rec.faultMs = Math.max(Date.now() - win.t0, lasts);
+      rec.injected = true;
+    }
   }
 
   /** Arms the fault at a protocol step of an epoch ahead (up to 5 tries), and when a worker's line says it hit, carries the rest out. */
@@ -120,7 +130,7 @@ export class Injector {
       else if (f.kind === 'worker-kill' || f.kind === SPLIT_KIND) rec.faultMs = 0;
       else {
         const lasts = await this.inject(f.kind, hit.worker, f, rec, e);
-        // Nothing injected (no worker process to signal): armed again, as at a random moment it is not counted.
+        // Nothing injected (no worker process to signal, a cut that found no connection): armed again.
         if (lasts === null) {
           rec.injected = false;
           continue;
@@ -143,9 +153,23 @@ export class Injector {
   }
 
   /**
+   * Cuts a worker off for `ms` and waits the cut out; false, with a note, if it reset nothing: no
+   * connection was open and none was tried meanwhile (seed 20261203's one Kafka cut landed 3 s
+   * after a worker kill, while the new worker had not yet connected, and cut nothing).
+   */
+  private async cut(proxy: TcpProxy, ms: number, rec?: FaultRecord): Promise<boolean> {
+    const before = proxy.resets;
+    proxy.cut(ms);
+    await sleep(ms);
+    if (proxy.resets > before) return true;
+    if (rec) rec.note += `the ${proxy.name} cut reset no connection; `;
+    return false;
+  }
+
+  /**
    * Injects a fault; resolves when the injection returned, with how long the fault lasts from its
-   * start (cuts and freezes outlast it), or null when nothing was injected: a worker fault found
-   * no process to signal. A compound fault of which a part happened counts (the note names the
+   * start (freezes outlast it), or null when nothing was injected: a worker fault found no
+   * process to signal, a cut no connection. A compound fault of which a part happened counts (the note names the
    * worker that had no process).
    */
   private async inject(
@@ -178,11 +202,9 @@ export class Injector {
         await services(stack, ['restart', kind.replace('-restart-hard', ''), '--hard']);
         return 0;
       case 'kafka-cut':
-        proxies.kafka[worker]!.cut(f.cutMs);
-        return f.cutMs;
+        return (await this.cut(proxies.kafka[worker]!, f.cutMs, rec)) ? f.cutMs : null;
       case 'mysql-cut':
-        proxies.mysql[worker]!.cut(f.cutMs);
-        return f.cutMs;
+        return (await this.cut(proxies.mysql[worker]!, f.cutMs, rec)) ? f.cutMs : null;
       case 'temporal-freeze':
       case 'kafka-freeze':
       case 'mariadb-freeze':

@@ -1952,3 +1952,76 @@ test('a certificate that does not name the host: the hint names a server-name se
   assert.match(mysql, /does not name the host connected to .* connect by a name it lists$/);
   assert.doesNotMatch(mysql, /SERVER_NAME/);
 });
+
+import { encodeProduce, type ProduceArgs } from '../src/kafka/internals/produce-request';
+
+test("our transactions' Produce request body is kafkajs's, byte for byte", async () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports, @typescript-eslint/no-var-requires
+  const kafkajsV3 = require('kafkajs/src/protocol/requests/produce/v3/request');
+  const now = Date.now;
+  Date.now = () => 1_700_000_000_123;
+  try {
+    const big = Buffer.alloc(20_000, 7);
+    const many = Array.from({ length: 10_000 }, (_, i) => ({ key: `k-${i}`, value: `v${'x'.repeat(i % 300)}` }));
+    const cases: ProduceArgs[] = [
+      {
+        transactionalId: 'onceflow-p-0',
+        acks: -1,
+        timeout: 30000,
+        producerId: '123456789012',
+        producerEpoch: 7,
+        topicData: [
+          {
+            topic: 'out',
+            partitions: [
+              { partition: 0, firstSequence: 5, messages: many },
+              {
+                partition: 3,
+                firstSequence: 0,
+                messages: [
+                  { key: null, value: 'ünïcødé ✓' },
+                  { key: Buffer.from([0, 1, 2]), value: null },
+                  { value: big, headers: { a: 'x', b: Buffer.from('y'), c: ['1', '22'] } },
+                ],
+              },
+            ],
+          },
+          {
+            topic: 'dead-letters-ä',
+            partitions: [{ partition: 1, firstSequence: 2_000_000_000, messages: many.slice(0, 3) }],
+          },
+        ],
+      },
+      {
+        // Timestamps carried (a delta past 2^31 ms; one record without: now), no transaction.
+        transactionalId: null,
+        acks: 1,
+        timeout: 5000,
+        topicData: [
+          {
+            topic: 't',
+            partitions: [
+              {
+                partition: 2,
+                messages: [
+                  { key: 'a', value: 'b', timestamp: '1700000000000' },
+                  { key: 'c', value: 'd', timestamp: 1000000000000 },
+                  { key: 'e', value: 'f' },
+                  { key: 'g', value: 'h', timestamp: '1800000000000' },
+                ],
+              },
+            ],
+          },
+        ],
+      },
+    ];
+    for (const args of cases) {
+      const theirs: Buffer = (await kafkajsV3(args).encode()).buffer;
+      const ours = encodeProduce(args);
+      assert.equal(ours.length, theirs.length);
+      assert.ok(ours.equals(theirs), `first difference at byte ${ours.findIndex((b, i) => b !== theirs[i])}`);
+    }
+  } finally {
+    Date.now = now;
+  }
+});

@@ -9,7 +9,9 @@
  *    epoch's writes before commit),
  *  - keeping a transaction's and a group's coordinator between requests (./coordinators),
  *  - WriteTxnMarkers, to split a transaction on purpose as a stale coordinator did (./markers: fault injection).
- * Flink reaches the same Kafka internals through reflection for the same reasons.
+ * Flink reaches the same Kafka internals through reflection for the same reasons. Two more
+ * replace kafkajs code on our transactions' hot path for its cost, not for a missing API:
+ * ./message-producer (grouping by partition) and ./produce-request (the Produce request's encoding).
  */
 export * from './cluster';
 export * from './coordinators';

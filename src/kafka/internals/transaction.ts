@@ -3,6 +3,7 @@
 import { type EndTxnOutcome, type KafkaCluster, type TxnHandle } from './cluster';
 import { COORDINATOR } from './coordinators';
 import { createMessageProducer } from './message-producer';
+import { withFastProduce } from './produce-request';
 
 const createEosManager = require('kafkajs/src/producer/eosManager');
 const { DefaultPartitioner } = require('kafkajs/src/producer/partitioners');
@@ -41,7 +42,8 @@ export class PreparedTransaction {
     });
     this.producer = createMessageProducer({
       logger: ns,
-      cluster: cluster.raw,
+      // Its sends' Produce requests encoded by ./produce-request (the same bytes, a fraction of the CPU).
+      cluster: withFastProduce(cluster.raw),
       partitioner: DefaultPartitioner(),
       eosManager: this.eos,
       idempotent: true,

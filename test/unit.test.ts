@@ -2025,3 +2025,43 @@ test("our transactions' Produce request body is kafkajs's, byte for byte", async
     Date.now = now;
   }
 });
+
+import { nextRequest } from '../src/activities/kafka-side';
+
+test('an epoch is cut into requests within the per-partition and per-request limits, every record once, in order', () => {
+  const msg = (partition: number, n: number) => ({ key: `k${n}`, value: 'v'.repeat(n % 50), partition });
+  const all = Array.from({ length: 3000 }, (_, i) => ({ topic: i % 7 === 0 ? 'dl' : 'out', msg: msg(i % 5, i) }));
+  all.splice(100, 0, { topic: 'out', msg: { key: 'huge', value: 'x'.repeat(5000), partition: 1 } });
+  const limits = { partitionBytes: 2000, requestBytes: 6000 };
+  const size = (m: { key: string; value: string }) => 64 + m.key.length + m.value.length;
+  const seen: typeof all = [];
+  let requests = 0;
+  for (let i = 0; i < all.length; requests++) {
+    const { topics, next } = nextRequest(all, i, limits);
+    assert.ok(next > i, 'each request takes at least one record');
+    const taken = all.slice(i, next);
+    i = next;
+    for (const [topic, msgs] of topics)
+      assert.deepEqual(
+        msgs,
+        taken.filter((x) => x.topic === topic).map((x) => x.msg),
+      );
+    seen.push(...taken);
+    // A record over a limit goes alone: alone in its request past requestBytes, alone in its
+    // partition's batch past partitionBytes (the 5,000-byte one).
+    const total = taken.reduce((a, x) => a + size(x.msg), 0);
+    assert.ok(total <= limits.requestBytes || taken.length === 1, `request ${requests}: ${total} bytes`);
+    const perPartition = new Map<string, { bytes: number; records: number }>();
+    for (const x of taken) {
+      const k = `${x.topic}/${x.msg.partition}`;
+      const p = perPartition.get(k) ?? perPartition.set(k, { bytes: 0, records: 0 }).get(k)!;
+      p.bytes += size(x.msg);
+      p.records++;
+    }
+    for (const [k, p] of perPartition)
+      assert.ok(p.bytes <= limits.partitionBytes || p.records === 1, `request ${requests}, ${k}: ${p.bytes} bytes`);
+  }
+  assert.equal(seen.length, all.length);
+  assert.deepEqual(seen, all);
+  assert.ok(requests > all.reduce((a, x) => a + size(x.msg), 0) / limits.requestBytes, 'the request limit cut');
+});

@@ -11,8 +11,14 @@ import type { ActivityContext } from './context';
 import { unitTxnId } from './members';
 import { reapply, type Src } from './source';
 
-/** Bytes of records per produce request: below the broker's default message.max.bytes (1 MiB) per batch. */
-const REQUEST_BYTES = 512 * 1024;
+/**
+ * How an epoch's records are cut into Produce requests: each partition's batch in a request below
+ * the broker's default message.max.bytes (1 MiB), the request below its socket.request.max.bytes
+ * (100 MiB) by far. Until 2026-12-07 the whole request was cut at 512 KiB, however many
+ * partitions shared it (`npx tsx tools/bench/sends-probe.ts` measures both).
+ */
+export const REQUEST_LIMITS = { partitionBytes: 512 * 1024, requestBytes: 8 * 1024 * 1024 };
+export type RequestLimits = typeof REQUEST_LIMITS;
 const messageBytes = (m: KafkaMessage) =>
   64 +
   (m.key?.length ?? 0) +
@@ -32,7 +38,33 @@ export interface SentEpoch {
 }
 
 /**
- * Outputs and dead letters in requests of up to REQUEST_BYTES, the progress markers (one per
+ * The next request from `all[from..]`: as many records as the limits let in (at least one), each
+ * topic's in the order given. Returns them and where the next request starts.
+ */
+export function nextRequest<M extends KafkaMessage>(
+  all: { topic: string; msg: M }[],
+  from: number,
+  limits: RequestLimits,
+): { topics: Map<string, M[]>; next: number } {
+  const topics = new Map<string, M[]>();
+  const perPartition = new Map<string, Map<number, number>>();
+  let bytes = 0;
+  let i = from;
+  for (; i < all.length; i++) {
+    const { topic, msg } = all[i]!;
+    const b = messageBytes(msg);
+    const parts = perPartition.get(topic) ?? perPartition.set(topic, new Map()).get(topic)!;
+    const had = parts.get(msg.partition) ?? 0;
+    if (bytes > 0 && (had + b > limits.partitionBytes || bytes + b > limits.requestBytes)) break;
+    parts.set(msg.partition, had + b);
+    bytes += b;
+    (topics.get(topic) ?? topics.set(topic, []).get(topic)!).push(msg);
+  }
+  return { topics, next: i };
+}
+
+/**
+ * Outputs and dead letters in requests cut by REQUEST_LIMITS, the progress markers (one per
  * source partition, each in its own progress partition) with the last request, then the check
  * that the partition leaders hold exactly what was sent (checkLanded: a TransientError
  * otherwise); beside all of them the source offsets (AddOffsetsToTxn, TxnOffsetCommit: they need
@@ -77,14 +109,8 @@ async function sendRecords(
   let markerOffsets: (number | undefined)[] = [];
   let i = 0;
   do {
-    const out: KafkaMessage[] = [];
-    const dl: KafkaMessage[] = [];
-    let bytes = 0;
-    for (; i < all.length && (bytes === 0 || bytes < REQUEST_BYTES); i++) {
-      const x = all[i]!;
-      (x.topic === spec.kafkaSink.topic ? out : dl).push(x.msg);
-      bytes += messageBytes(x.msg);
-    }
+    const { topics, next } = nextRequest(all, i, REQUEST_LIMITS);
+    i = next;
     const last = i >= all.length;
     const markers = parts.map(({ marker }) => ({
       key: String(marker.partition),
@@ -92,8 +118,8 @@ async function sendRecords(
       partition: marker.partition,
     }));
     const res = await txn.send([
-      { topic: spec.kafkaSink.topic, messages: out },
-      { topic: spec.deadLetterTopic, messages: dl },
+      { topic: spec.kafkaSink.topic, messages: topics.get(spec.kafkaSink.topic) ?? [] },
+      { topic: spec.deadLetterTopic, messages: topics.get(spec.deadLetterTopic) ?? [] },
       ...(last ? [{ topic: spec.progressTopic, messages: markers }] : []),
     ]);
     // One marker per progress partition: the partition's base offset is its marker's offset.

@@ -4,8 +4,8 @@
  *
  * kafkajs's groupMessagesPerPartition copies a partition's whole array for every message it adds
  * (`[...current, message]`): a send of n records to one partition copies n²/2 references and
- * allocates as much garbage. An epoch sends requests of up to 512 KiB (~2,600 records of 200
- * bytes), and a CPU profile of a benchmark worker showed that grouping at 7% of the worker's
+ * allocates as much garbage. An epoch sends up to 512 KiB per partition in a request (~2,600
+ * records of 200 bytes), and a CPU profile of a benchmark worker showed that grouping at 7% of the worker's
  * CPU, with the garbage on top (docs/performance-history.md, change 18).
  *
  * sendMessages.js binds the grouping when it is first required, so the producer and its

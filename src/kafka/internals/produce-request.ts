@@ -4,8 +4,8 @@
  * kafkajs encodes a Produce request (protocol/requests/produce/v3/request.js, which versions 4-7
  * reuse) record by record: each record in an encoder of its own (a zero-filled 512-byte buffer),
  * its timestamp delta through Long objects, its varints through a fresh array and Buffer, and the
- * batch copied three times on its way into the request. On a benchmark worker that was about
- * 7 µs of CPU and 1 KB of garbage per record sent. Here each partition's record batch is measured
+ * batch copied three times on its way into the request: 6-7 µs of CPU per record sent
+ * (tools/bench/sends-probe.ts; 0.9 here). Here each partition's record batch is measured
  * first, then written once into a buffer of the request body's size; the bytes are the same as
  * kafkajs's (test/unit.test.ts compares them), the CRC is kafkajs's own.
  *
@@ -159,7 +159,8 @@ const timestampOf = (m: ProduceMessage, now: number) => (m.timestamp == null ? n
 function measure(messages: ProduceMessage[]): Measured {
   const now = Date.now();
   const n = messages.length;
-  // As kafkajs: the first and the largest timestamp of the messages that carry one, else now.
+  // As kafkajs: the smallest and the largest timestamp of the messages that carry one, else now
+  // (kafkajs sorts them as strings: the same order for timestamps of one length).
   let firstTs = Infinity;
   let maxTs = -Infinity;
   for (const m of messages) {

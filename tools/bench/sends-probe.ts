@@ -18,6 +18,7 @@ import type { KafkaMessage } from '../../src/activities/apply';
 import { loadSettings } from '../../src/config';
 import { kafkaClientConfig } from '../../src/kafka/client-config';
 import { connectCluster, endTxn, PreparedTransaction } from '../../src/kafka/internals';
+import { groupMessagesLinear } from '../../src/kafka/internals/message-producer';
 import { encodeProduce, type ProduceArgs } from '../../src/kafka/internals/produce-request';
 import { createTopicsReady } from '../../src/kafka/topics';
 
@@ -53,11 +54,18 @@ function requests(all: { topic: string; msg: KafkaMessage }[], limits: RequestLi
       timeout: 30000,
       producerId: '4242',
       producerEpoch: 3,
-      topicData: [...topics].map(([topic, msgs]) => {
-        const per = new Map<number, KafkaMessage[]>();
-        for (const m of msgs) (per.get(m.partition) ?? per.set(m.partition, []).get(m.partition)!).push(m);
-        return { topic, partitions: [...per].map(([partition, messages]) => ({ partition, messages })) };
-      }),
+      // Grouped by partition as our transactions' message producer groups them.
+      topicData: [...topics].map(([topic, messages]) => ({
+        topic,
+        partitions: Object.entries(
+          groupMessagesLinear({
+            topic,
+            partitionMetadata: [{}],
+            messages,
+            partitioner: ({ message }) => message.partition,
+          }),
+        ).map(([partition, ms]) => ({ partition: Number(partition), messages: ms })),
+      })),
     });
   }
   return out;

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { endTxn } from '../kafka/internals';
 import { CountedTransaction } from '../kafka/landed';
 import type { Marker } from '../kafka/progress';
-import { awaitInBranch, dropBranch, LOCK_WAIT_SEC, prepareBranch, startBranch } from '../mysql/branch';
+import { dropBranch, LOCK_WAIT_SEC, prepareBranch, startBranch } from '../mysql/branch';
 import { insertLedgerRows, ledgerRow } from '../mysql/ledger';
 import { writeRows, type RowOp } from '../mysql/sink';
 import { ensureStagedTableOnce, mysqlMode, rememberStaged, stageRows } from '../mysql/stage';
@@ -19,7 +19,7 @@ import type { PipelineSpec } from '../spec';
 import { applyTransform, tableMap, type KafkaMessage } from './apply';
 import { haltIfOverBudget, type EpochPart } from './budget';
 import { attempt, attemptToken, edge, type ActivityContext } from './context';
-import { sendEpoch, type SentEpoch, type SentPart } from './kafka-side';
+import { sendEpoch, type SentPart } from './kafka-side';
 import { memberOf, srcOf, unitEpochName, unitGtrid, unitTxnId } from './members';
 import { rollbackGtrid } from './mysql-side';
 import type { PrepareSplit } from './observe';
@@ -192,30 +192,23 @@ export function preparer(ctx: ActivityContext) {
     // A worker's first epoch asks these of the pool once; never after a branch took a connection.
     if (staged) await ensureStagedTableOnce(pool);
     const dialect = await ctx.dialect();
-    // Staged writes: the branch's connection and XA START now, its writes while Kafka is written
-    // (below). Direct writes start it after the previous epoch's commit: a branch never holds a
-    // pool connection while it waits for one.
+    // Staged writes: the branch's connection and XA START while Kafka is written (a started branch
+    // holds no row lock until its first write, after the Kafka side). Direct writes start it
+    // after the previous epoch's commit, below: a branch never holds a pool connection while it
+    // waits for one.
     const branch = staged ? startBranch(pool, xid, lockWaitSec) : undefined;
     let branchTaken = false;
-    let sending: Promise<SentEpoch> | undefined;
     try {
       // Checked before it returns: the log holds exactly what was sent (src/kafka/landed.ts).
-      sending = timed('kafkaMs', () => sendEpoch(ctx, txn, spec, { outputs, deadLetters }, parts)).then(async (s) => {
-        await ctx.hit('prepare.kafka-sent', at);
-        return s;
-      });
-      // Staged writes lock no user row, so they are written while Kafka is; direct writes take
-      // row locks, held from the first write to the commit, so they start once Kafka holds the
-      // epoch. Either way the branch prepares only after that (and a failed send rolls it back).
-      if (staged) sending.catch(() => undefined);
-      else await sending;
+      const sent = await timed('kafkaMs', () => sendEpoch(ctx, txn, spec, { outputs, deadLetters }, parts));
+      await ctx.hit('prepare.kafka-sent', at);
       const previous = args.afterCommitOf;
       if (!staged && previous)
         await timed('previousCommitWaitMs', () => awaitLedger(ctx, spec, previous.id, previous.epoch, givenUp));
       const lead = parts[0]!.m;
       let bodyDone = 0;
       let stagedRows: StagedRows[] | undefined;
-      let sent: SentEpoch | undefined;
+      // Transform, then Kafka, then MySQL: the XA branch is written last and stays open briefly.
       branchTaken = true;
       await prepareBranch(
         pool,
@@ -228,6 +221,7 @@ export function preparer(ctx: ActivityContext) {
               stageRows(conn, { pipeline: spec.name, partition: lead.id, epoch: lead.epoch }, rows, tables),
             );
           else await timed('mysqlMs', () => writeRows(conn, rows, tables, dialect));
+          for (const part of parts) part.sink();
           await timed('mysqlMs', () =>
             insertLedgerRows(
               conn,
@@ -242,9 +236,6 @@ export function preparer(ctx: ActivityContext) {
               })),
             ),
           );
-          sent = await awaitInBranch(conn, sending!);
-          // Both sides hold the records now.
-          for (const part of parts) part.sink();
           bodyDone = Date.now();
         },
         { afterPrepare: () => ctx.hit('prepare.xa-prepared', at), lockWaitSec, ...(branch ? { started: branch } : {}) },
@@ -273,14 +264,12 @@ export function preparer(ctx: ActivityContext) {
       return {
         kind: 'prepared',
         groupEpoch,
-        members: parts.map(({ m }, i) => ({ ...m, markerOffset: sent!.markerOffsets[i]! })),
-        kafka: { ...handle, written: sent!.written },
+        members: parts.map(({ m }, i) => ({ ...m, markerOffset: sent.markerOffsets[i]! })),
+        kafka: { ...handle, written: sent.written },
         xid: xidToString(xid),
       };
     } catch (e) {
       if (branch && !branchTaken) await dropBranch(branch);
-      // A send still in flight (the MySQL side failed first) ends before the abort.
-      await sending?.catch(() => undefined);
       // This attempt's result will never be in history: abort its open transaction now rather
       // than let it hold back the members' LSOs until the next InitProducerId or the broker's
       // timeout. (Safe: only this attempt's handle can name it; a fenced handle is refused anyway.)

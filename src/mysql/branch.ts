@@ -105,22 +105,6 @@ export async function dropBranch(started: StartedBranch): Promise<void> {
 }
 
 /**
- * Waits for `p` inside a branch that has written (a staged prepare waiting for its Kafka side): a
- * statement every 2 s keeps MariaDB from ending the session as idle in a write transaction —
- * the session's idle timeout (IDLE_WRITE_TRANSACTION_SEC in src/connections.ts, 5 s) is for a
- * frozen process, which sends nothing and is still ended, not for one waiting on Kafka.
- */
-export async function awaitInBranch<T>(conn: PoolConnection, p: Promise<T>): Promise<T> {
-  const alive = setInterval(() => void conn.query('DO 0').catch(() => undefined), BRANCH_KEEPALIVE_MS);
-  try {
-    return await p;
-  } finally {
-    clearInterval(alive);
-  }
-}
-const BRANCH_KEEPALIVE_MS = 2000;
-
-/**
  * Runs `body` inside XA START … XA END, XA PREPARE on a dedicated connection, then detaches
  * the prepared branch by closing the connection: MariaDB and MySQL let another connection
  * XA COMMIT a prepared branch only once its session is gone. On any error before PREPARE the

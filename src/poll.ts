@@ -1,6 +1,6 @@
 /**
  * A poll loop outside workflow code (which cannot use real timers), shared by the Kafka waits:
- * ask until there is an answer or the time is up.
+ * ask until there is an answer or the time is up; and one wait for an answer with a deadline.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -25,4 +25,17 @@ export async function pollUntil<T>(fn: () => Promise<T | undefined> | T | undefi
     o.onWait?.();
     await sleep(o.everyMs);
   }
+}
+
+/**
+ * `p`, or an error "no answer from <what> within N s" once `ms` passed. `p` goes on; its
+ * outcome is dropped. The timer does not keep the process alive.
+ */
+export function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer from ${what} within ${ms / 1000} s`)), ms).unref();
+  });
+  p.catch(() => undefined);
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }

@@ -6,7 +6,14 @@
  * (src/protocol/epoch.ts) what to do with each epoch, and says where the partition resumes.
  */
 import type { Pool } from 'mysql2/promise';
-import { ISOLATION, PreparedTransaction, earliestOffset, latestOffset, type KafkaCluster } from './kafka/internals';
+import {
+  ISOLATION,
+  PreparedTransaction,
+  earliestOffset,
+  latestOffset,
+  listTransactions,
+  type KafkaCluster,
+} from './kafka/internals';
 import { DECIDE_TIMEOUT_MS } from './kafka/outcome';
 import { splitsInLog, type LoggedSplit } from './kafka/splits-in-log';
 import { mapLimit } from './limit';
@@ -24,7 +31,7 @@ import {
   xidToString,
 } from './mysql/xid';
 import { recoverEpoch, type EpochEvidence, type RecoveryAction } from './protocol/epoch';
-import { groupTransactionalId, transactionalId, type PipelineSpec } from './spec';
+import { groupTransactionalId, parseGroupTransactionalId, transactionalId, type PipelineSpec } from './spec';
 
 /** Partitions a group's recovery works on at once (each a few round trips to Kafka and MySQL). */
 export const RECOVERY_LANES = 8;
@@ -82,6 +89,36 @@ export function describeSplit(partition: number, s: LoggedSplit): string {
 /** Fences every transactional id of a partition group (src/protocol/group.ts): a transaction a crashed group run left open is aborted. */
 export async function settleGroupKafka(cluster: KafkaCluster, spec: PipelineSpec, group: number): Promise<string[]> {
   return fenceIds(cluster, spec, (slot) => groupTransactionalId(spec.name, group, slot));
+}
+
+/**
+ * Fences the transactions left open by partition groups that no longer exist: group ≥
+ * spec.parallelism (every group of a pipeline without one), after `parallelism` was lowered
+ * or removed. Their ids are not derived from the spec, so the brokers are asked which
+ * transactions of the pipeline's group ids are open (ListTransactions); each is fenced
+ * (InitProducerId aborts it) instead of holding back its partitions' LSO until the broker's
+ * transaction timeout. Their XA branches are decided by the partitions' markers as any
+ * group's (examineGroupBranches). Returns what it did, one line each: the ids fenced, and any
+ * broker that did not list its transactions (what it coordinates is left to that timeout).
+ */
+export async function settleGoneGroupsKafka(cluster: KafkaCluster, spec: PipelineSpec): Promise<string[]> {
+  const { transactions, failed } = await listTransactions(cluster, ['Ongoing']);
+  const ids = transactions
+    .map((t) => t.transactionalId)
+    .filter((id) => {
+      const g = parseGroupTransactionalId(spec.name, id);
+      return g !== undefined && g.group >= (spec.parallelism ?? 0);
+    });
+  await Promise.all(ids.map((id) => new PreparedTransaction(cluster, id, spec.kafkaSink.transactionTimeoutMs).begin()));
+  return [
+    ...ids.map(
+      (id) => `Kafka ${id}: a transaction of a partition group that no longer exists was open; fenced (aborted)`,
+    ),
+    ...failed.map(
+      (f) =>
+        `Kafka broker ${f.nodeId} did not list its open transactions (${f.error}); one of a group that no longer exists, if it coordinates any, ends at the broker's transaction timeout`,
+    ),
+  ];
 }
 
 /** InitProducerId on every slot of the id pool (`idOf(slot)`), all at once; returns the ids. */

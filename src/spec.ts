@@ -106,3 +106,11 @@ export const runnerWorkflowId = (spec: PipelineSpec, id: number) =>
 /** A group's transactional ids ('g' keeps them apart from the partitions' own, which redos and older runs use). */
 export const groupTransactionalId = (pipeline: string, group: number, slot: number) =>
   `onceflow.${pipeline}.g${group}.${slot}`;
+/** The group and slot of one of `pipeline`'s group transactional ids; undefined for any other id. */
+export function parseGroupTransactionalId(pipeline: string, id: string): { group: number; slot: number } | undefined {
+  const prefix = `onceflow.${pipeline}.g`;
+  const m = id.startsWith(prefix) ? /^(\d+)\.(\d+)$/.exec(id.slice(prefix.length)) : null;
+  if (!m) return undefined;
+  const [group, slot] = [Number(m[1]), Number(m[2])];
+  return groupTransactionalId(pipeline, group, slot) === id ? { group, slot } : undefined;
+}

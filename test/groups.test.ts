@@ -15,13 +15,13 @@ import { Worker } from '@temporalio/worker';
 import { pipelineStatus } from '../src/cli/status';
 import { startPipeline } from '../src/client';
 import { committedMarkers } from '../src/kafka/progress';
-import { earliestOffset } from '../src/kafka/internals';
+import { earliestOffset, listTransactions } from '../src/kafka/internals';
 import { readGroup } from '../src/activities/source';
 import type { Faults } from '../src/faults';
 import { prepareBranch, recoverXids } from '../src/mysql/branch';
 import { insertLedgerRows } from '../src/mysql/ledger';
 import { groupGtrid, pipelineGroupGtridPrefix } from '../src/mysql/xid';
-import { groupWorkflowId, pipelineWorkflowId } from '../src/spec';
+import { groupTransactionalId, groupWorkflowId, pipelineWorkflowId } from '../src/spec';
 import { createOnceflowWorker } from '../src/worker';
 import {
   assertFired,
@@ -347,6 +347,43 @@ test(
       const report = await verify(deps, s);
       assert.ok(report.ok, failedChecks(report));
       assert.equal(report.totals.outputs, 600);
+    });
+  },
+);
+
+test(
+  'a transaction left open by a group that no longer exists (parallelism lowered after a crash): the restarted pipeline fences it at once instead of waiting for the broker to abort it',
+  { timeout: 240_000 },
+  async () => {
+    const s = await prepareScenario(deps, { prefix: 'ggone', records: 400, partitions: 2, parallelism: 2 });
+    // Group 1 (partition 1) dies with its epoch 1 sent to Kafka and not prepared in MySQL.
+    const doomed = doomedWorker(s.taskQueue, 'prepare.kafka-sent@epoch=1@partition=1');
+    await start(deps, s);
+    await doomed.died();
+    const id = groupTransactionalId(s.spec.name, 1, 1);
+    const open = async () =>
+      (await listTransactions(deps.cluster, ['Ongoing'])).transactions.map((t) => t.transactionalId);
+    assert.ok((await open()).includes(id), `group 1's epoch 1 left ${id} open`);
+    for (const wf of [
+      pipelineWorkflowId(s.spec.name),
+      groupWorkflowId(s.spec.name, 0),
+      groupWorkflowId(s.spec.name, 1),
+    ])
+      await deps.client.workflow.getHandle(wf).terminate('groups.test.ts: restarted with one group');
+    // The same pipeline with parallelism 1: group 1's ids are nobody's now. The broker would abort
+    // the open transaction at its timeout (5 min); until then partition 1's LSO cannot pass it.
+    const lowered = { ...s, spec: { ...s.spec, parallelism: 1 } };
+    await withWorker(lowered, async () => {
+      const started = Date.now();
+      const handle = await start(deps, lowered);
+      await drainAndWait(deps, lowered, handle);
+      const took = Date.now() - started;
+      assert.ok(took < 60_000, `drained in ${took} ms, not at the transaction timeout`);
+      assert.ok(!(await open()).includes(id), `${id} is no longer open`);
+      const report = await verify(deps, lowered);
+      assert.ok(report.ok, failedChecks(report));
+      assert.equal(report.totals.outputs, 400);
+      assert.ok(report.totals.abortedCopies > 0, "the fenced transaction's records are there, aborted");
     });
   },
 );

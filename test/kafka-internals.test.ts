@@ -3,7 +3,7 @@
  * on one connection is committed by EndTxn from another; the answers to retried, aborted and
  * fenced commits are the ones docs/design.md §6.1 relies on; reads filter aborted records (the
  * filter alone, withoutAborted: test/unit.test.ts); a partition whose leadership is still
- * settling is asked again.
+ * settling is asked again; ListTransactions lists an open transaction until it ends.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +15,7 @@ import {
   fetchPartition,
   ISOLATION,
   latestOffset,
+  listTransactions,
   onLeader,
   PreparedTransaction,
   type KafkaCluster,
@@ -25,7 +26,7 @@ import { kafkaClientConfig } from '../src/kafka/client-config';
 import { encodeMarker, findCommittedMarker, waitDecided } from '../src/kafka/progress';
 import { createTopic } from '../examples/flink-compare/scenario';
 import { createTopicsReady } from '../src/kafka/topics';
-import { openDeps, uniqueName, type Deps } from './support/env';
+import { openDeps, uniqueName, waitUntil, type Deps } from './support/env';
 
 let deps: Deps;
 let other: KafkaCluster;
@@ -67,6 +68,27 @@ test('EndTxn from another connection commits; a retried commit answers ok; reads
     ['a', 'b'],
   );
   assert.equal(r.nextOffset, 3, 'past the commit marker');
+});
+
+test('ListTransactions: every broker lists an open transaction as Ongoing, and no longer once it is aborted (real broker)', async () => {
+  const topic = uniqueName('int-list');
+  await createTopic(deps.admin, topic, 1);
+  const id = uniqueName('tid-list');
+  const open = async () =>
+    (await listTransactions(other, ['Ongoing'])).transactions.filter((t) => t.transactionalId === id);
+  const txn = new PreparedTransaction(deps.cluster, id, 60_000);
+  const h = await txn.begin();
+  assert.deepEqual(await open(), [], 'InitProducerId alone opens no transaction');
+  await txn.send([{ topic, messages: [msg('a')] }]);
+  const listed = await listTransactions(other, ['Ongoing']);
+  assert.deepEqual(listed.failed, []);
+  assert.deepEqual(
+    listed.transactions.filter((t) => t.transactionalId === id),
+    [{ transactionalId: id, producerId: h.producerId, state: 'Ongoing' }],
+  );
+  assert.equal(await endTxn(other, h, false), 'ok');
+  // The coordinator completes the abort after EndTxn returns.
+  await waitUntil('the aborted transaction no longer listed', async () => (await open()).length === 0, 5_000, 100);
 });
 
 test("a transactional id's and a group's coordinators are asked for once per connection, not before every request (real broker)", async () => {

@@ -9,8 +9,10 @@ import {
   COORDINATOR,
   coordinatorCache,
   decodeDescribeProducers,
+  decodeListTransactions,
   decodeWriteTxnMarkers,
   describeProducersRequest,
+  listTransactionsRequest,
   withoutAborted,
   writeTxnMarkersRequest,
 } from '../src/kafka/internals';
@@ -20,6 +22,7 @@ import { decodeRows, encodeParts, type StagedRows } from '../src/mysql/stage-cod
 import { epochGtrid, parseGtrid, xidFromString, xidSql, xidToString } from '../src/mysql/xid';
 import { applyControl, assertTransition, validateControl } from '../src/protocol';
 import { compareSpec } from '../examples/flink-compare/scenario';
+import { groupTransactionalId, parseGroupTransactionalId } from '../src/spec';
 import { definePipeline } from '../src/schema/pipeline';
 import { COMPARE_TABLE, compareTransform, parseEvent } from '../examples/flink-compare/transform';
 
@@ -948,6 +951,54 @@ test('DescribeProducers v0: the request as the protocol lays it out (flexible: h
     },
     { topic: 'out', partition: 7, errorCode: 6, errorMessage: 'x', producers: [] },
   ]);
+});
+
+test("ListTransactions v0: the request as the protocol lays it out (flexible); the response decoded; only our pipeline's group ids parse", async () => {
+  const body: Buffer = (await listTransactionsRequest(['Ongoing']).encode()).buffer;
+  // header tags | state filters (1+1) | "Ongoing" (7+1) | producer id filters (0+1) | request tags
+  assert.deepEqual([...body], [0, 2, 8, ...Buffer.from('Ongoing'), 1, 0]);
+  const str = (x: string) => [x.length + 1, ...Buffer.from(x)];
+  const i64 = (n: number) => {
+    const b = Buffer.alloc(8);
+    b.writeBigInt64BE(BigInt(n));
+    return [...b];
+  };
+  const response = Buffer.from([
+    0, // header tags
+    ...[0, 0, 0, 0], // throttle
+    ...[0, 0], // error code
+    2,
+    ...str('Bogus'), // unknown state filters
+    3, // two transactions
+    ...str('onceflow.p.g3.1'),
+    ...i64(4001),
+    ...str('Ongoing'),
+    0,
+    ...str('other'),
+    ...i64(7),
+    ...str('Ongoing'),
+    0,
+    0,
+  ]);
+  assert.deepEqual(decodeListTransactions(response), {
+    errorCode: 0,
+    transactions: [
+      { transactionalId: 'onceflow.p.g3.1', producerId: 4001, state: 'Ongoing' },
+      { transactionalId: 'other', producerId: 7, state: 'Ongoing' },
+    ],
+  });
+  assert.deepEqual(parseGroupTransactionalId('p', 'onceflow.p.g3.1'), { group: 3, slot: 1 });
+  for (const id of [
+    'onceflow.p.3.1',
+    'onceflow.p.g3',
+    'onceflow.p.g3.1.0',
+    'onceflow.pq.g3.1',
+    'onceflow.p.g03.1',
+    'x.p.g3.1',
+  ])
+    assert.equal(parseGroupTransactionalId('p', id), undefined, id);
+  // A pipeline whose name extends another's is not mistaken for it.
+  assert.equal(parseGroupTransactionalId('p', groupTransactionalId('p.g1', 0, 0)), undefined);
 });
 
 test('WriteTxnMarkers v1 (the forced split): the request as the protocol lays it out; the response decoded per partition', async () => {

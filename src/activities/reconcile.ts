@@ -17,6 +17,7 @@ import {
   namedXids,
   RECOVERY_LANES,
   resolveGroupBranches,
+  settleGoneGroupsKafka,
   settleGroupKafka,
   settleKafka,
 } from '../recovery';
@@ -123,11 +124,12 @@ async function repairSplits(ctx: ActivityContext, args: ReconcileArgs): Promise<
 /**
  * The unit's reconcile, without the activity edge: before it runs epochs, and for members that
  * join a running group (`joining`: the group's own epoch may be in flight, so only the joining
- * members' state is touched). First what a crashed run left open: the unit's transactions are
- * fenced and the XA branches of partition groups settled (a branch a member's marker names is
- * committed, others rolled back) — for a group its own and those of groups that no longer exist
- * (parallelism lowered), for a group of one every group's (the pipeline ran with
- * spec.parallelism before). Then every member goes through the per-partition reconcile.
+ * members' state is touched). First what a crashed run left open: the unit's transactions and
+ * any open transaction of a group that no longer exists are fenced, and the XA branches of
+ * partition groups settled (a branch a member's marker names is committed, others rolled back)
+ * — for a group its own and those of groups that no longer exist (parallelism lowered), for a
+ * group of one every group's (the pipeline ran with spec.parallelism before). Then every
+ * member goes through the per-partition reconcile.
  */
 export async function reconcileUnit(
   ctx: ActivityContext,
@@ -137,6 +139,8 @@ export async function reconcileUnit(
   const { spec, group, members } = args;
   const token = attemptToken();
   const recovered: string[] = [];
+  // Transactions of groups that no longer exist first: they may hold back the members' LSOs.
+  if (!args.joining) recovered.push(...(await settleGoneGroupsKafka(cluster, spec)));
   if (!args.solo && !args.joining) await settleGroupKafka(cluster, spec, group);
   await mapLimit(members, RECOVERY_LANES, (m) => settleKafka(cluster, spec, m.id, ctx.heartbeat));
   if (!args.joining) {

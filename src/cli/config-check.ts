@@ -10,6 +10,7 @@ import type { Settings } from '../config';
 import { errorMessage } from '../errors';
 import { securityHint, temporalTlsProblem } from '../connections';
 import { kafkaClientConfig } from '../kafka/client-config';
+import { withTimeout } from '../poll';
 import type { CommandContext } from './context';
 
 export interface ConnectionCheck {
@@ -41,14 +42,6 @@ export function redactedSettings(settings: Settings): unknown {
   };
   return redact(settings);
 }
-
-const withTimeout = <T>(p: Promise<T>, ms: number, what: string): Promise<T> =>
-  Promise.race([
-    p,
-    new Promise<never>((_, rej) =>
-      setTimeout(() => rej(new Error(`no answer from ${what} within ${ms / 1000} s`)), ms).unref(),
-    ),
-  ]);
 
 async function checkTemporal(s: Settings): Promise<ConnectionCheck> {
   const where = `Temporal at ${s.temporal.address}`;

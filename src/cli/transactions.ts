@@ -18,6 +18,7 @@ import {
   loggedSplits,
   namedXids,
   resolveGroupBranches,
+  settleGoneGroupsKafka,
   settleGroupKafka,
   settleKafka,
   type GroupBranchDecision,
@@ -127,7 +128,8 @@ async function isRunning(client: Client, id: string): Promise<boolean> {
 
 /**
  * Resolves what is in doubt for a pipeline that is not running, through the same recovery path
- * as reconcile: fence the partition's transactional ids, commit the branch the committed marker
+ * as reconcile: fence the partitions' and groups' transactional ids (and any open one of a group
+ * that no longer exists), commit the branch the committed marker
  * names, roll back the others, apply committed staged rows. A side that must be redone is left
  * for reconcile, which runs when the pipeline is started again.
  */
@@ -149,6 +151,8 @@ export async function resolveInDoubt(
     throw new Error(`pipeline ${spec.name} is running; stop it first: onceflow stop ${spec.name}`);
   const done: string[] = [];
   const token = Date.now();
+  // Transactions of groups that no longer exist first: they may hold back the partitions' LSOs.
+  done.push(...(await settleGoneGroupsKafka(deps.cluster, spec)));
   const fenced = [];
   for (let g = 0; g < (spec.parallelism ?? 0); g++) fenced.push(...(await settleGroupKafka(deps.cluster, spec, g)));
   for (const p of ids) fenced.push(...(await settleKafka(deps.cluster, spec, p)));

@@ -7,6 +7,7 @@
  *  - ListOffsets with an explicit isolation level,
  *  - DescribeProducers (a partition leader's state of one producer: how ../landed checks an
  *    epoch's writes before commit),
+ *  - ListTransactions (the open transactions of ids no group uses any more: ../../recovery),
  *  - keeping a transaction's and a group's coordinator between requests (./coordinators),
  *  - WriteTxnMarkers, to split a transaction on purpose as a stale coordinator did (./markers: fault injection).
  * Flink reaches the same Kafka internals through reflection for the same reasons. Two more
@@ -16,6 +17,7 @@
 export * from './cluster';
 export * from './coordinators';
 export * from './fetch';
+export * from './list-transactions';
 export * from './markers';
 export * from './transaction';
 export * from './producers';

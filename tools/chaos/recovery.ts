@@ -5,8 +5,11 @@
  */
 import type { RowDataPacket } from 'mysql2/promise';
 import { partitionStatus } from '../../src/client';
+import { earliestOffset, ISOLATION, latestOffset } from '../../src/kafka/internals';
+import { committedMarkers, waitDecided } from '../../src/kafka/progress';
 import { recoverXids } from '../../src/mysql/branch';
-import { parseGroupGtrid, parseGtrid, pipelineGtridPrefix, xidToString } from '../../src/mysql/xid';
+import { ledgerRow } from '../../src/mysql/ledger';
+import { parseGroupGtrid, parseGtrid, pipelineGtridPrefix, xidToString, type Xid } from '../../src/mysql/xid';
 import { clusterWhole } from './cluster';
 import { sleep, type CampaignEnv } from './setup';
 import type { FaultRecord } from './types';
@@ -40,11 +43,14 @@ export class LedgerProbe {
   }
 
   /**
-   * Prepared branches of committed epochs, right after a recovery. (Until 2026-12-06 a branch
-   * counted only if it was still there 3 s later: on the code of 2026-12-01, seed 284101 once
-   * found an attempt-1 branch of a committed epoch that was gone 3 s later, never explained. None
-   * of the campaign logs kept on 2026-12-06 — two CI runs of that short campaign, three full
-   * campaigns — shows such a branch, so the grace is gone: any branch counts.)
+   * Prepared branches of committed epochs, right after a recovery. A listed branch that a
+   * committed progress marker names, and whose own ledger row is visible, is not counted: it is
+   * the decided branch, and its XA COMMIT is in flight. MariaDB's XA COMMIT of a detached branch makes its rows (the epoch's ledger
+   * row among them) visible before it drops the xid from what XA RECOVER lists (`trans_xa_commit`
+   * in its sql/xa.cc: the engine's commit, then `xid_cache_delete`), so the probe can see both;
+   * seed 20261214 (2026-12-07) did, 0.2 s after a 23 s MariaDB freeze, as seed 284101 had on
+   * 2026-12-01. Any other prepared branch of a committed epoch is left behind and counts: the
+   * branch that committed the epoch's ledger row is the only one that can have written it.
    */
   readonly danglingNow = async (): Promise<string[]> => {
     const { env } = this;
@@ -56,15 +62,44 @@ export class LedgerProbe {
     if (env.grouped)
       for (let g = 0; g < env.spec.parallelism!; g++) groupNext.set(g, (await env.groupStatus(g)).groupEpoch);
     const prepared = await recoverXids(env.pool, pipelineGtridPrefix(env.name));
-    return prepared
-      .filter((x) => {
-        const gg = parseGroupGtrid(x.gtrid);
-        if (gg !== null) return gg.pipeline === env.name && gg.groupEpoch < (groupNext.get(gg.group) ?? 0);
-        const g = parseGtrid(x.gtrid);
-        return g !== null && g.epoch <= (max.get(g.partition) ?? -1);
-      })
-      .map(xidToString);
+    const ofCommitted = prepared.filter((x) => {
+      const gg = parseGroupGtrid(x.gtrid);
+      if (gg !== null) return gg.pipeline === env.name && gg.groupEpoch < (groupNext.get(gg.group) ?? 0);
+      const g = parseGtrid(x.gtrid);
+      return g !== null && g.epoch <= (max.get(g.partition) ?? -1);
+    });
+    const left: string[] = [];
+    for (const x of ofCommitted) if (!(await this.committingNow(x))) left.push(xidToString(x));
+    return left;
   };
+
+  /**
+   * Whether the branch is being committed: a committed progress marker of its partition (a group
+   * branch: of one of the group's members) names it — read once the progress partition's open
+   * transactions are decided, within 30 s — and the ledger row of that marker's epoch, which
+   * only this branch can have written, is visible. A decided branch whose row is not there was
+   * not committed, and counts.
+   */
+  private async committingNow(x: Xid): Promise<boolean> {
+    const { cluster, spec } = this.env;
+    const xid = xidToString(x);
+    const gg = parseGroupGtrid(x.gtrid);
+    const partitions = gg ? this.env.membersOf(gg.group) : [parseGtrid(x.gtrid)!.partition];
+    for (const p of partitions) {
+      const hw = await latestOffset(cluster, spec.progressTopic, p, ISOLATION.READ_UNCOMMITTED);
+      if (hw > 0) {
+        const decided = await waitDecided(cluster, spec.progressTopic, p, hw - 1, { timeoutMs: 30_000 }).then(
+          () => true,
+          () => false,
+        );
+        if (!decided) continue;
+      }
+      const from = await earliestOffset(cluster, spec.progressTopic, p);
+      const named = (await committedMarkers(cluster, spec.progressTopic, p, from)).find((m) => m.xid === xid);
+      if (named) return (await ledgerRow(this.env.pool, spec.name, p, named.epoch)) !== null;
+    }
+    return false;
+  }
 }
 
 /** Where a fault's recovery is measured from: the ledger before it, the database clock and the time, and the partitions it affects. */

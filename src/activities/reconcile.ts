@@ -140,7 +140,9 @@ export async function reconcileUnit(
   const token = attemptToken();
   const recovered: string[] = [];
   // Transactions of groups that no longer exist first: they may hold back the members' LSOs.
-  if (!args.joining) recovered.push(...(await settleGoneGroupsKafka(cluster, spec)));
+  // Only a run that starts afresh (no state carried by continue-as-new) can follow a change of
+  // parallelism, so only it asks the brokers.
+  if (!args.joining && !args.expected) recovered.push(...(await settleGoneGroupsKafka(cluster, spec)));
   if (!args.solo && !args.joining) await settleGroupKafka(cluster, spec, group);
   await mapLimit(members, RECOVERY_LANES, (m) => settleKafka(cluster, spec, m.id, ctx.heartbeat));
   if (!args.joining) {

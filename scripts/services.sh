@@ -10,6 +10,8 @@
 #   scripts/services.sh kill    <service ...>   SIGKILL (fault injection)
 #   scripts/services.sh restart <service ...> [--hard]   down (or kill with --hard), then up
 #   scripts/services.sh status                  one line per service (per Kafka node); exit 0 iff all up
+#   scripts/services.sh diagnose                status, and for each service that is down the end of
+#                                               its log and any JVM crash file; disk and memory free
 #   scripts/services.sh env                     print the endpoints/credentials file path
 #   scripts/services.sh pid     <service>       the pid (process-group leader) of a running service
 #   scripts/services.sh bin     temporal        the path of the Temporal CLI that install builds
@@ -157,9 +159,12 @@ check_ports_free() { # name ports...
   done
 }
 
+# The line spawn writes into a service's log before each start (diagnose reads what follows the last).
+START_MARK='----- scripts/services.sh starts it'
 spawn() { # name command...  (own session, so a kill reaches the whole tree)
   local name=$1; shift
   mkdir -p "$RUN/$name"
+  echo "$START_MARK $(date -u +%FT%TZ): $*" >>"$(logfile "$name")"
   setsid "$@" >>"$(logfile "$name")" 2>&1 </dev/null &
   echo $! >"$RUN/$name/pid"
 }
@@ -429,7 +434,7 @@ up_kafka() { # node indexes
     kafka_format "$i"
     if ((KAFKA_NODES == 1)); then log "starting Kafka $KAFKA_VERSION"; elif is_controller_only "$i"; then log "starting Kafka $KAFKA_VERSION controller $((i - KAFKA_NODES)) of $KAFKA_CONTROLLERS ($name)"; else log "starting Kafka $KAFKA_VERSION node $i of $KAFKA_NODES ($name)"; fi
     # shellcheck disable=SC2046
-    spawn "$name" java -Xms256m -Xmx1g -XX:+UseG1GC $(kafka_log_opts broker) \
+    spawn "$name" java -Xms256m -Xmx1g -XX:+UseG1GC "-XX:ErrorFile=$RUN/$name/hs_err_pid%p.log" $(kafka_log_opts broker) \
       -cp "$KAFKA_LIBS/*" kafka.Kafka "$RUN/$name/server.properties"
   done
   for i in "$@"; do wait_for "$(knode "$i")" 120 port_open "$(kafka_client_or_controller_port "$i")"; done
@@ -766,6 +771,25 @@ case $cmd in
     for s in "${svcs[@]}"; do status_one "$s" || rc=1; done
     exit $rc
     ;;
+  diagnose)
+    out=$(pick "$@") || exit 1
+    mapfile -t svcs <<<"$out"
+    for s in "${svcs[@]}"; do
+      status_one "$s" && continue
+      case $s in kafka:*) n=$(knode "${s#kafka:}") ;; *) n=$s ;; esac
+      p=$(pid_of "$n")
+      if [[ -n $p ]]; then echo "  pid file names $p, $(kill -0 "$p" 2>/dev/null && echo 'which is alive' || echo 'which is gone')"; else echo "  no pid file (never started here, or stopped by scripts/services.sh down or kill)"; fi
+      if [[ -f $(logfile "$n") ]]; then
+        echo "  $(logfile "$n") since its last start: the last warnings and errors, then the last lines"
+        awk -v m="$START_MARK" 'index($0, m) == 1 {n = 0} {l[n++] = $0} END {for (i = 0; i < n; i++) print l[i]}' "$(logfile "$n")" >"$RUN/$n/.since-start"
+        { head -n 1 "$RUN/$n/.since-start"; tail -n +2 "$RUN/$n/.since-start" | grep -aiE 'warn|error|fatal|exception|out of memory|halt' | tail -n 15; echo '...'; tail -n 6 "$RUN/$n/.since-start"; } | cut -c1-300 | sed 's/^/    /'
+        rm -f "$RUN/$n/.since-start"
+      fi
+      for f in "$RUN/$n"/hs_err_pid*.log; do [[ -f $f ]] && { echo "  JVM crash file $f:"; head -n 15 "$f" | sed 's/^/    /'; }; done
+    done
+    d=$RUN; while [[ ! -d $d ]]; do d=$(dirname "$d"); done
+    echo "disk: $(df -h "$d" | awk 'NR == 2 {print $4 " free of " $2 " on " $6}')   memory: $(free -m | awk '/^Mem:/ {print $7 " MiB available of " $2}')"
+    ;;
   env) echo "$ENV_FILE" ;;
   pid)
     out=$(pick "${1:?pid needs a service}") || exit 1
@@ -782,5 +806,5 @@ case $cmd in
     [[ ${1:-} == temporal ]] || die "bin: expected 'temporal' (the only tool whose path is asked for), got '${1:-}'"
     echo "$TEMPORAL_BIN"
     ;;
-  *) die "unknown command '$cmd' (expected up, install, down, kill, restart, status, env, pid, bin or grant)" ;;
+  *) die "unknown command '$cmd' (expected up, install, down, kill, restart, status, diagnose, env, pid, bin or grant)" ;;
 esac

@@ -72,4 +72,12 @@ mkdir -p test/.tmp
 # The replay tests and the test workers use one prebuilt workflow bundle (no server needed).
 npx tsx scripts/bundle-workflows.ts test/.tmp/workflow-bundle.js
 export ONCEFLOW_WORKFLOW_BUNDLE=$PWD/test/.tmp/workflow-bundle.js
-exec node --import tsx --test --test-concurrency=1 --test-reporter=spec "${files[@]}"
+rc=0
+node --import tsx --test --test-concurrency=1 --test-reporter=spec "${files[@]}" || rc=$?
+if ((rc != 0 && needs_services)); then
+  # A failure's last lines say what the services were doing: a service that died mid-run shows
+  # up as every later test failing to connect, and this names why (CI shows the output's end).
+  echo "[test] failed (exit $rc); the services of this run now:"
+  bash scripts/services.sh diagnose || true
+fi
+exit $rc

@@ -1,4 +1,19 @@
-# Shared by services.sh and schema-registry.sh (sourced; both define log and port_open).
+# Shared by services.sh, schema-registry.sh and temporal-server.sh (sourced; each defines log
+# and port_open).
+#
+# ours <pid> <dir>: <pid> is alive and is the service whose pid file lies in <dir>: its command
+# line names a path in <dir>, or it runs in <dir> (every service these scripts start does one or
+# the other). A pid file left by a run the machine did not stop cleanly (a reboot, a killed
+# session) may name a pid the system has since given to another process: that process is not
+# taken for the service, so `up` starts the service, and it is never signalled.
+ours() {
+  local p=$1 dir=$2
+  [[ -n $p ]] && kill -0 "$p" 2>/dev/null || return 1
+  [[ -d /proc/$p ]] || return 0 # no /proc to read (not Linux): alive is all we can tell
+  [[ $(readlink "/proc/$p/cwd" 2>/dev/null) == "$(cd "$dir" 2>/dev/null && pwd -P)" ]] && return 0
+  tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$dir/"
+}
+
 # stop_group <pid> <label> <port>: SIGTERM the process group (SIGKILL after 60 s), then wait up
 # to 30 s until <port> is released, so an immediate `up` does not take it for a foreign process.
 stop_group() {

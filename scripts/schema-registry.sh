@@ -41,7 +41,7 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pid_of() { [[ -f $DIR/pid ]] && cat "$DIR/pid" || true; }
 # shellcheck source=scripts/process.sh
 source "$(dirname "${BASH_SOURCE[0]}")/process.sh"
-alive() { local p; p=$(pid_of); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
+alive() { ours "$(pid_of)" "$DIR"; }
 # Ready: the Confluent-compatible API answers (and with JSON, so it is a registry on that port).
 ready() { curl -fsS --max-time 2 "$URL/subjects" 2>/dev/null | grep -q '^\['; }
 
@@ -98,7 +98,7 @@ up() {
 down() {
   local p; p=$(pid_of)
   rm -f "$DIR/url"
-  if [[ -z $p ]] || ! kill -0 "$p" 2>/dev/null; then rm -f "$DIR/pid"; return; fi
+  if ! ours "$p" "$DIR"; then rm -f "$DIR/pid"; return; fi
   stop_group "$p" "Apicurio Registry" "$PORT"
   rm -f "$DIR/pid"
 }

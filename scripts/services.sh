@@ -131,7 +131,7 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 pid_of() { local f=$RUN/$1/pid; [[ -f $f ]] && cat "$f" || true; }
 # shellcheck source=scripts/process.sh
 source "$SCRIPT_DIR/process.sh"
-alive() { local p; p=$(pid_of "$1"); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
+alive() { ours "$(pid_of "$1")" "$RUN"; }
 logfile() { echo "$RUN/$1/$1.log"; }
 
 wait_for() { # name seconds command...
@@ -615,7 +615,7 @@ write_secure_env() {
 stop_one() { # name signal port
   local name=$1 sig=$2 port=$3 p
   p=$(pid_of "$name")
-  if [[ -z $p ]] || ! kill -0 "$p" 2>/dev/null; then rm -f "$RUN/$name/pid"; return; fi
+  if ! ours "$p" "$RUN"; then rm -f "$RUN/$name/pid"; return; fi
   stop_group "$p" "$name" "$port" "$sig"
   rm -f "$RUN/$name/pid"
 }
@@ -638,7 +638,7 @@ stop_kafka_nodes() { # signal node-indexes...
   local sig=$1 i p; shift
   for i in "$@"; do
     p=$(pid_of "$(knode "$i")")
-    if [[ -n $p ]] && kill -0 "$p" 2>/dev/null; then kill -s "$sig" -- "-$p" 2>/dev/null || kill -s "$sig" "$p" 2>/dev/null || true; fi
+    if ours "$p" "$RUN"; then kill -s "$sig" -- "-$p" 2>/dev/null || kill -s "$sig" "$p" 2>/dev/null || true; fi
   done
   for i in "$@"; do stop_service "kafka:$i" "$sig"; done
 }
@@ -778,7 +778,7 @@ case $cmd in
       status_one "$s" && continue
       case $s in kafka:*) n=$(knode "${s#kafka:}") ;; *) n=$s ;; esac
       p=$(pid_of "$n")
-      if [[ -n $p ]]; then echo "  pid file names $p, $(kill -0 "$p" 2>/dev/null && echo 'which is alive' || echo 'which is gone')"; else echo "  no pid file (never started here, or stopped by scripts/services.sh down or kill)"; fi
+      if [[ -n $p ]]; then echo "  pid file names $p, $(if ours "$p" "$RUN"; then echo 'which is alive'; elif kill -0 "$p" 2>/dev/null; then echo 'now another process (a stale pid file)'; else echo 'which is gone'; fi)"; else echo "  no pid file (never started here, or stopped by scripts/services.sh down or kill)"; fi
       if [[ -f $(logfile "$n") ]]; then
         echo "  $(logfile "$n") since its last start: the last warnings and errors, then the last lines"
         awk -v m="$START_MARK" 'index($0, m) == 1 {n = 0} {l[n++] = $0} END {for (i = 0; i < n; i++) print l[i]}' "$(logfile "$n")" >"$RUN/$n/.since-start"

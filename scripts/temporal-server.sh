@@ -51,7 +51,7 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 source "$SCRIPT_DIR/process.sh"
 
 pid() { [[ -f $PID_FILE ]] && cat "$PID_FILE" || true; }
-alive() { local p; p=$(pid); [[ -n $p ]] && kill -0 "$p" 2>/dev/null; }
+alive() { ours "$(pid)" "$DIR"; }
 
 # ---------------------------------------------------------------- build
 source_hash() { cat "$SRC/go.mod" "$SRC/go.sum" "$SRC/main.go" | sha256sum | cut -d' ' -f1; }
@@ -120,7 +120,7 @@ up() {
 
 stop() { # signal
   local p; p=$(pid)
-  if [[ -z $p ]] || ! kill -0 "$p" 2>/dev/null; then rm -f "$PID_FILE"; return; fi
+  if ! ours "$p" "$DIR"; then rm -f "$PID_FILE"; return; fi
   stop_group "$p" "the Temporal server" "$PORT" "$1"
   rm -f "$PID_FILE"
 }

@@ -52,7 +52,7 @@ export class LedgerProbe {
    * 2026-12-01. Any other prepared branch of a committed epoch is left behind and counts: the
    * branch that committed the epoch's ledger row is the only one that can have written it.
    */
-  readonly danglingNow = async (): Promise<string[]> => {
+  readonly danglingNow = async (): Promise<{ left: string[]; committing: string[] }> => {
     const { env } = this;
     const max = await this.ledgerMax();
     // A group's epochs below its workflow's group epoch counter have been committed (the counter
@@ -69,8 +69,9 @@ export class LedgerProbe {
       return g !== null && g.epoch <= (max.get(g.partition) ?? -1);
     });
     const left: string[] = [];
-    for (const x of ofCommitted) if (!(await this.committingNow(x))) left.push(xidToString(x));
-    return left;
+    const committing: string[] = [];
+    for (const x of ofCommitted) ((await this.committingNow(x)) ? committing : left).push(xidToString(x));
+    return { left, committing };
   };
 
   /**
@@ -171,12 +172,12 @@ export async function afterRecovery(
   produced: () => number,
 ): Promise<void> {
   const { log, spec } = env;
-  const dangling = await retryDb(ledger.danglingNow);
-  rec.danglingAfter = dangling.length;
-  if (dangling.length) {
-    rec.note += `prepared branches of committed epochs after recovery: ${dangling.join(', ')}; `;
-    log(`#${f.n} ${f.kind}: ${rec.note}`);
-  }
+  const { left, committing } = await retryDb(ledger.danglingNow);
+  rec.danglingAfter = left.length;
+  rec.committingAfter = committing.length;
+  if (committing.length) rec.note += `listed while their XA COMMIT was in flight: ${committing.join(', ')}; `;
+  if (left.length) rec.note += `prepared branches of committed epochs after recovery: ${left.join(', ')}; `;
+  if (left.length || committing.length) log(`#${f.n} ${f.kind}: ${rec.note}`);
   log(
     `#${f.n}/${planned} ${f.kind} @ ${f.trigger}${rec.epoch !== undefined ? ` (${rec.group !== undefined ? `group ${rec.group}` : `partition ${f.partition}`} epoch ${rec.epoch}, worker ${rec.hitWorker})` : ''}: recovered in ${(rec.recoveryMs! / 1000).toFixed(1)} s; input ${produced()}${rec.target ? `; ${rec.target}` : ''}`,
   );

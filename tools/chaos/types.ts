@@ -74,6 +74,8 @@ export interface FaultRecord extends PlannedFault {
   affected: { partition: number; afterEpoch: number; throughEpoch: number }[];
   /** XA branches of already committed epochs still prepared after recovery. */
   danglingAfter: number;
+  /** decided branches XA RECOVER still listed after the recovery while their XA COMMIT was in flight (not counted as dangling) */
+  committingAfter?: number;
   stats?: RangeStats;
   note: string;
   /** Cluster kinds: the node killed and why it was the target. */

@@ -169,7 +169,7 @@ function campaignChecks(o: CampaignOptions, j: Judged): Check[] {
     {
       name: 'no XA branch of a committed epoch left prepared after any recovery',
       ok: faults.every((f) => f.danglingAfter === 0),
-      detail: `${faults.reduce((a, f) => a + f.danglingAfter, 0)} found`,
+      detail: `${faults.reduce((a, f) => a + f.danglingAfter, 0)} found; ${faults.reduce((a, f) => a + (f.committingAfter ?? 0), 0)} listed while their XA COMMIT was in flight (the decided branch, its ledger row visible: not counted, and the end's check of prepared branches covers them)`,
     },
     {
       name: 'every forced split was detected and repaired',

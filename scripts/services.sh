@@ -620,7 +620,7 @@ stop_one() { # name signal port
   rm -f "$RUN/$name/pid"
 }
 
-stop_service() { # service-token signal
+stop_service() { # service-token signal (Kafka nodes: stop_kafka_nodes)
   local sig=$2
   case $1 in
     temporal)
@@ -628,19 +628,28 @@ stop_service() { # service-token signal
         if [[ $sig == KILL ]]; then temporal_secure kill; else temporal_secure down; fi
       else stop_one temporal "$sig" $TEMPORAL_PORT; fi ;;
     mariadb) stop_one mariadb "$sig" $MYSQL_PORT ;;
-    kafka:*) local i=${1#kafka:}; stop_one "$(knode "$i")" "$sig" "$(kafka_client_or_controller_port "$i")" ;;
   esac
 }
 
 # Kafka nodes are signalled together, then awaited: a node of a 3-node cluster stopping alone
 # waits for the quorum, which the next node to stop would leave.
+# Whether a pid is ours is asked before the signal: a process that is exiting has no command
+# line left to read, so asking after it would take a dying node for another process.
 stop_kafka_nodes() { # signal node-indexes...
-  local sig=$1 i p; shift
+  local sig=$1 i p name; shift
+  local -A signalled=()
   for i in "$@"; do
     p=$(pid_of "$(knode "$i")")
-    if ours "$p" "$RUN"; then kill -s "$sig" -- "-$p" 2>/dev/null || kill -s "$sig" "$p" 2>/dev/null || true; fi
+    if ours "$p" "$RUN"; then
+      kill -s "$sig" -- "-$p" 2>/dev/null || kill -s "$sig" "$p" 2>/dev/null || true
+      signalled[$i]=$p
+    fi
   done
-  for i in "$@"; do stop_service "kafka:$i" "$sig"; done
+  for i in "$@"; do
+    name=$(knode "$i")
+    [[ -n ${signalled[$i]:-} ]] && stop_group "${signalled[$i]}" "$name" "$(kafka_client_or_controller_port "$i")" "$sig"
+    rm -f "$RUN/$name/pid"
+  done
 }
 
 status_kafka_node() { # index

@@ -22,11 +22,19 @@ export const temporalConnectionOptions = (t: TemporalSettings) => ({
   ...(t.apiKey ? { apiKey: t.apiKey } : {}),
 });
 
+/**
+ * The largest gRPC answer the client takes. @temporalio/client 1.24 means to allow 128 MiB but
+ * names the channel argument without its `grpc.` prefix, so grpc-js keeps its 4 MiB default, and a
+ * history page of a group workflow over many partitions (4.4 MB at 256) fails RESOURCE_EXHAUSTED.
+ */
+const MAX_RECEIVE_BYTES = 128 * 1024 * 1024;
+
 /** A Temporal client for the settings' server and namespace. */
 export async function connectClient(settings: Settings = loadSettings()): Promise<Client> {
   const connection = await Connection.connect({
     ...temporalConnectionOptions(settings.temporal),
     connectTimeout: '5s',
+    channelArgs: { 'grpc.max_receive_message_length': MAX_RECEIVE_BYTES },
   });
   return new Client({ connection, namespace: settings.temporal.namespace });
 }

@@ -3,15 +3,16 @@
  * argument table, which dispatch cannot bypass), --version, `topics create` (idempotent, a bad
  * broker in one line), `produce` (keys, and a bad line named by number with nothing produced), a
  * wrong broker as one clear line on the terminal with kafkajs's detail in the log file, the log
- * file holding the worker's info lines, and `status` naming why a pipeline whose setup failed
- * never started its partitions.
+ * file holding the worker's info lines, `status` naming why a pipeline whose setup failed never
+ * started its partitions, and `export-history` of a history whose page is over 4 MiB.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawn, spawnSync } from 'node:child_process';
 import { stringify } from 'yaml';
+import { Worker } from '@temporalio/worker';
 import { COMMANDS, GLOBAL_OPTIONS } from '../src/cli/commands';
 import { ISOLATION, latestOffset } from '../src/kafka/internals';
 import { readAll } from '../src/verify';
@@ -148,6 +149,33 @@ test('init, produce and replay of a history file run without the MySQL password;
   } finally {
     for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
     Object.assign(process.env, saved);
+  }
+});
+
+test("export-history reads a history over gRPC's 4 MiB default message size (a group workflow over 256 partitions makes one), and a worker runs it", async () => {
+  // A workflow no worker has run yet, with three 1.5 MB signals in its history: one page of about 4.5 MB.
+  const workflowId = uniqueName('bighistory');
+  const handle = await deps.client.workflow.start('smokeWorkflow', {
+    taskQueue: workflowId,
+    workflowId,
+    args: ['big history'],
+  });
+  try {
+    for (let i = 0; i < 3; i++) await handle.signal('big', String(i).repeat(1_500_000));
+    const file = join(tmp, `${workflowId}.json`);
+    const r = await cli('export-history', workflowId, '--out', file);
+    assert.equal(r.code, 0, r.err);
+    const size = statSync(file).size;
+    assert.ok(size > 4 * 1024 * 1024, `the history written is ${size} bytes, not over 4 MiB`);
+    // The worker's connection (Rust core) takes the same page in its first workflow task.
+    const worker = await Worker.create({
+      taskQueue: workflowId,
+      workflowsPath: require.resolve('./workflows/smoke'),
+      activities: { greet: async (name: string) => `hello ${name}` },
+    });
+    assert.equal(await worker.runUntil(handle.result()), 'hello big history');
+  } finally {
+    await handle.terminate('cli-tools.test.ts over').catch(() => undefined);
   }
 });
 

@@ -14,12 +14,24 @@ ours() {
   tr '\0' '\n' <"/proc/$p/cmdline" 2>/dev/null | grep -qF "$dir/"
 }
 
-# stop_group <pid> <label> <port>: SIGTERM the process group (SIGKILL after 60 s), then wait up
-# to 30 s until <port> is released, so an immediate `up` does not take it for a foreign process.
+# stop_group <pid> <label> <port> [signal]: signal the process group (SIGTERM unless told), then
+# wait_stopped.
 stop_group() {
   local p=$1 label=$2 port=$3 sig=${4:-TERM}
-  log "stopping $label (SIG$sig)"
-  kill -s "$sig" -- "-$p" 2>/dev/null || kill -s "$sig" "$p" 2>/dev/null || true
+  signal_group "$p" "$label" "$sig"
+  wait_stopped "$p" "$label" "$port"
+}
+
+signal_group() { # pid label signal
+  log "stopping $2 (SIG$3)"
+  kill -s "$3" -- "-$1" 2>/dev/null || kill -s "$3" "$1" 2>/dev/null || true
+}
+
+# wait_stopped <pid> <label> <port>: wait until <pid> exits (SIGKILL to its group after 60 s),
+# then up to 30 s until <port> is released, so an immediate `up` does not take it for a foreign
+# process.
+wait_stopped() {
+  local p=$1 label=$2 port=$3
   local deadline=$((SECONDS + 60))
   while kill -0 "$p" 2>/dev/null; do
     if ((SECONDS >= deadline)); then log "$label did not stop in 60s; SIGKILL"; kill -KILL -- "-$p" 2>/dev/null || true; fi

@@ -641,13 +641,13 @@ stop_kafka_nodes() { # signal node-indexes...
   for i in "$@"; do
     p=$(pid_of "$(knode "$i")")
     if ours "$p" "$RUN"; then
-      kill -s "$sig" -- "-$p" 2>/dev/null || kill -s "$sig" "$p" 2>/dev/null || true
+      signal_group "$p" "$(knode "$i")" "$sig"
       signalled[$i]=$p
     fi
   done
   for i in "$@"; do
     name=$(knode "$i")
-    [[ -n ${signalled[$i]:-} ]] && stop_group "${signalled[$i]}" "$name" "$(kafka_client_or_controller_port "$i")" "$sig"
+    [[ -n ${signalled[$i]:-} ]] && wait_stopped "${signalled[$i]}" "$name" "$(kafka_client_or_controller_port "$i")"
     rm -f "$RUN/$name/pid"
   done
 }
@@ -790,9 +790,8 @@ case $cmd in
       if [[ -n $p ]]; then echo "  pid file names $p, $(if ours "$p" "$RUN"; then echo 'which is alive'; elif kill -0 "$p" 2>/dev/null; then echo 'now another process (a stale pid file)'; else echo 'which is gone'; fi)"; else echo "  no pid file (never started here, or stopped by scripts/services.sh down or kill)"; fi
       if [[ -f $(logfile "$n") ]]; then
         echo "  $(logfile "$n") since its last start: the last warnings and errors, then the last lines"
-        awk -v m="$START_MARK" 'index($0, m) == 1 {n = 0} {l[n++] = $0} END {for (i = 0; i < n; i++) print l[i]}' "$(logfile "$n")" >"$RUN/$n/.since-start"
-        { head -n 1 "$RUN/$n/.since-start"; tail -n +2 "$RUN/$n/.since-start" | grep -aiE 'warn|error|fatal|exception|out of memory|halt' | tail -n 15; echo '...'; tail -n 6 "$RUN/$n/.since-start"; } | cut -c1-300 | sed 's/^/    /'
-        rm -f "$RUN/$n/.since-start"
+        since=$(awk -v m="$START_MARK" 'index($0, m) == 1 {n = 0} {l[n++] = $0} END {for (i = 0; i < n; i++) print l[i]}' "$(logfile "$n")")
+        { head -n 1 <<<"$since"; tail -n +2 <<<"$since" | grep -aiE 'warn|error|fatal|exception|out of memory|halt' | tail -n 15; echo '...'; tail -n 6 <<<"$since"; } | cut -c1-300 | sed 's/^/    /'
       fi
       for f in "$RUN/$n"/hs_err_pid*.log; do [[ -f $f ]] && { echo "  JVM crash file $f:"; head -n 15 "$f" | sed 's/^/    /'; }; done
     done

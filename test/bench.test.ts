@@ -500,6 +500,7 @@ test(
       const g = l.serviceGauge;
       assert.ok(g, `${l.engine}: service gauge`);
       positive(`${l.engine}: Kafka transaction ms`, g.kafkaTxnMs);
+      positive(`${l.engine}: its commit ms`, g.kafkaCommitMs ?? NaN);
       positive(`${l.engine}: XA branch ms`, g.xaMs);
       positive(`${l.engine}: Temporal start ms`, g.temporalStartMs);
       // The machine's CPU while fed: some of it busy, no more than all of it, and Kafka worked.
@@ -616,7 +617,7 @@ test(
     const md = markdown(r, 'performance.svg');
     assert.match(
       md,
-      /\*\*Where the paced runs' time went\*\*[\s\S]*- C: machine-speed gauge before it \d+\.\d \(\d+\.\d\) ms; service round trips before it \(median\): Kafka transaction \d+\.\d ms, XA branch \d+\.\d ms, Temporal start \d+\.\d ms; CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 [\d,]+ \/ [\d,]+ ms/,
+      /\*\*Where the paced runs' time went\*\*[\s\S]*- C: machine-speed gauge before it \d+\.\d \(\d+\.\d\) ms; service round trips before it \(median\): Kafka transaction \d+\.\d ms \(its commit \d+\.\d\), XA branch \d+\.\d ms, Temporal start \d+\.\d ms; CPU while fed \d+\.\d\d of \d+ cores busy .*; epoch cycle p50 \/ p99 [\d,]+ \/ [\d,]+ ms/,
     );
     assert.match(md, /C onceflow, epoch.maxRecords 500 \|/);
     // A variant's label, with its groups said (cLabel).

@@ -364,7 +364,7 @@ export function latencyTail(runs: LatencyRun[]): string[] {
     const g = l.serviceGauge;
     if (g)
       parts.push(
-        `service round trips before it (median): Kafka transaction ${f1(g.kafkaTxnMs)} ms, XA branch ${f1(g.xaMs)} ms, Temporal start ${f1(g.temporalStartMs)} ms`,
+        `service round trips before it (median): Kafka transaction ${f1(g.kafkaTxnMs)} ms${g.kafkaCommitMs !== undefined ? ` (its commit ${f1(g.kafkaCommitMs)})` : ''}, XA branch ${f1(g.xaMs)} ms, Temporal start ${f1(g.temporalStartMs)} ms`,
       );
     const c = l.feedCpu;
     if (c)

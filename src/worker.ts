@@ -12,6 +12,7 @@ import { logLevel, type Admin } from 'kafkajs';
 import type { Pool } from 'mysql2/promise';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities } from './activities';
+import { DecidedCommits } from './activities/decided';
 import type { ObservedEvent } from './activities/observe';
 import { temporalConnectionOptions } from './client';
 import { loadSettings, type Settings } from './config';
@@ -125,6 +126,7 @@ async function wire(
     close: () => Promise<void>;
   },
 ): Promise<WorkerHandle> {
+  const decided = new DecidedCommits();
   const worker = await Worker.create({
     connection,
     namespace: settings.temporal.namespace,
@@ -133,6 +135,7 @@ async function wire(
       ? { workflowBundle: { codePath: settings.workflowBundle } }
       : { workflowsPath: require.resolve('./workflows') }),
     activities: createActivities({
+      decided,
       cluster,
       admin,
       pool,
@@ -160,6 +163,8 @@ async function wire(
       try {
         await worker.run();
       } finally {
+        // Commits begun by activities that completed themselves (src/activities/decided.ts) end first.
+        await decided.drain();
         await close();
       }
     },

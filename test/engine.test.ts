@@ -21,6 +21,7 @@ import { pendingEpochs, STAGE_ROWS_TABLE } from '../src/mysql/stage';
 import { partitionWorkflowId } from '../src/spec';
 import { SEARCH_ATTRIBUTES } from '../src/search-attributes';
 import { readAll } from '../src/verify';
+import type { ObservedEvent } from '../src/activities/observe';
 import { createOnceflowWorker } from '../src/worker';
 import {
   assertFired,
@@ -40,6 +41,7 @@ import {
   failedChecks,
   prepareScenario,
   rollBackWhenPrepared,
+  runToEnd,
   start,
   verify,
   type Scenario,
@@ -116,6 +118,54 @@ test(
       w.shutdown();
       await running;
     }
+  },
+);
+
+test(
+  'an epoch commits as soon as its decision is in history, on the worker that prepared it, once; an early commit that fails is done by the next activity',
+  { timeout: 240_000 },
+  async () => {
+    // Epoch 2 of each partition: the early commit throws before EndTxn (attempt 1 of the
+    // preparing activity, as the fault rule sees it); the activity that commits it in the
+    // workflow's order must then commit it (its attempt 1 throws too, its retry commits).
+    const fault = 'commit.before@epoch=2@attempt=1:throw';
+    const recorded = recordedFaults(fault);
+    const s = await prepareScenario(deps, {
+      prefix: 'early',
+      records: 600,
+      partitions: 2,
+      epoch: { maxRecords: 50, maxWaitMs: 200 },
+    });
+    const commits: Extract<ObservedEvent, { kind: 'committed' }>[] = [];
+    await runToEnd(deps, s, {
+      faults: recorded.faults,
+      observe: (e) => void (e.kind === 'committed' && commits.push(e)),
+    });
+    assertFired(recorded.lines, /throw at commit\.before epoch=2 partition=0 attempt=1/, 'the worker');
+    const byEpoch = new Map<string, { early: number; ordered: number }>();
+    for (const c of commits) {
+      const k = `${c.partition}/${c.epoch}/${c.side}`;
+      const n = byEpoch.get(k) ?? { early: 0, ordered: 0 };
+      n[c.early ? 'early' : 'ordered']++;
+      byEpoch.set(k, n);
+    }
+    const epochs = await Promise.all([0, 1].map(async (p) => (await lastLedgerRow(deps.pool, s.spec.name, p))!.epoch));
+    assert.ok(
+      epochs.every((e) => e >= 5),
+      `each partition committed 300 records in epochs of at most 50: ${epochs}`,
+    );
+    for (const [p, last] of epochs.entries())
+      for (let e = 0; e <= last; e++)
+        for (const side of ['kafka', 'mysql']) {
+          const n = byEpoch.get(`${p}/${e}/${side}`);
+          if (e === 2) {
+            // The early commit's Kafka side threw; its MySQL side, beside it, committed, and each
+            // retry of the ordered commit finds it committed (XA NOTA, its ledger row) again.
+            if (side === 'kafka') assert.deepEqual(n, { early: 0, ordered: 1 }, `partition ${p} epoch 2 kafka`);
+            else assert.equal(n?.early, 1, `partition ${p} epoch 2 mysql: ${JSON.stringify(n)}`);
+          } else
+            assert.deepEqual(n, { early: 1, ordered: 0 }, `partition ${p} epoch ${e} ${side}: committed once, early`);
+        }
   },
 );
 

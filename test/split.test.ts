@@ -36,7 +36,7 @@ import {
   spawnWorker,
   type Deps,
 } from './support/env';
-import { drainAndWait, failedChecks, prepareScenario, start, verify } from './support/pipeline';
+import { drainAndWait, failedChecks, prepareScenario, runToEnd, start, verify } from './support/pipeline';
 
 let deps: Deps;
 before(async () => {
@@ -194,29 +194,13 @@ for (const [commits, parallelism] of [
         /partition \d+ epoch \d+: Kafka split its transaction \(producer \d+ epoch \d+\): committed on .+, aborted on .+ → starting the pipeline writes it again where it aborted/,
       );
       const splits: KafkaSplit[] = [];
-      const w = await createOnceflowWorker({
-        settings: deps.settings,
-        taskQueue: s.taskQueue,
-        transforms: compareTransforms(),
-        observe: (e) => void (e.kind === 'split' && splits.push(e.split)),
-        worker: { workflowBundle: bundle() },
-      });
-      const running = w.run();
-      try {
-        const handle = await start(deps, s);
-        await drainAndWait(deps, s, handle);
-        const report = await verify(deps, s);
-        assert.ok(report.ok, failedChecks(report));
-        assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
-        assert.ok(splits.length >= 1, 'reconcile reported the split it repaired');
-        const committedMarkers = splits.every(
-          (x) => x.committed.length > 0 && x.committed.every((p) => p.startsWith('onceflow.progress.')),
-        );
-        assert.equal(committedMarkers, commits === 'markers', `what committed: ${JSON.stringify(splits)}`);
-      } finally {
-        w.shutdown();
-        await running;
-      }
+      const report = await runToEnd(deps, s, { observe: (e) => void (e.kind === 'split' && splits.push(e.split)) });
+      assert.equal(report.totals.outputs + report.totals.deadLetters, 600);
+      assert.ok(splits.length >= 1, 'reconcile reported the split it repaired');
+      const committedMarkers = splits.every(
+        (x) => x.committed.length > 0 && x.committed.every((p) => p.startsWith('onceflow.progress.')),
+      );
+      assert.equal(committedMarkers, commits === 'markers', `what committed: ${JSON.stringify(splits)}`);
     },
   );
 }

@@ -2116,3 +2116,103 @@ test('an epoch is cut into requests within the per-partition and per-request lim
   assert.deepEqual(seen, all);
   assert.ok(requests > all.reduce((a, x) => a + size(x.msg), 0) / limits.requestBytes, 'the request limit cut');
 });
+
+import { CompleteAsyncError } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DecidedCommits, completeThenCommit } from '../src/activities/decided';
+import type { GroupCommitArgs, GroupCommitResult } from '../src/protocol';
+
+/** The worker's client as an activity sees it, with only what completeThenCommit asks of it. */
+const fakeClient = (complete: () => Promise<void>) =>
+  ({ activity: { complete }, withAbortSignal: (_: AbortSignal, fn: () => unknown) => fn() }) as unknown as Client;
+
+test('commit on decision: an epoch commits only once the server took the result; its outcome is taken once; a refused completion commits nothing', async () => {
+  const committed: GroupCommitResult = { kafka: 'committed', mysql: 'committed' };
+  const decided = { prepared: { xid: 'g#b', groupEpoch: 3 } } as unknown as GroupCommitArgs;
+  const result = { kind: 'prepared' };
+  /** Runs completeThenCommit in an activity whose client's complete() does `complete`. */
+  const end = (complete: (() => Promise<void>) | undefined, commits: DecidedCommits, started: string[]) => {
+    const client = complete ? fakeClient(complete) : undefined;
+    const env = new MockActivityEnvironment({}, client ? { client } : {});
+    return env.run(() =>
+      completeThenCommit(
+        result,
+        decided,
+        commits,
+        async (a) => {
+          started.push(a.prepared.xid);
+          return committed;
+        },
+        () => undefined,
+      ),
+    );
+  };
+
+  // Taken by the server: the activity ends completed-async, the commit runs, its outcome is taken once.
+  let commits = new DecidedCommits();
+  let started: string[] = [];
+  await assert.rejects(
+    end(async () => void started.push('completed'), commits, started),
+    (e) => e instanceof CompleteAsyncError,
+  );
+  assert.deepEqual(started, ['completed', 'g#b'], 'the commit starts after the server took the result');
+  assert.deepEqual(await commits.take('g#b'), committed);
+  assert.equal(await commits.take('g#b'), undefined, 'taken once');
+
+  // Refused (this attempt timed out), or no client (a replay or mock worker): the result goes back
+  // to the worker, nothing is committed.
+  for (const complete of [
+    async () => {
+      throw new Error('NOT_FOUND: invalid activityID or activity already timed out');
+    },
+    undefined,
+  ]) {
+    commits = new DecidedCommits();
+    started = [];
+    assert.equal(await end(complete, commits, started), result);
+    assert.deepEqual(started, []);
+    assert.equal(await commits.take('g#b'), undefined);
+  }
+
+  // Nothing decided (an empty epoch): the result goes back as it is, the client is not asked.
+  let asked = false;
+  const env = new MockActivityEnvironment({}, { client: fakeClient(async () => void (asked = true)) });
+  assert.equal(
+    await env.run(() =>
+      completeThenCommit(
+        result,
+        undefined,
+        new DecidedCommits(),
+        async () => committed,
+        () => undefined,
+      ),
+    ),
+    result,
+  );
+  assert.equal(asked, false);
+
+  // A failed early commit: told, and nothing to take (the ordered commit does it); drain waits for running ones.
+  commits = new DecidedCommits();
+  const failures: unknown[] = [];
+  commits.start(
+    'x#1',
+    async () => Promise.reject(new Error('broker gone')),
+    (e) => failures.push(e),
+  );
+  let finish!: () => void;
+  commits.start(
+    'x#2',
+    () => new Promise((res) => (finish = () => res(committed))),
+    () => undefined,
+  );
+  assert.equal(await commits.take('x#1'), undefined);
+  assert.equal(failures.length, 1);
+  let drained = false;
+  const draining = commits.drain().then(() => (drained = true));
+  await new Promise((r) => setImmediate(r));
+  assert.equal(drained, false, 'drain waits for the running commit');
+  finish();
+  await draining;
+  assert.deepEqual(await commits.take('x#2'), committed);
+});

@@ -17,7 +17,7 @@ import {
   type GroupPrepareResult,
   type KafkaCommitOutcome,
 } from '../protocol';
-import { committer } from './commit';
+import { committer, decider } from './commit';
 import { edge, type ActivityContext } from './context';
 import { preparer } from './prepare';
 
@@ -91,10 +91,12 @@ export function advancer(ctx: ActivityContext) {
 
 export function createAdvance(ctx: ActivityContext) {
   const advance = advancer(ctx);
+  const decide = decider(ctx);
   return {
-    /** Commits epoch e of the unit and prepares e+1. */
+    /** Commits epoch e of the unit and prepares e+1; e+1 commits as soon as this result is in history. */
     async advanceMembers(args: GroupAdvanceArgs): Promise<GroupAdvanceResult> {
-      return edge(() => advance(args));
+      const r = await edge(() => advance(args));
+      return decide(r, args, r.next);
     },
   };
 }

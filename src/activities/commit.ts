@@ -14,10 +14,19 @@ import { commitOrFindOut, txnParts } from '../kafka/outcome';
 import { rollbackXid } from '../mysql/branch';
 import { mysqlMode } from '../mysql/stage';
 import { xidFromString } from '../mysql/xid';
-import type { GroupCommitArgs, GroupCommitResult, KafkaSplit, MysqlCommitOutcome, WrittenParts } from '../protocol';
+import type {
+  GroupArgs,
+  GroupCommitArgs,
+  GroupCommitResult,
+  GroupPrepareResult,
+  KafkaSplit,
+  MysqlCommitOutcome,
+  WrittenParts,
+} from '../protocol';
 import { move, prepared as preparedState, type EpochState } from '../protocol/epoch';
 import type { PipelineSpec } from '../spec';
 import { edge, type ActivityContext } from './context';
+import { completeThenCommit } from './decided';
 import { redoKafkaSide } from './kafka-side';
 import { memberOf, srcOf } from './members';
 import { applyEpoch, commitDecided, finishMysqlSide, redoMysqlSide } from './mysql-side';
@@ -143,13 +152,18 @@ export function committer(ctx: ActivityContext) {
   }
 
   /** Both sides of a decided epoch at once; each is idempotent, so a retry after one side failed redoes nothing the other did. */
-  async function both(args: GroupCommitArgs): Promise<GroupCommitResult> {
+  async function bothNow(args: GroupCommitArgs): Promise<GroupCommitResult> {
     const [kafka, mysql] = await Promise.all([kafkaSide(args), mysqlSide(args)]);
     return {
       kafka: kafka.state.kafka === 'committed' ? 'committed' : 'aborted',
       mysql,
       ...(kafka.split ? { split: kafka.split } : {}),
     };
+  }
+
+  /** Both sides, or the outcome of this worker's early commit of the epoch (./decided.ts). */
+  async function both(args: GroupCommitArgs): Promise<GroupCommitResult> {
+    return (await ctx.decided.take(args.prepared.xid)) ?? bothNow(args);
   }
 
   /**
@@ -193,7 +207,28 @@ export function committer(ctx: ActivityContext) {
     await rollbackXid(ctx.pool, xidFromString(p.xid));
   }
 
-  return { kafkaSide, mysqlSide, both, redo, withdraw };
+  return { kafkaSide, mysqlSide, both, bothNow, redo, withdraw };
+}
+
+/**
+ * The end of an activity whose result prepares an epoch: it completes itself and commits that
+ * epoch at once (./decided.ts). The early commit's 'committed' events say `early`; it sends no
+ * heartbeats (its activity is complete).
+ */
+export function decider(ctx: ActivityContext) {
+  const early = committer({
+    ...ctx,
+    heartbeat: () => undefined,
+    observe: (e) => ctx.observe(e.kind === 'committed' ? { ...e, early: true } : e),
+  });
+  return <R>(result: R, { spec, group, solo, members }: GroupArgs, prepared?: GroupPrepareResult): Promise<R> =>
+    completeThenCommit(
+      result,
+      prepared?.kind === 'prepared' ? { spec, group, ...(solo ? { solo } : {}), members, prepared } : undefined,
+      ctx.decided,
+      early.bothNow,
+      ctx.warn,
+    );
 }
 
 export function createCommit(ctx: ActivityContext) {

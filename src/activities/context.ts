@@ -13,6 +13,7 @@ import { detectDialect, type Dialect } from '../mysql/sink';
 import { IllegalMove } from '../protocol/epoch';
 import type { PipelineSpec } from '../spec';
 import type { TransformRegistry } from '../transforms/registry';
+import { DecidedCommits } from './decided';
 import type { ObservedEvent } from './observe';
 
 export interface ActivityDeps {
@@ -25,6 +26,8 @@ export interface ActivityDeps {
   faults?: Faults;
   /** Observer for metrics (records, phases, redos); optional. */
   observe?: (event: ObservedEvent) => void;
+  /** The worker's early commits (./decided.ts); the worker drains them before it closes its clients. */
+  decided?: DecidedCommits;
 }
 
 /** The current activity attempt's number. */
@@ -42,6 +45,7 @@ export function activityContext(deps: ActivityDeps) {
   return {
     ...deps,
     observe: deps.observe ?? (() => undefined),
+    decided: deps.decided ?? new DecidedCommits(),
     dialect: async () => (dialect ??= await detectDialect(deps.pool)),
     hit: (
       point: FaultPoint,

@@ -6,6 +6,8 @@
  *   reconcile  reconcileMembers     before a unit runs (or members join it): agree, recover
  *   prepare    prepareMembers       phase 1: both participants pre-committed
  *   advance    advanceMembers       phase 3 of e and phase 1 of e+1 in one activity
+ *   decided    (no activity)        an epoch committed by the worker that prepared it, as soon as
+ *                                   its prepare result is in history (commit on decision)
  *   commit     commitMembers,       phase 3 alone (the last epoch of a run), and the redo of a
  *              redoMembers          broker-aborted Kafka side
  *   legacy     the names older histories call (src/workflows/legacy/), as thin adapters

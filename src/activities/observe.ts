@@ -45,6 +45,8 @@ export type ObservedEvent =
       startedAt: number;
       /** MySQL side: the part of `ms` spent applying the staged rows after XA COMMIT */
       applyMs?: number;
+      /** Committed by the worker that prepared it, as soon as the decision was in history, outside any activity (src/activities/decided.ts). */
+      early?: true;
     }
   | { kind: 'redo'; pipeline: string; partition: number; side: 'kafka' | 'mysql' }
   /** An epoch's Kafka transaction came out committed on some partitions and aborted on others (src/kafka/outcome.ts). */

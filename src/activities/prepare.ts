@@ -18,6 +18,7 @@ import type { GroupPrepareArgs, GroupPrepareResult, MemberEpoch } from '../proto
 import type { PipelineSpec } from '../spec';
 import { applyTransform, tableMap, type KafkaMessage } from './apply';
 import { haltIfOverBudget, type EpochPart } from './budget';
+import { decider } from './commit';
 import { attempt, attemptToken, edge, type ActivityContext } from './context';
 import { sendEpoch, type SentPart } from './kafka-side';
 import { memberOf, srcOf, unitEpochName, unitGtrid, unitTxnId } from './members';
@@ -281,10 +282,12 @@ export function preparer(ctx: ActivityContext) {
 
 export function createPrepare(ctx: ActivityContext) {
   const prepare = preparer(ctx);
+  const decide = decider(ctx);
   return {
-    /** Phase 1 of an epoch of the unit (src/workflows/engine.ts). */
+    /** Phase 1 of an epoch of the unit (src/workflows/engine.ts); the epoch commits as soon as this result is in history. */
     async prepareMembers(args: GroupPrepareArgs): Promise<GroupPrepareResult> {
-      return edge(() => prepare(args), { decided: false });
+      const r = await edge(() => prepare(args), { decided: false });
+      return decide(r, args, r);
     },
   };
 }

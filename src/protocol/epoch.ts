@@ -13,7 +13,10 @@
  *
  * The decision: the prepare result in workflow history names the epoch's Kafka handle and its
  * xid. The same xid is written into the epoch's progress marker inside the Kafka transaction, so
- * a committed marker names the decided branch too; recovery without history uses that.
+ * a committed marker names the decided branch too; recovery without history uses that. The
+ * commit moves are taken as soon as the decision is in history, by the worker that prepared the
+ * epoch (src/activities/decided.ts), and again, idempotently, by the activity that commits it in
+ * the workflow's order when that one does not find the first's outcome.
  *
  * Pure module: no I/O, imported by workflow code and activities alike.
  */

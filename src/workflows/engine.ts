@@ -8,7 +8,9 @@
  *   1 reconcileMembers           settle what a crash left, agree on each member's position
  *   2 prepareMembers(e)          → { members' ranges, Kafka handle, xid }   (in history: the decision)
  *   3 advanceMembers(e)          commit e ∥ prepare e+1, in one activity   (commitMembers alone for a run's last,
- *                                when pausing, stopping or taking in joining partitions, after a failed advance)
+ *                                when pausing, stopping or taking in joining partitions, after a failed advance);
+ *                                the worker that prepared e has usually committed it already, once its result was
+ *                                in history (src/activities/decided.ts), and the commit takes that outcome
  *   4 redoMembers(e)             if the broker aborted e's Kafka side; e+1 is prepared after it
  *   5 continue-as-new when history grows
  *

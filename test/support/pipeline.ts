@@ -15,7 +15,11 @@ import { compareTransforms } from '../../examples/flink-compare/transforms';
 import type { pipelineWorkflow } from '../../src/workflows/pipeline';
 import { recoverXids, rollbackXid } from '../../src/mysql/branch';
 import type { Xid } from '../../src/mysql/xid';
-import { uniqueName, waitUntil, type Deps } from './env';
+import assert from 'node:assert/strict';
+import type { ObservedEvent } from '../../src/activities/observe';
+import type { Faults } from '../../src/faults';
+import { createOnceflowWorker } from '../../src/worker';
+import { bundle, uniqueName, waitUntil, type Deps } from './env';
 
 export interface Scenario {
   spec: PipelineSpec;
@@ -78,6 +82,35 @@ export async function verify(deps: Deps, s: Scenario): Promise<VerifyReport> {
     { cluster: deps.cluster, admin: deps.admin, pool: deps.pool, transforms: compareTransforms() },
     s.spec,
   );
+}
+
+/**
+ * Runs scenario `s` to its end on a worker in this process (the compare transforms, the test
+ * bundle, `faults` and `observe` if given): start, drain, verify. Requires verify to pass and
+ * returns its report.
+ */
+export async function runToEnd(
+  deps: Deps,
+  s: Scenario,
+  opts: { faults?: Faults; observe?: (e: ObservedEvent) => void } = {},
+): Promise<VerifyReport> {
+  const w = await createOnceflowWorker({
+    settings: deps.settings,
+    taskQueue: s.taskQueue,
+    transforms: compareTransforms(),
+    worker: { workflowBundle: bundle() },
+    ...opts,
+  });
+  const running = w.run();
+  try {
+    await drainAndWait(deps, s, await start(deps, s));
+    const report = await verify(deps, s);
+    assert.ok(report.ok, failedChecks(report));
+    return report;
+  } finally {
+    w.shutdown();
+    await running;
+  }
 }
 
 export function failedChecks(r: VerifyReport): string {

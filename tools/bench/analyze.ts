@@ -50,7 +50,7 @@ export interface EpochSplit extends PrepareSplit {
   mysqlCommitMs: number;
   /** applying the staged rows to the tables after XA COMMIT (absent in results from before it was measured) */
   applyMs?: number;
-  /** time of the cycle in which no activity of the partition ran: Temporal's workflow/activity round trips */
+  /** time of the cycle in which no activity of the partition ran: Temporal's workflow/activity round trips (early commits run beside them) */
   temporalMs: number;
   /** temporalMs + InitProducerId + XA PREPARE + both commits (not the apply): the part of an epoch that does not move data */
   coordinationMs: number;
@@ -142,7 +142,9 @@ export function epochSplit(events: ObservedEvent[]): EpochSplit {
   for (const [partition, byEpoch] of byPartition) {
     const intervals: [number, number][] = [];
     for (const p of byEpoch.values()) intervals.push([p.startedAt, p.startedAt + p.ms]);
-    for (const c of committed) if (c.partition === partition) intervals.push([c.startedAt, c.startedAt + c.ms]);
+    // Early commits (src/activities/decided.ts) run outside any activity, in the gap `temporal` measures.
+    for (const c of committed)
+      if (c.partition === partition && !c.early) intervals.push([c.startedAt, c.startedAt + c.ms]);
     const epochs = [...byEpoch.keys()].sort((a, b) => a - b);
     for (const e of epochs) {
       const p = byEpoch.get(e)!;

@@ -275,7 +275,7 @@ export function markdown(r: BenchResult, svgName: string, before?: BenchResult):
     L.push('');
   }
   L.push(
-    '**Per-epoch time split of C** (mean ms per epoch and partition; `temporal` = time of the epoch cycle in which no activity of the partition ran, i.e. workflow-task and activity-dispatch round trips; `coordination` = temporal + InitProducerId + XA PREPARE + both commits, without the apply, which moves data):',
+    '**Per-epoch time split of C** (mean ms per epoch and partition; `temporal` = time of the epoch cycle in which no activity of the partition ran, i.e. workflow-task and activity-dispatch round trips, beside which the worker that prepared an epoch now commits it (commit on decision, since 2026-12-07); `coordination` = temporal + InitProducerId + XA PREPARE + both commits, without the apply, which moves data):',
     '',
   );
   L.push(...SPLIT_HEAD);
@@ -380,7 +380,7 @@ export function latencyTail(runs: LatencyRun[]): string[] {
     if (s) {
       const m = s.meanMs;
       parts.push(
-        `the slowest ${s.cycles} cycles (${SLOWEST_SHARE * 100} %), mean ${f0(m.cycle)} ms: read ${f0(m.readMs)}, InitProducerId ${f0(m.initMs)}, transform ${f0(m.transformMs)}, Kafka produce ${f0(m.kafkaMs)}, MySQL writes ${f0(m.mysqlMs)}, XA END+PREPARE ${f0(m.xaPrepareMs)} (prepare ${f0(m.prepare)}), beside it Kafka commit ${f0(m.kafkaCommit)} and XA COMMIT with the apply ${f0(m.mysqlCommit)}, temporal ${f0(m.temporal)}; they began at ${s.startsSec.map((x) => x.toFixed(1)).join(', ')} s`,
+        `the slowest ${s.cycles} cycles (${SLOWEST_SHARE * 100} %), mean ${f0(m.cycle)} ms: read ${f0(m.readMs)}, InitProducerId ${f0(m.initMs)}, transform ${f0(m.transformMs)}, Kafka produce ${f0(m.kafkaMs)}, MySQL writes ${f0(m.mysqlMs)}, XA END+PREPARE ${f0(m.xaPrepareMs)} (prepare ${f0(m.prepare)}), its epoch's Kafka commit ${f0(m.kafkaCommit)} and XA COMMIT with the apply ${f0(m.mysqlCommit)}, temporal ${f0(m.temporal)}; they began at ${s.startsSec.map((x) => x.toFixed(1)).join(', ')} s`,
       );
     }
     if (l.latencyByWindow?.length)

@@ -13,8 +13,12 @@ export interface ServiceGauge {
   kafkaTxnMs: number;
   /**
    * its commit alone (EndTxn, median ms; absent in runs before 2026-12-07 19:00 UTC). The rest is
-   * the send, with AddPartitionsToTxn: a round that waited for a kafkajs retry (300 ms ± 20 %)
-   * shows here whether it was the commit's or the send's.
+   * the send, with AddPartitionsToTxn. Until 2026-12-07 21:30 UTC a round sometimes took 300 ms ±
+   * 20 %: the transactions follow each other on one transactional id, and when the broker was
+   * still writing the previous one's markers it answered AddPartitionsToTxn with
+   * CONCURRENT_TRANSACTIONS, which kafkajs retried after its default 300 ms (a probe counting the
+   * requests found two AddPartitionsToTxn in every slow round and one in every other). onceflow's
+   * epochs never reuse an id back to back; the gauge now retries after 20 ms.
    */
   kafkaCommitMs?: number;
   /** an XA branch of one row on one connection: XA START, INSERT, XA END, XA PREPARE, XA COMMIT (median ms) */
@@ -48,6 +52,9 @@ export async function serviceGauge(deps: Connections, name: string): Promise<Ser
     idempotent: true,
     maxInFlightRequests: 1,
     allowAutoTopicCreation: false,
+    // CONCURRENT_TRANSACTIONS (the previous round's markers not yet written) clears in
+    // milliseconds; kafkajs's default first retry after 300 ms made such a round 300 ms long.
+    retry: { initialRetryTime: 20, retries: 10 },
   });
   await producer.connect();
   let kafkaTxnMs: number;

@@ -347,6 +347,17 @@ test('bench analysis: the cycle tail and its temporal part per epoch; the workfl
   assert.equal(s.slowest?.meanMs.prepare, 40);
   assert.equal(s.slowest?.meanMs.temporal, 240);
   assert.equal(s.slowest?.meanMs.kafkaCommit, 20);
+  // An early commit (commit on decision) runs outside any activity, in the gap `temporal` measures:
+  // the same cycles with epoch 1's commit early leave its 20 ms in `temporal`.
+  const early = epochSplit([
+    prepared(0, 0, 30),
+    committed(0, 50, 10),
+    prepared(1, 100, 40),
+    { ...(committed(1, 200, 20) as Extract<ObservedEvent, { kind: 'committed' }>), early: true },
+    prepared(2, 400, 30),
+  ]);
+  assert.deepEqual(early.tail?.temporalMs, { p50: 60, p99: 260 });
+  assert.equal(early.slowest?.meanMs.kafkaCommit, 20);
   // Workflow tasks: scheduled → started 5 and 30 ms, started → completed 10 and 20 ms (event ids as strings, as in history JSON).
   const at = (ms: number) => ({ seconds: 1_000, nanos: ms * 1e6 });
   const run: HistoryEventLike[] = [

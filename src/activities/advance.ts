@@ -7,7 +7,9 @@
  * e's decision is already in history; e+1's enters history with this activity's result. So
  * nothing of e+1 may outlive a failed or aborted attempt: when e's commit fails, or the broker
  * aborted e's transaction (e must be redone before e+1 is in the log), a prepared e+1 is
- * withdrawn here before the activity returns.
+ * withdrawn here before the activity returns. On the worker that prepared e, e's commit has
+ * usually begun already, as soon as e's decision was in history (./decided.ts): the commit here
+ * then takes its outcome, and e+1 is committed the same way once this result is in history.
  */
 import { notAuthorized } from '../errors';
 import {

@@ -22,7 +22,10 @@ export const DECIDED_KEPT_MS = 5 * 60_000;
 
 /** The early commits of one worker, by the branch (xid) of the epoch. */
 export class DecidedCommits {
-  private readonly running = new Map<string, Promise<GroupCommitResult | undefined>>();
+  private readonly running = new Map<
+    string,
+    { outcome: Promise<GroupCommitResult | undefined>; forget: ReturnType<typeof setTimeout> }
+  >();
 
   /** Runs `commit` now; its outcome (undefined if it failed: `failed` is told why) is kept for take(). */
   start(xid: string, commit: () => Promise<GroupCommitResult>, failed: (e: unknown) => void): void {
@@ -30,22 +33,22 @@ export class DecidedCommits {
       failed(e);
       return undefined;
     });
-    this.running.set(xid, outcome);
-    setTimeout(() => {
-      if (this.running.get(xid) === outcome) this.running.delete(xid);
-    }, DECIDED_KEPT_MS).unref();
+    const forget = setTimeout(() => this.running.delete(xid), DECIDED_KEPT_MS).unref();
+    this.running.set(xid, { outcome, forget });
   }
 
   /** The early commit of the epoch with branch `xid`, once (undefined: none here, or it failed). */
   async take(xid: string): Promise<GroupCommitResult | undefined> {
-    const outcome = this.running.get(xid);
+    const kept = this.running.get(xid);
+    if (!kept) return undefined;
     this.running.delete(xid);
-    return outcome;
+    clearTimeout(kept.forget);
+    return kept.outcome;
   }
 
   /** Waits for every early commit still running (a stopping worker, before it closes its clients). */
   async drain(): Promise<void> {
-    await Promise.all(this.running.values());
+    await Promise.all([...this.running.values()].map((k) => k.outcome));
   }
 }
 
